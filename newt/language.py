@@ -1,0 +1,419 @@
+"""The kernel language, `import newt.language as nl` (Triton's `tl` with another letter).
+
+These functions are *names*, not implementations. Inside a `@newt.jit` kernel the compiler's
+frontend resolves each call to one of them and builds IR (newt/frontend/); under
+NEWT_INTERPRET=1 the interpreter runs the kernel with these names bound to torch implementations
+(newt/interpreter/). Called from ordinary Python they raise, so a stray call is a clear error.
+
+Every function is registered in BUILTINS by name; both implementations must cover that table
+(tests/test_language_coverage.py checks it). Docstrings here are the user reference
+(docs/language.md is generated from them).
+"""
+from __future__ import annotations
+
+import functools
+
+from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
+    dtype, pointer_type, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+    float16, bfloat16, float32, float64,
+)
+
+bool_ = int1
+BUILTINS: dict[str, object] = {}
+
+
+class constexpr:
+    """Annotation for compile-time parameters (`BLOCK: nl.constexpr`), and the wrapper type of
+    compile-time values: arithmetic on constexprs is evaluated by the compiler."""
+
+    def __init__(self, value=None):
+        self.value = value.value if isinstance(value, constexpr) else value
+
+    def __repr__(self):
+        return f"constexpr[{self.value!r}]"
+
+
+class tensor:
+    """The type of block and scalar values inside a kernel (for isinstance checks and docs).
+
+    Methods available inside kernels: `x.to(dtype, bitcast=False)`, `x.reshape(*shape)`,
+    `x.trans(*dims)`, `x.permute(*dims)`, `x.expand_dims(axis)`, `x.broadcast_to(*shape)`,
+    `x.sum/max/min/argmax/argmin(axis=None, keep_dims=False)`, `x.cumsum(axis=0)`,
+    `x.shape`, `x.dtype`, indexing with `None` and `:` (`x[:, None]`), and every Python
+    arithmetic, comparison, bitwise and shift operator.
+    """
+
+
+def builtin(fn):
+    """Register `fn` as a kernel builtin; calling it outside a kernel raises."""
+
+    @functools.wraps(fn)
+    def outside_kernel(*args, **kwargs):
+        raise RuntimeError(
+            f"nl.{fn.__name__}() can only be called inside a @newt.jit kernel "
+            f"(set NEWT_INTERPRET=1 to run kernels on the CPU)")
+
+    outside_kernel.__newt_builtin__ = fn.__name__
+    BUILTINS[fn.__name__] = outside_kernel
+    return outside_kernel
+
+
+# ----------------------------------------------------------------------------- program model
+
+@builtin
+def program_id(axis):
+    """Index of the current program along grid `axis` (0, 1 or 2), an int32 scalar."""
+
+
+@builtin
+def num_programs(axis):
+    """Number of programs along grid `axis`, an int32 scalar."""
+
+
+# ----------------------------------------------------------------------------- creation
+
+@builtin
+def arange(start, end):
+    """Block [start, start+1, ..., end-1] of int32. `end - start` must be a power of two and both
+    must be constexpr."""
+
+
+@builtin
+def full(shape, value, dtype):
+    """Block of `shape` (constexpr ints) filled with scalar `value`, of element type `dtype`."""
+
+
+@builtin
+def zeros(shape, dtype):
+    """Block of `shape` filled with zeros of `dtype`."""
+
+
+@builtin
+def zeros_like(input):
+    """Zeros with the shape and dtype of `input`."""
+
+
+@builtin
+def full_like(input, value):
+    """`value` with the shape and dtype of `input`."""
+
+
+@builtin
+def cast(input, dtype, bitcast=False):
+    """Convert `input` to `dtype` (`bitcast=True` reinterprets the bits; widths must match)."""
+
+
+# ----------------------------------------------------------------------------- memory
+
+@builtin
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
+         eviction_policy="", volatile=False):
+    """Load a block (or scalar) from global memory at `pointer`. Where `mask` is false nothing is
+    read and the result is `other` (0 if not given). Contiguous, aligned, unmasked 16-byte groups
+    are read with one vector instruction (checked at run time)."""
+
+
+@builtin
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    """Store `value` (broadcast to the pointer block's shape, cast to the pointee type) at `pointer`
+    where `mask` is true."""
+
+
+def _atomic_doc(name, what):
+    return (f"Atomically {what} at `pointer` where `mask` is true; returns the old values. "
+            f"`sem` is 'acq_rel' (default), 'acquire', 'release' or 'relaxed'; `scope` is "
+            f"'gpu' (default), 'cta' or 'sys'.")
+
+
+@builtin
+def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    """Atomically: `old = *pointer; if old == cmp: *pointer = val`; returns `old`."""
+
+
+@builtin
+def atomic_and(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_or(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+@builtin
+def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
+    pass
+
+
+for _n, _w in (("atomic_add", "add `val`"), ("atomic_max", "take the max with `val`"),
+               ("atomic_min", "take the min with `val`"), ("atomic_xchg", "write `val`"),
+               ("atomic_and", "and `val`"), ("atomic_or", "or `val`"), ("atomic_xor", "xor `val`")):
+    BUILTINS[_n].__doc__ = _atomic_doc(_n, _w)
+
+# ----------------------------------------------------------------------------- shape manipulation
+
+
+@builtin
+def reshape(input, *shape, can_reorder=False):
+    """Same elements, new shape (row-major order). Adding or removing size-1 dims moves no data."""
+
+
+@builtin
+def view(input, *shape):
+    """Alias of reshape with can_reorder=True."""
+
+
+@builtin
+def expand_dims(input, axis):
+    """Insert a size-1 dimension at `axis` (an int or a sequence of ints)."""
+
+
+@builtin
+def broadcast_to(input, *shape):
+    """Broadcast `input` to `shape` with numpy rules."""
+
+
+@builtin
+def broadcast(input, other):
+    """Broadcast two blocks against each other; returns both."""
+
+
+@builtin
+def trans(input, *dims):
+    """Transpose (2-D: swap the axes; with `dims`: permute)."""
+
+
+@builtin
+def permute(input, *dims):
+    """Permute the axes of `input`."""
+
+
+# ----------------------------------------------------------------------------- math
+
+@builtin
+def where(condition, x, y):
+    """Elementwise `x if condition else y`, broadcasting all three."""
+
+
+@builtin
+def maximum(x, y, propagate_nan=None):
+    """Elementwise maximum."""
+
+
+@builtin
+def minimum(x, y, propagate_nan=None):
+    """Elementwise minimum."""
+
+
+@builtin
+def clamp(x, min, max, propagate_nan=None):
+    """`minimum(maximum(x, min), max)`."""
+
+
+@builtin
+def fma(x, y, z):
+    """Fused multiply-add `x * y + z` with one rounding."""
+
+
+@builtin
+def cdiv(x, div):
+    """Ceiling division `(x + div - 1) // div` (also usable on the host)."""
+
+
+@builtin
+def abs(x):
+    """Elementwise absolute value."""
+
+
+def _math(name, what):
+    def fn(x):
+        pass
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"Elementwise {what}. Integer inputs are computed in fp32; fp16/bf16 in fp32 and rounded back."
+    return builtin(fn)
+
+
+exp = _math("exp", "e**x")
+exp2 = _math("exp2", "2**x")
+log = _math("log", "natural logarithm")
+log2 = _math("log2", "base-2 logarithm")
+sqrt = _math("sqrt", "square root")
+sqrt_rn = _math("sqrt_rn", "square root, correctly rounded")
+rsqrt = _math("rsqrt", "1 / sqrt(x)")
+sin = _math("sin", "sine")
+cos = _math("cos", "cosine")
+tanh = _math("tanh", "hyperbolic tangent")
+erf = _math("erf", "error function")
+sigmoid = _math("sigmoid", "1 / (1 + exp(-x))")
+floor = _math("floor", "floor")
+ceil = _math("ceil", "ceiling")
+
+
+@builtin
+def div_rn(x, y):
+    """Division rounded to nearest (IEEE)."""
+
+
+@builtin
+def umulhi(x, y):
+    """High 32 bits of the 64-bit product of two uint32/int32 values."""
+
+
+# ----------------------------------------------------------------------------- reductions, scans
+
+@builtin
+def sum(input, axis=None, keep_dims=False, dtype=None):
+    """Sum over `axis` (all axes if None). Integers narrower than 32 bits accumulate in int32,
+    fp16/bf16 in fp32 and the result is cast back, as in Triton."""
+
+
+@builtin
+def max(input, axis=None, return_indices=False, keep_dims=False):
+    """Maximum over `axis`. With `return_indices=True` also returns the argmax."""
+
+
+@builtin
+def min(input, axis=None, return_indices=False, keep_dims=False):
+    """Minimum over `axis`. With `return_indices=True` also returns the argmin."""
+
+
+@builtin
+def argmax(input, axis, keep_dims=False):
+    """Index of the maximum along `axis` (the smallest index among ties), int32."""
+
+
+@builtin
+def argmin(input, axis, keep_dims=False):
+    """Index of the minimum along `axis` (the smallest index among ties), int32."""
+
+
+@builtin
+def cumsum(input, axis=0, reverse=False):
+    """Inclusive prefix sum along `axis`."""
+
+
+# ----------------------------------------------------------------------------- matmul
+
+@builtin
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
+        out_dtype=float32):
+    """Matrix product of two 2-D blocks [M, K] @ [K, N], plus `acc` if given. fp16/bf16 inputs
+    accumulate in fp32; fp32 inputs use tf32 tensor cores unless input_precision="ieee";
+    int8 inputs accumulate in int32. M, N >= 16 and K >= 16 (powers of two)."""
+
+
+# ----------------------------------------------------------------------------- compiler hints, debugging
+
+@builtin
+def multiple_of(input, values):
+    """Hint: every element of `input` is a multiple of `values`. Returns `input`."""
+
+
+@builtin
+def max_contiguous(input, values):
+    """Hint: `input` holds runs of `values` consecutive integers. Returns `input`."""
+
+
+@builtin
+def max_constancy(input, values):
+    """Hint: `input` holds runs of `values` equal values. Returns `input`."""
+
+
+@builtin
+def static_assert(cond, msg=""):
+    """Compile-time assertion on a constexpr condition."""
+
+
+@builtin
+def static_print(*values):
+    """Print constexpr values (and the types of others) at compile time."""
+
+
+@builtin
+def device_print(prefix, *args, hex=False):
+    """printf from the GPU: one line per element, with the program id and the element index."""
+
+
+@builtin
+def device_assert(cond, msg=""):
+    """Trap the kernel with `msg` where `cond` is false (a Python `assert` becomes this)."""
+
+
+@builtin
+def debug_barrier():
+    """Synchronize all threads of the program (__syncthreads)."""
+
+
+# ----------------------------------------------------------------------------- random numbers
+
+@builtin
+def rand(seed, offset, n_rounds=10):
+    """Uniform fp32 in [0, 1) from Philox4x32 keyed by (seed, offset); same stream as Triton's."""
+
+
+@builtin
+def randn(seed, offset, n_rounds=10):
+    """Standard normal fp32 from Philox4x32 (Box-Muller)."""
+
+
+@builtin
+def randint(seed, offset, n_rounds=10):
+    """A uint32 from Philox4x32 (the first of the four outputs)."""
+
+
+@builtin
+def randint4x(seed, offset, n_rounds=10):
+    """Four uint32 streams from Philox4x32."""
+
+
+# ----------------------------------------------------------------------------- loops
+
+class range:
+    """`for i in nl.range(start, stop, step, num_stages=None)`: a device loop (like Python's range).
+    `num_stages` overrides the kernel's pipelining depth for loads in this loop."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        self.start, self.end, self.step = arg1, arg2, 1 if step is None else step
+        self.num_stages = num_stages
+
+    def __iter__(self):
+        raise RuntimeError("nl.range can only be iterated inside a @newt.jit kernel")
+
+
+class static_range:
+    """`for i in nl.static_range(start, stop, step)`: unrolled at compile time; bounds are constexpr."""
+
+    def __init__(self, arg1, arg2=None, step=None):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        self.start, self.end, self.step = arg1, arg2, 1 if step is None else step
+
+    def __iter__(self):
+        raise RuntimeError("nl.static_range can only be iterated inside a @newt.jit kernel")
+
+
+BUILTINS["range"] = range
+BUILTINS["static_range"] = static_range
