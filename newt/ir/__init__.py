@@ -1,0 +1,4 @@
+"""Typed block IR (see core.py for the shape, ops.py for the opcode table)."""
+from .core import (Block, BlockType, Function, Loc, Op, Param, ScalarType, Value,  # noqa: F401
+                   is_block)
+from .ops import BINARY_OPS, COMPARISONS, OPCODES, REDUCE_KINDS, UNARY_OPS  # noqa: F401

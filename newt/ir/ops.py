@@ -1,0 +1,72 @@
+"""The opcode table: every op the frontend may emit, with its exact semantics.
+
+Notation: S = ScalarType, B = BlockType. "elementwise" ops take operands of one identical type
+(all S or all B of the same shape) unless stated; the result has that shape.
+
+| opcode        | operands                         | attrs                                   | result / meaning |
+|---------------|----------------------------------|-----------------------------------------|------------------|
+| constant      | -                                | value (python number), dtype in type    | S |
+| program_id    | -                                | axis                                    | S i32: blockIdx.{x,y,z} |
+| num_programs  | -                                | axis                                    | S i32: gridDim.{x,y,z} |
+| arange        | -                                | start, end                              | B i32 [end-start] |
+| splat         | x: S                             | -                                       | B: every element = x |
+| broadcast     | x: B                             | -                                       | B of result shape, same rank; dims of size 1 repeat |
+| reshape       | x: B                             | -                                       | B, same numel, row-major order kept |
+| permute       | x: B                             | order (tuple)                           | B, result dim i = x dim order[i] |
+| cast          | x                                | bitcast (bool), fp_rounding ("rtne")    | x converted to the result dtype (C semantics for float->int: truncation; to int1: != 0) |
+| binary        | a, b (elementwise)               | op                                      | see BINARY_OPS |
+| unary         | x                                | op                                      | see UNARY_OPS |
+| select        | cond: i1, x, y (elementwise)     | -                                       | cond ? x : y |
+| fma           | x, y, z (elementwise, float)     | -                                       | x*y+z, one rounding |
+| addptr        | ptr, offset (elementwise)        | -                                       | ptr + offset elements |
+| load          | ptr [, mask [, other]]           | has_mask, has_other, cache, evict, volatile | value; masked-off elements read nothing and give other (0 if absent) |
+| store         | ptr, value [, mask]              | has_mask, cache, evict                  | - |
+| atomic        | ptr, val [, mask]  or ptr, cmp, val (cas) | kind (add,max,min,xchg,and,or,xor,cas), sem, scope, has_mask | old value |
+| reduce        | x: B                             | kind (sum,max,min,argmax,argmin), axis  | B with `axis` removed, or S when x is 1-D. argmax/argmin give i32 (first index among ties); max/min ignore nothing (NaN propagates as in Triton's fmax? no: uses > comparisons) |
+| scan          | x: B                             | kind (sum), axis, reverse               | B, inclusive prefix |
+| dot           | a: B[M,K], b: B[K,N], acc: B[M,N] | input_precision ("tf32","ieee"), out_dtype | acc + a @ b |
+| for           | lb, ub, step: S int, *init       | num_stages (or None)                    | results = final carried values; region 0 args: (iv, *carried), ends with yield |
+| while         | *init                            | -                                       | region 0 (cond): args carried, ends with `condition(c: S i1)`; region 1 (body): args carried, ends with yield |
+| if            | cond: S i1                       | -                                       | region 0 (then), region 1 (else), each ends with yield of the results |
+| yield         | *values                          | -                                       | terminator |
+| condition     | c: S i1                          | -                                       | terminator of a while's cond region |
+| return        | -                                | -                                       | leave the kernel (uniform: the whole program returns) |
+| assert        | cond (S or B of i1)              | msg, file, line, func                   | device assert; traps where cond is false |
+| print         | *values                          | prefix, hex                             | device printf |
+| barrier       | -                                | -                                       | __syncthreads |
+| philox        | seed: S u32/u64, offset: B u32   | n_rounds                                | 4 results, B u32 each (Philox4x32) |
+"""
+
+BINARY_OPS = {
+    # arithmetic (operands and result share one dtype)
+    "add", "sub", "mul",
+    "div",        # float true division (the frontend casts ints to fp32 first, as Triton does)
+    "idiv",       # integer division, truncating toward zero (C / Triton semantics, not Python's)
+    "mod",        # C remainder: ints `%` (sign of dividend), floats fmod
+    "and", "or", "xor", "shl", "shr",   # shr is arithmetic for signed, logical for unsigned
+    "maximum", "minimum",
+    "umulhi",
+    # comparisons: result dtype int1
+    "eq", "ne", "lt", "le", "gt", "ge",
+}
+COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+UNARY_OPS = {
+    "neg", "not",      # not: logical not of an int1 (bool) value
+    "invert",          # bitwise ~ on ints
+    "abs",
+    # float math (the frontend casts ints to fp32; fp16/bf16 are computed in fp32 by codegen)
+    "exp", "exp2", "log", "log2", "sqrt", "sqrt_rn", "rsqrt", "sin", "cos", "tanh", "erf",
+    "sigmoid", "floor", "ceil",
+}
+
+REDUCE_KINDS = {"sum", "max", "min", "argmax", "argmin"}
+ATOMIC_KINDS = {"add", "max", "min", "xchg", "and", "or", "xor", "cas"}
+
+OPCODES = {
+    "constant", "program_id", "num_programs", "arange", "splat", "broadcast", "reshape",
+    "permute", "cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
+    "reduce", "scan", "dot", "for", "while", "if", "yield", "condition", "return", "assert",
+    "print", "barrier", "philox",
+}
+TERMINATORS = {"yield", "condition", "return"}
