@@ -53,3 +53,15 @@ def cache_dir() -> str:
         return d
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return os.path.join(base, "newt")
+
+
+class _Flags:
+    """Process-wide switches, read once from the environment at import. Tests flip `interpret`
+    through the `target` fixture; the launch path reads the attribute, never the environment."""
+
+    def __init__(self):
+        self.interpret = interpret_enabled()
+        self.debug = debug_enabled()
+
+
+flags = _Flags()

@@ -1,0 +1,19 @@
+"""newt: a small Triton-dialect GPU kernel JIT.
+
+    @newt.jit kernels  ->  typed block IR  ->  CUDA C++  ->  NVRTC  ->  cubin  ->  driver launch
+"""
+from . import language  # noqa: F401
+from .errors import CompilationError, DriverError, LaunchError, NVRTCError, NewtError  # noqa: F401
+from .jit import JITFunction, jit  # noqa: F401
+from .language import constexpr  # noqa: F401
+
+__version__ = "0.1.0"
+
+
+def cdiv(x: int, y: int) -> int:
+    """Ceiling division on the host (Triton's triton.cdiv)."""
+    return (x + y - 1) // y
+
+
+def next_power_of_2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
