@@ -1,1 +1,13 @@
-"""See the package docstring of each module."""
+"""The interpreter: the executable spec of the kernel language (DESIGN.md, principle 4).
+
+`launch(jitfn, grid, args, kwargs)` runs a @newt.jit kernel on CPU torch tensors, one program at
+a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
+
+    launch.py   arguments, grid, rebinding the kernel's globals, the program loop
+    values.py   the value type (torch tensor + dtype), promotion, arithmetic, casts
+    ops.py      language functions: creation, math, shapes, reductions, dot, debugging
+    memory.py   pointers, load/store with masks and bounds checks, atomics
+    philox.py   rand/randn/randint: Triton's Philox4x32 stream
+    context.py  the current program id and source locations for errors
+"""
+from .launch import launch  # noqa: F401

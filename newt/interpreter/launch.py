@@ -1,0 +1,214 @@
+"""Running a @newt.jit kernel on the CPU: `launch(jitfn, grid, args, kwargs)`.
+
+Called by newt/jit.py when NEWT_INTERPRET=1 (newt.options.flags.interpret). Binds the arguments
+(tensors become pointers, Python numbers typed scalars, constexprs stay Python values), evaluates
+the grid, then calls the kernel's own Python function once per program id, with its globals and
+closure rebound so that `newt.language` (and names imported from it) resolve to the
+interpreter's implementations, `range` yields int32 scalars, and other @newt.jit functions run
+the same way (the inlining the compiler does). Programs run one after another, x fastest.
+"""
+from __future__ import annotations
+
+import builtins
+import itertools
+import types
+
+import torch
+
+from .. import dtypes as D
+from .. import language as L
+from ..errors import LaunchError
+from . import context, memory, ops, philox
+from .values import Tensor, const, unwrap
+
+# Launch options accepted (and ignored) besides the kernel's own parameters
+_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug")
+
+
+# ----------------------------------------------------------------------------- loops
+
+def _bound(v):
+    v = unwrap(v)
+    if isinstance(v, Tensor):
+        return int(v), v.dtype.bits == 64
+    return int(v), not (-2**31 <= int(v) < 2**31)
+
+
+class range:  # noqa: A001  (shadows the builtin inside kernels, like Triton's)
+    """`range` / `nl.range` in a kernel: the loop variable is an int32 scalar (int64 when a bound
+    is 64-bit), as in compiled code. Extra keyword options (num_stages, ...) are accepted."""
+
+    def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
+                 disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        bounds = [_bound(arg1), _bound(arg2), _bound(1 if step is None else step)]
+        (self.start, _), (self.end, _), (self.step, _) = bounds
+        if self.step == 0:
+            raise ValueError("range() step must not be zero")
+        self.dtype = D.int64 if builtins.any(w for _, w in bounds) else D.int32
+
+    def __iter__(self):
+        for i in builtins.range(self.start, self.end, self.step):
+            yield Tensor(torch.tensor(i, dtype=torch.int64), self.dtype)
+
+
+class static_range:
+    """`nl.static_range`: unrolled at compile time, so the loop variable is a Python int."""
+
+    def __init__(self, arg1, arg2=None, step=None):
+        if arg2 is None:
+            arg1, arg2 = 0, arg1
+        self.args = [ops._constexpr_int(a, "static_range bound")
+                     for a in (arg1, arg2, 1 if step is None else step)]
+
+    def __iter__(self):
+        return iter(builtins.range(*self.args))
+
+
+def _constexpr(value=None):
+    """`nl.constexpr(v)` inside a kernel is just v."""
+    return unwrap(value)
+
+
+# ----------------------------------------------------------------------------- the `nl` namespace
+
+def _build_namespace() -> types.ModuleType:
+    ns = types.ModuleType("newt.language", "newt.language as seen by interpreted kernels")
+    for k, v in vars(L).items():
+        if not k.startswith("__"):
+            setattr(ns, k, v)
+    impl = {name: getattr(ops, name, None) for name in L.BUILTINS}
+    impl.update(
+        abs=ops.abs_, cast=ops.cast_, range=range, static_range=static_range,
+        load=memory.load, store=memory.store, atomic_add=memory.atomic_add,
+        atomic_max=memory.atomic_max, atomic_min=memory.atomic_min,
+        atomic_xchg=memory.atomic_xchg, atomic_cas=memory.atomic_cas,
+        atomic_and=memory.atomic_and, atomic_or=memory.atomic_or, atomic_xor=memory.atomic_xor,
+        rand=philox.rand, randn=philox.randn, randint=philox.randint,
+        randint4x=philox.randint4x,
+        **{k: ops._math(f) for k, f in ops.MATH.items()})
+    missing = sorted(k for k, v in impl.items() if v is None)
+    if missing:
+        raise ImportError(f"interpreter lacks language builtins: {missing}")
+    for k, v in impl.items():
+        setattr(ns, k, v)
+    ns.constexpr = _constexpr
+    ns.tensor = Tensor
+    return ns
+
+
+NL = _build_namespace()
+_BY_STUB = {id(getattr(L, k)): getattr(NL, k) for k in L.BUILTINS}
+
+
+# ----------------------------------------------------------------------------- rebinding
+
+class _Rebinder:
+    """Makes interpreter twins of kernel functions: same code, translated globals and closure."""
+
+    def __init__(self):
+        self.memo = {}
+
+    def translate(self, v):
+        from ..jit import JITFunction
+        if v is L:
+            return NL
+        if isinstance(v, L.constexpr):
+            return v.value
+        if isinstance(v, JITFunction):
+            return self.function(v.fn)
+        if callable(v) or isinstance(v, type):
+            return _BY_STUB.get(id(v), v)
+        return v
+
+    def function(self, fn):
+        if fn in self.memo:
+            return self.memo[fn]
+        new_globals: dict = {}
+        cells = tuple(types.CellType() for _ in (fn.__closure__ or ()))
+        twin = types.FunctionType(fn.__code__, new_globals, fn.__name__, None, cells or None)
+        self.memo[fn] = twin  # before translating: @jit functions may refer to each other
+        context.current.codes.add(fn.__code__)
+        new_globals.update({k: self.translate(v) for k, v in fn.__globals__.items()})
+        new_globals.setdefault("range", range)
+        for cell, old in zip(cells, fn.__closure__ or ()):
+            try:
+                cell.cell_contents = self.translate(old.cell_contents)
+            except ValueError:  # an empty cell stays empty
+                pass
+        twin.__defaults__ = tuple(self.translate(d) for d in fn.__defaults__ or ()) or None
+        twin.__kwdefaults__ = ({k: self.translate(d) for k, d in fn.__kwdefaults__.items()}
+                               if fn.__kwdefaults__ else None)
+        return twin
+
+
+# ----------------------------------------------------------------------------- arguments, grid
+
+def _argument(name, value, is_constexpr, rebinder):
+    value = unwrap(value)
+    if is_constexpr or value is None:
+        return rebinder.translate(value)
+    if isinstance(value, torch.Tensor):
+        if value.device.type != "cpu":
+            raise LaunchError(
+                f"argument `{name}` is a {value.device.type} tensor, but NEWT_INTERPRET=1 runs "
+                f"kernels on the CPU: pass CPU tensors (x.cpu()) or unset NEWT_INTERPRET")
+        return memory.pointer_to(value, name)
+    if isinstance(value, (bool, int, float)):
+        return const(value, D.of_python_scalar(value))
+    if isinstance(value, D.dtype):
+        return value
+    return rebinder.translate(value)
+
+
+def _grid(grid, meta) -> tuple:
+    if callable(grid):
+        grid = grid(meta)
+    if isinstance(grid, int):
+        grid = (grid,)
+    grid = tuple(int(unwrap(g)) for g in grid)
+    if not 1 <= len(grid) <= 3:
+        raise LaunchError(f"the grid must have 1 to 3 dimensions, got {grid}")
+    if builtins.any(g < 0 for g in grid):
+        raise LaunchError(f"grid dimensions must be >= 0, got {grid}")
+    return grid + (1,) * (3 - len(grid))
+
+
+def launch(jitfn, grid, args, kwargs):
+    kwargs = dict(kwargs)
+    opts = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
+    try:
+        bound = jitfn.signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise LaunchError(f"bad arguments for kernel {jitfn.__name__}: {e}") from None
+    bound.apply_defaults()
+    meta = dict(bound.arguments)
+    meta.setdefault("num_warps", opts.get("num_warps", 4))
+    meta.setdefault("num_stages", opts.get("num_stages", 3))
+    grid = _grid(grid, meta)
+
+    prog = context.current
+    saved = (prog.kernel_name, prog.pid, prog.grid, prog.codes)
+    prog.kernel_name, prog.grid, prog.codes = jitfn.__name__, grid, set()
+    try:
+        rebinder = _Rebinder()
+        fn = rebinder.function(jitfn.fn)
+        values = [_argument(n, v, n in jitfn.constexpr_names, rebinder)
+                  for n, v in bound.arguments.items()]
+        for z, y, x in itertools.product(*(builtins.range(g) for g in reversed(grid))):
+            prog.pid = (x, y, z)
+            try:
+                fn(*values)
+            except AssertionError as e:
+                where = context.traceback_location(e.__traceback__)
+                raise AssertionError(f"{e} (kernel {prog.kernel_name}, program id {prog.pid}, "
+                                     f"at {where})") from None
+            except Exception as e:
+                if not getattr(e, "_newt_noted", False):
+                    e.add_note(f"in kernel {prog.kernel_name}, program id {prog.pid}")
+                    e._newt_noted = True
+                raise
+    finally:
+        prog.kernel_name, prog.pid, prog.grid, prog.codes = saved
+    return None

@@ -1,0 +1,229 @@
+"""Pointers, loads, stores and atomics of the interpreter.
+
+A pointer value is a `values.Tensor` of dtype pointer<T> whose data holds int64 element offsets
+into a `Buffer`: the flat storage of one tensor argument, from its first element to the end of
+its storage. Consumes pointer Tensors built by launch.py (one per tensor argument) and pointer
+arithmetic; produces loaded values and writes through to the caller's torch tensors.
+
+Masked-off lanes never touch memory. An active lane outside the buffer raises IndexError naming
+the kernel, the source line, the program id, the offending offset and the argument, where the
+GPU would read garbage or fault.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import dtypes as D
+from . import context
+from .values import Tensor, cast, const, from_storage, to_storage, to_tensor, unwrap
+
+
+class Buffer:
+    """The memory behind one tensor argument, as a flat 1-D view of its storage."""
+
+    __slots__ = ("flat", "name", "shape")
+
+    def __init__(self, t: torch.Tensor, name: str):
+        n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
+        self.flat = t.as_strided((max(n, 0),), (1,), t.storage_offset())
+        self.name, self.shape = name, tuple(t.shape)
+
+
+def pointer_to(t: torch.Tensor, name: str) -> Tensor:
+    """The pointer value a tensor argument becomes: offset 0 into its Buffer."""
+    return Tensor(torch.zeros((), dtype=torch.int64), D.pointer_type(D.from_torch(t.dtype)),
+                  Buffer(t, name))
+
+
+def offset_pointer(p: Tensor, offs, sign: int) -> Tensor:
+    """`p + offs` / `p - offs`: offsets are integers, widened to 64 bits (as on the GPU)."""
+    offs = to_tensor(offs)
+    if not offs.dtype.is_int() or offs.dtype.is_bool():
+        raise TypeError(f"pointer arithmetic needs integer offsets, got {offs.dtype.name}")
+    return Tensor(p.data + offs.data if sign > 0 else p.data - offs.data, p.dtype, p.buf)
+
+
+def reinterpret_pointer(p: Tensor, dt) -> Tensor:
+    """`p.to(nl.pointer_type(T))`: the same bytes seen as T (equal element sizes only)."""
+    src, dst = p.dtype.element_ty, dt.element_ty
+    if src.itemsize != dst.itemsize:
+        raise TypeError(f"pointer casts between element sizes ({src.name} -> {dst.name}) are not "
+                        "supported by the interpreter")
+    buf = Buffer.__new__(Buffer)
+    buf.flat, buf.name, buf.shape = p.buf.flat.view(dst.to_torch()), p.buf.name, p.buf.shape
+    return Tensor(p.data, dt, buf)
+
+
+def _check_pointer(p, what):
+    p = unwrap(p)
+    if not (isinstance(p, Tensor) and p.dtype.is_ptr()):
+        raise TypeError(f"{what} needs a pointer (a tensor argument plus offsets), got "
+                        f"{type(p).__name__ if not isinstance(p, Tensor) else p.dtype.name}")
+    return p
+
+
+def _mask_of(mask):
+    mask = unwrap(mask)
+    if mask is None:
+        return None
+    m = to_tensor(mask)
+    return m.data if m.dtype.is_bool() else (m.data != 0)
+
+
+def _bounds_check(p: Tensor, offs: torch.Tensor, what: str):
+    n = p.buf.flat.numel()
+    if offs.numel() == 0:
+        return
+    lo, hi = int(offs.min()), int(offs.max())
+    if lo >= 0 and hi < n:
+        return
+    bad = lo if lo < 0 else hi
+    loc = context.user_location()
+    raise IndexError(
+        f"out-of-bounds {what} in kernel {context.current.kernel_name}, program id "
+        f"{context.current.pid}: element offset {bad} is outside [0, {n}) of argument "
+        f"`{p.buf.name}` ({p.dtype.element_ty.name}, shape {list(p.buf.shape)}); mask the "
+        f"access or fix the offsets\n  at {loc}")
+
+
+def _as_elem(x, elem) -> Tensor:
+    """A value converted to the pointee type (Python numbers directly, so 0.1 rounds once)."""
+    x = unwrap(x)
+    return cast(x, elem) if isinstance(x, Tensor) else const(x, elem)
+
+
+def _broadcast(*ts):
+    ts = [t for t in ts if t is not None]
+    return torch.broadcast_shapes(*(t.shape for t in ts))
+
+
+def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", cache_modifier="",
+         eviction_policy="", volatile=False):
+    p = _check_pointer(pointer, "nl.load")
+    elem = p.dtype.element_ty
+    m = _mask_of(mask)
+    other = unwrap(other)
+    o = None if other is None else _as_elem(other, elem).data
+    shape = _broadcast(p.data, m, o)
+    offs = p.data.expand(shape)
+    if m is None:
+        _bounds_check(p, offs, "load")
+        return Tensor(from_storage(p.buf.flat[offs], elem), elem)
+    m = m.expand(shape)
+    sel = offs[m]
+    _bounds_check(p, sel, "load")
+    fill = o if o is not None else const(0, elem).data
+    out = fill.expand(shape).clone()
+    out[m] = from_storage(p.buf.flat[sel], elem)
+    return Tensor(out, elem)
+
+
+def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
+    p = _check_pointer(pointer, "nl.store")
+    elem = p.dtype.element_ty
+    v = _as_elem(value, elem)
+    m = _mask_of(mask)
+    shape = _broadcast(p.data, m)
+    if torch.broadcast_shapes(shape, v.data.shape) != shape:
+        raise ValueError(f"nl.store: a value of shape {list(v.shape)} does not fit a pointer block "
+                         f"of shape {list(shape)}")
+    offs = p.data.expand(shape)
+    data = to_storage(v.data.expand(shape), elem)
+    if m is not None:
+        m = m.expand(shape)
+        offs, data = offs[m], data[m]
+    _bounds_check(p, offs, "store")
+    p.buf.flat[offs.reshape(-1)] = data.reshape(-1)
+
+
+# ----------------------------------------------------------------------------- atomics
+
+def _rmw(what, pointer, val, mask, combine):
+    """Read-modify-write at every active lane; returns the old values (0 where masked off).
+    Programs run one after another, so each atomic is trivially atomic; lanes of one call that
+    hit the same address are applied in element order, like a serialized GPU."""
+    p = _check_pointer(pointer, what)
+    elem = p.dtype.element_ty
+    v = _as_elem(val, elem)
+    m = _mask_of(mask)
+    shape = _broadcast(p.data, v.data, m)
+    offs = p.data.expand(shape)
+    vals = v.data.expand(shape)
+    result = torch.zeros(shape, dtype=v.data.dtype)
+    if m is not None:
+        m = m.expand(shape)
+        offs, vals = offs[m], vals[m]
+    else:
+        m = torch.ones(shape, dtype=torch.bool)
+    _bounds_check(p, offs, what)
+    flat = p.buf.flat
+    if offs.numel() == 0:
+        return Tensor(result, elem)
+    if torch.unique(offs).numel() == offs.numel():
+        old = Tensor(from_storage(flat[offs], elem), elem)
+        new = combine(old, Tensor(vals, elem))
+        flat[offs] = to_storage(new.data, elem)
+        result[m] = old.data
+        return Tensor(result, elem)
+    olds = []
+    for o, x in zip(offs.tolist(), vals.unbind(0) if vals.dim() else [vals]):
+        old = Tensor(from_storage(flat[o], elem), elem)
+        flat[o] = to_storage(combine(old, Tensor(x, elem)).data, elem)
+        olds.append(old.data)
+    result[m] = torch.stack(olds)
+    return Tensor(result, elem)
+
+
+def _max(a, b):
+    from .ops import maximum
+    return maximum(a, b)
+
+
+def _min(a, b):
+    from .ops import minimum
+    return minimum(a, b)
+
+
+def atomic_add(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_add", pointer, val, mask, lambda a, b: a + b)
+
+
+def atomic_max(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_max", pointer, val, mask, _max)
+
+
+def atomic_min(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_min", pointer, val, mask, _min)
+
+
+def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_xchg", pointer, val, mask, lambda a, b: b)
+
+
+def atomic_and(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_and", pointer, val, mask, lambda a, b: a & b)
+
+
+def atomic_or(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_or", pointer, val, mask, lambda a, b: a | b)
+
+
+def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
+    return _rmw("nl.atomic_xor", pointer, val, mask, lambda a, b: a ^ b)
+
+
+def atomic_cas(pointer, cmp, val, sem=None, scope=None):
+    """Where `*p == cmp` write `val`; returns the old values. Lanes run in element order."""
+    p = _check_pointer(pointer, "nl.atomic_cas")
+    elem = p.dtype.element_ty
+    c, v = _as_elem(cmp, elem), _as_elem(val, elem)
+    shape = _broadcast(p.data, c.data, v.data)
+    offs, cs, vs = (t.expand(shape).reshape(-1) for t in (p.data, c.data, v.data))
+    _bounds_check(p, offs, "nl.atomic_cas")
+    flat, olds = p.buf.flat, []
+    for o, ci, vi in zip(offs.tolist(), cs.unbind(0), vs.unbind(0)):
+        old = from_storage(flat[o], elem)
+        if bool(old == ci):
+            flat[o] = to_storage(vi, elem)
+        olds.append(old)
+    return Tensor(torch.stack(olds).reshape(shape), elem)

@@ -1,0 +1,428 @@
+"""The language functions of newt.language, implemented on interpreter values (values.Tensor).
+
+Consumes Tensors and Python constexprs; produces Tensors. Memory ops live in memory.py, random
+numbers in philox.py; launch.py assembles all of them into the namespace a kernel sees as `nl`.
+Each function follows Triton's semantics; where the interpreter is more exact than the GPU it is
+said (dot computes in fp64 and rounds once: tf32 is not emulated).
+"""
+from __future__ import annotations
+
+import builtins
+
+import torch
+
+from .. import dtypes as D
+from ..errors import CompilationError
+from . import context
+from .values import (Tensor, _down, _float_of, _ordered, _up, cast, const, promote, to_tensor,
+                     unwrap)
+
+
+def _is_pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def _constexpr_int(v, what):
+    v = unwrap(v)
+    if isinstance(v, Tensor) or not isinstance(v, int):
+        raise CompilationError(f"{what} must be a constexpr int, got "
+                               f"{v.dtype.name if isinstance(v, Tensor) else repr(v)}",
+                               _loc())
+    return v
+
+
+def _loc():
+    from ..ir.core import Loc
+    f = context.user_frame()
+    if f is None:
+        return None
+    import linecache
+    return Loc(f.f_code.co_filename, f.f_lineno, 0,
+               linecache.getline(f.f_code.co_filename, f.f_lineno), f.f_code.co_name)
+
+
+def _shape(args) -> tuple:
+    if len(args) == 1 and isinstance(unwrap(args[0]), (tuple, list)):
+        args = unwrap(args[0])
+    return tuple(_constexpr_int(s, "a shape") for s in args)
+
+
+# ----------------------------------------------------------------------------- program model
+
+def program_id(axis):
+    return Tensor(torch.tensor(context.current.pid[_constexpr_int(axis, "axis")]), D.int32)
+
+
+def num_programs(axis):
+    return Tensor(torch.tensor(context.current.grid[_constexpr_int(axis, "axis")]), D.int32)
+
+
+# ----------------------------------------------------------------------------- creation
+
+def arange(start, end=None):
+    if end is None:
+        start, end = 0, start
+    start, end = _constexpr_int(start, "arange start"), _constexpr_int(end, "arange end")
+    if not _is_pow2(end - start):
+        raise CompilationError(f"arange's length must be a power of two, got {end - start}", _loc())
+    return Tensor(torch.arange(start, end, dtype=torch.int64), D.int32)
+
+
+def full(shape, value, dtype):
+    shape = _shape([shape]) if not isinstance(unwrap(shape), (tuple, list)) else _shape([shape])
+    for s in shape:
+        if not _is_pow2(s):
+            raise CompilationError(f"block dimensions must be powers of two, got {list(shape)}", _loc())
+    v = const(value, unwrap(dtype))
+    return Tensor(v.data.expand(shape).clone(), v.dtype)
+
+
+def zeros(shape, dtype):
+    return full(shape, 0, dtype)
+
+
+def zeros_like(input):
+    x = to_tensor(input)
+    return Tensor(torch.zeros_like(x.data), x.dtype)
+
+
+def full_like(input, value):
+    x = to_tensor(input)
+    return Tensor(const(value, x.dtype).data.expand(x.shape).clone(), x.dtype)
+
+
+def cast_(input, dtype, bitcast=False, fp_downcast_rounding=None):
+    return cast(input, dtype, bitcast)
+
+
+# ----------------------------------------------------------------------------- shapes
+
+def reshape(input, *shape, can_reorder=False):
+    x = to_tensor(input)
+    shape = _shape(shape)
+    if builtins.abs(torch.Size(shape).numel() - x.numel) != 0:
+        raise CompilationError(f"cannot reshape a block of shape {list(x.shape)} to {list(shape)}",
+                               _loc())
+    return Tensor(x.data.reshape(shape), x.dtype, x.buf)
+
+
+def view(input, *shape):
+    return reshape(input, *shape)
+
+
+def expand_dims(input, axis):
+    x = to_tensor(input)
+    axes = unwrap(axis)
+    axes = list(axes) if isinstance(axes, (tuple, list)) else [axes]
+    rank = x.data.dim() + len(axes)
+    axes = sorted(_constexpr_int(a, "axis") % rank for a in axes)
+    d = x.data
+    for a in axes:
+        d = d.unsqueeze(a)
+    return Tensor(d, x.dtype, x.buf)
+
+
+def broadcast_to(input, *shape):
+    x = to_tensor(input)
+    return Tensor(x.data.expand(_shape(shape)), x.dtype, x.buf)
+
+
+def broadcast(input, other):
+    a, b = to_tensor(input), to_tensor(other)
+    s = torch.broadcast_shapes(a.shape, b.shape)
+    return Tensor(a.data.expand(s), a.dtype, a.buf), Tensor(b.data.expand(s), b.dtype, b.buf)
+
+
+def permute(input, *dims):
+    x = to_tensor(input)
+    return Tensor(x.data.permute(_shape(dims)), x.dtype, x.buf)
+
+
+def trans(input, *dims):
+    x = to_tensor(input)
+    if not dims or (len(dims) == 1 and unwrap(dims[0]) in ((), [])):
+        if x.data.dim() != 2:
+            raise CompilationError(f"trans() without dims needs a 2-D block, got {list(x.shape)}",
+                                   _loc())
+        return Tensor(x.data.t(), x.dtype, x.buf)
+    return permute(x, *dims)
+
+
+# ----------------------------------------------------------------------------- math
+
+def where(condition, x, y):
+    c = to_tensor(condition)
+    c = c.data if c.dtype.is_bool() else c.data != 0
+    x, y = unwrap(x), unwrap(y)
+    if isinstance(x, Tensor) and x.dtype.is_ptr() or isinstance(y, Tensor) and y.dtype.is_ptr():
+        if not (isinstance(x, Tensor) and isinstance(y, Tensor) and x.buf is y.buf):
+            raise TypeError("nl.where on pointers needs two pointers into the same tensor")
+        return Tensor(torch.where(c, x.data, y.data), x.dtype, x.buf)
+    x, y, ct = promote(x, y)
+    return Tensor(torch.where(c, x.data, y.data), ct)
+
+
+def _minmax(x, y, is_max, propagate_nan):
+    x, y, ct = promote(x, y)
+    if ct.is_floating():
+        nan_all = propagate_nan is not None and "all" in str(unwrap(propagate_nan)).lower()
+        f = (torch.maximum if is_max else torch.minimum) if nan_all else (torch.fmax if is_max else torch.fmin)
+        return _down(f(_up(x), _up(y)), ct)
+    if ct is D.uint64:
+        pick = _ordered(x) >= _ordered(y) if is_max else _ordered(x) <= _ordered(y)
+        return Tensor(torch.where(pick, x.data, y.data), ct)
+    f = torch.maximum if is_max else torch.minimum
+    return _down(f(_up(x), _up(y)), ct)
+
+
+def maximum(x, y, propagate_nan=None):
+    return _minmax(x, y, True, propagate_nan)
+
+
+def minimum(x, y, propagate_nan=None):
+    return _minmax(x, y, False, propagate_nan)
+
+
+def clamp(x, min, max, propagate_nan=None):
+    return minimum(maximum(x, min, propagate_nan), max, propagate_nan)
+
+
+def fma(x, y, z):
+    """x * y + z rounded once (fp16/bf16/fp32 are computed exactly in fp64 first)."""
+    x, y, _ = promote(x, y)
+    p, z, ct = promote(x, z)
+    x, y = cast(x, ct), cast(y, ct)
+    if ct.is_floating() and ct is not D.float64:
+        return Tensor((x.data.double() * y.data.double() + z.data.double()).to(ct.to_torch()), ct)
+    return _down(_up(x) * _up(y) + _up(z), ct)
+
+
+def cdiv(x, div):
+    return (x + div - 1) // div
+
+
+def abs_(x):
+    return builtins.abs(to_tensor(x))
+
+
+def _float_input(x) -> Tensor:
+    x = to_tensor(x)
+    if x.dtype.is_ptr():
+        raise TypeError("math functions need numbers, not pointers")
+    return x if x.dtype.is_floating() else cast(x, D.float32)
+
+
+def _math(fn):
+    def impl(x):
+        x = _float_input(x)
+        return _down(fn(_up(x)), x.dtype)
+    return impl
+
+
+MATH = {
+    "exp": torch.exp, "exp2": torch.exp2, "log": torch.log, "log2": torch.log2,
+    "sqrt": torch.sqrt, "sqrt_rn": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin,
+    "cos": torch.cos, "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid,
+    "floor": torch.floor, "ceil": torch.ceil,
+}
+
+
+def div_rn(x, y):
+    a, b, ct = promote(x, y, div_or_mod=True)
+    if not ct.is_floating():
+        a, b, ct = cast(a, D.float32), cast(b, D.float32), D.float32
+    return _down(_up(a) / _up(b), ct)
+
+
+def umulhi(x, y):
+    """High half of the 2n-bit product (uint32/int32)."""
+    a, b, ct = promote(x, y)
+    if ct.bits != 32 or not ct.is_int():
+        raise TypeError(f"umulhi needs 32-bit integers, got {ct.name}")
+    p = a.data * b.data  # exact for int32; the low 64 bits for uint32
+    return _down(p >> 32, ct)
+
+
+# ----------------------------------------------------------------------------- reductions, scans
+
+def _axis(x: Tensor, axis):
+    axis = unwrap(axis)
+    if axis is None:
+        return None
+    return _constexpr_int(axis, "axis") % builtins.max(x.data.dim(), 1)
+
+
+def _sum_dtype(dt, dtype):
+    """Accumulator type: ints narrower than 32 bits widen to (u)int32, as Triton does."""
+    if dtype is not None:
+        return unwrap(dtype)
+    if dt.is_int() and dt.bits < 32:
+        return D.int32 if dt.is_signed() else D.uint32
+    return dt
+
+
+def _reduce(x: Tensor, axis, keep_dims, fn):
+    """Apply torch reduction `fn(data, dim)` over `axis` (all axes when None)."""
+    if axis is None:
+        r = fn(x.data.reshape(-1), 0)
+        return r.reshape((1,) * x.data.dim()) if keep_dims else r
+    if x.data.dim() == 0:
+        return x.data
+    r = fn(x.data, axis)
+    return r.unsqueeze(axis) if keep_dims else r
+
+
+def sum(input, axis=None, keep_dims=False, dtype=None):
+    x = to_tensor(input)
+    acc = _sum_dtype(x.dtype, dtype)
+    x = cast(x, acc)
+    ax = _axis(x, axis)
+    if acc is D.float16 or acc is D.bfloat16:  # accumulate in fp32, round back once
+        r = _reduce(Tensor(x.data.float(), D.float32), ax, keep_dims, lambda d, a: d.sum(a))
+        return Tensor(r.to(acc.to_torch()), acc)
+    r = _reduce(Tensor(_up(x), acc), ax, keep_dims, lambda d, a: d.sum(a))
+    return _down(r, acc)
+
+
+def _extreme(x: Tensor, axis, keep_dims, is_max, want_index):
+    ax = _axis(x, axis)
+    if x.dtype.is_bool():
+        x = Tensor(x.data.to(torch.int64), D.int32)
+        back = D.int1
+    else:
+        back = x.dtype
+    key = _ordered(x) if x.dtype.is_int() else _up(x)
+    if ax is None:
+        flat = key.reshape(-1)
+        idx = flat.argmax(0) if is_max else flat.argmin(0)
+        vals = x.data.reshape(-1)[idx]
+        shape = (1,) * x.data.dim() if keep_dims else ()
+        idx, vals = idx.reshape(shape), vals.reshape(shape)
+    elif x.data.dim() == 0:
+        idx, vals = torch.zeros((), dtype=torch.int64), x.data
+    else:
+        idx = key.argmax(ax, keepdim=True) if is_max else key.argmin(ax, keepdim=True)
+        vals = torch.gather(x.data, ax, idx)
+        if not keep_dims:
+            idx, vals = idx.squeeze(ax), vals.squeeze(ax)
+    v = cast(Tensor(vals, x.dtype), back)
+    i = Tensor(idx, D.int32)
+    return (v, i) if want_index else (i if want_index is None else v)
+
+
+def max(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    return _extreme(to_tensor(input), axis, keep_dims, True, bool(unwrap(return_indices)))
+
+
+def min(input, axis=None, return_indices=False, return_indices_tie_break_left=True, keep_dims=False):
+    return _extreme(to_tensor(input), axis, keep_dims, False, bool(unwrap(return_indices)))
+
+
+def argmax(input, axis, tie_break_left=True, keep_dims=False):
+    return _extreme(to_tensor(input), axis, keep_dims, True, None)
+
+
+def argmin(input, axis, tie_break_left=True, keep_dims=False):
+    return _extreme(to_tensor(input), axis, keep_dims, False, None)
+
+
+def cumsum(input, axis=0, reverse=False, dtype=None):
+    x = to_tensor(input)
+    acc = _sum_dtype(x.dtype, dtype)
+    x = cast(x, acc)
+    ax = _axis(x, axis)
+    d = _up(x)
+    if reverse:
+        d = d.flip(ax)
+    r = d.cumsum(ax)
+    if reverse:
+        r = r.flip(ax)
+    return _down(r, acc)
+
+
+# ----------------------------------------------------------------------------- matmul
+
+def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_imprecise_acc=None,
+        out_dtype=D.float32):
+    """[M, K] @ [K, N] (+ acc). Floats are multiplied in fp64 and rounded once to the result type
+    (more exact than tensor cores; tf32 is not emulated); int8 accumulates in int32 (wrapping)."""
+    a, b = to_tensor(input), to_tensor(other)
+    if a.data.dim() not in (2, 3) or a.data.dim() != b.data.dim() or a.shape[-1] != b.shape[-2]:
+        raise CompilationError(f"nl.dot needs [M, K] @ [K, N] blocks, got {list(a.shape)} @ "
+                               f"{list(b.shape)}", _loc())
+    m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
+    if builtins.min(m, n, k) < 16:
+        raise CompilationError(f"nl.dot needs M, N and K >= 16, got M={m} N={n} K={k}", _loc())
+    if a.dtype.is_floating() or b.dtype.is_floating():
+        out = unwrap(out_dtype)
+        if D.float64 in (a.dtype, b.dtype):
+            out = D.float64
+        prod = torch.matmul(_float_of(a) if not a.dtype.is_floating() else a.data.double(),
+                            _float_of(b) if not b.dtype.is_floating() else b.data.double())
+    else:
+        out = D.int32
+        prod = torch.matmul(a.data.to(torch.int64), b.data.to(torch.int64))
+    if acc is not None:
+        acc = to_tensor(acc)
+        out = acc.dtype
+        prod = prod + (acc.data.double() if out.is_floating() else acc.data)
+    if out.is_floating():
+        return Tensor(prod.to(out.to_torch()), out)
+    return _down(prod, out)
+
+
+# ----------------------------------------------------------------------------- hints, debugging
+
+def multiple_of(input, values):
+    return input
+
+
+def max_contiguous(input, values):
+    return input
+
+
+def max_constancy(input, values):
+    return input
+
+
+def static_assert(cond, msg=""):
+    cond = unwrap(cond)
+    if isinstance(cond, Tensor):
+        raise CompilationError("static_assert needs a constexpr condition (use device_assert "
+                               "for runtime values)", _loc())
+    if not cond:
+        raise CompilationError(f"static_assert failed: {unwrap(msg)}", _loc())
+
+
+def static_print(*values):
+    print(*(unwrap(v) for v in values))
+
+
+def device_print(prefix, *args, hex=False):
+    pid = context.current.pid
+    for a in args:
+        t = to_tensor(a)
+        flat = t.data.reshape(-1).tolist()
+        for i, v in enumerate(flat):
+            v = f"0x{v & ((1 << t.dtype.bits) - 1):x}" if hex and isinstance(v, int) else v
+            idx = f" idx ({i})" if t.data.dim() else ""
+            print(f"pid ({pid[0]}, {pid[1]}, {pid[2]}){idx} {prefix}{v}")
+
+
+def device_assert(cond, msg=""):
+    c = to_tensor(cond)
+    if not bool((c.data != 0).all()):
+        raise AssertionError(unwrap(msg) or "device_assert failed")
+
+
+def debug_barrier():
+    pass
+
+
+# Methods of kernel tensors that forward to the language function of the same name
+TENSOR_METHODS = {
+    "reshape": reshape, "view": view, "trans": trans, "permute": permute,
+    "expand_dims": expand_dims, "broadcast_to": broadcast_to, "sum": sum, "max": max,
+    "min": min, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "abs": abs_,
+    "cast": cast_, **{k: _math(f) for k, f in MATH.items()},
+}

@@ -1,0 +1,437 @@
+"""Values of the interpreter: a block (or scalar) is a torch tensor plus a newt dtype.
+
+Consumed by ops.py / memory.py (which implement the language on top of it) and produced for every
+expression a kernel evaluates under NEWT_INTERPRET=1. The rules here are the executable spec of
+Triton's arithmetic: promotion through `newt.dtypes.computation_type` (Python numbers are weak),
+C-style integer division and remainder, wrapping integer overflow, fp16/bf16 computed in fp32
+and rounded back, comparisons giving int1.
+
+Canonical storage of `Tensor.data` by dtype (chosen so torch's CPU kernels cover every op):
+  int1                 torch.bool
+  int8..int64, uint*   torch.int64 holding the value (uint64: the same 64 bits, two's complement)
+  fp16/bf16/fp32/fp64  the matching torch float dtype
+  pointer<T>           torch.int64 element offsets into `Tensor.buf` (a memory.Buffer)
+"""
+from __future__ import annotations
+
+import dis
+import functools
+import sys
+
+import torch
+
+from .. import dtypes as D
+from ..language import constexpr as _constexpr
+
+_MIN64 = -(1 << 63)
+
+
+def canon_torch(dt) -> torch.dtype:
+    """The torch dtype `Tensor.data` uses for newt dtype `dt`."""
+    if dt.is_ptr() or dt.kind in ("int", "uint"):
+        return torch.int64
+    return dt.to_torch()  # bool and floats
+
+
+def wrap(v: torch.Tensor, dt) -> torch.Tensor:
+    """Reduce an int64 tensor to the canonical value of integer dtype `dt` (two's complement wrap)."""
+    b = dt.bits
+    if b >= 64:
+        return v
+    if dt.kind == "uint":
+        return v & ((1 << b) - 1)
+    half = 1 << (b - 1)
+    return ((v + half) & ((1 << b) - 1)) - half
+
+
+def from_storage(t: torch.Tensor, dt) -> torch.Tensor:
+    """Memory representation (the tensor's own torch dtype) -> canonical."""
+    if dt.kind in ("int", "uint"):
+        if t.dtype == torch.uint64:
+            return t.view(torch.int64)
+        return t.to(torch.int64)
+    return t
+
+
+def to_storage(v: torch.Tensor, dt) -> torch.Tensor:
+    """Canonical -> memory representation of `dt`."""
+    if dt is D.uint64:
+        return v.view(torch.uint64)
+    return v.to(dt.to_torch())
+
+
+class Tensor:
+    """A value inside an interpreted kernel. Immutable: every op returns a new Tensor."""
+
+    __slots__ = ("data", "dtype", "buf")
+    __hash__ = object.__hash__
+
+    def __init__(self, data: torch.Tensor, dtype, buf=None):
+        self.data, self.dtype, self.buf = data, dtype, buf
+
+    # -- introspection
+    @property
+    def shape(self) -> tuple:
+        return tuple(self.data.shape)
+
+    @property
+    def numel(self) -> int:
+        return self.data.numel()
+
+    @property
+    def type(self):
+        return self.dtype if self.data.dim() == 0 else _BlockTypeView(self.dtype, self.shape)
+
+    @property
+    def T(self):
+        return self.trans()
+
+    def __repr__(self):
+        return f"Tensor({self.dtype.name}{list(self.shape)}, {self.data.tolist()!r})"
+
+    # -- conversion to Python (scalars only; this is what makes `if`, `while`, Python `min`/`max`
+    #    and `range(n)` on runtime scalars work)
+    def __bool__(self):
+        if self.data.dim() == 0:
+            return bool(self.data.item())
+        caller = sys._getframe(1)
+        if caller.f_lasti in _assert_jumps(caller.f_code):
+            return bool(self.data.bool().all())  # `assert block_cond` = device_assert, per element
+        raise TypeError(f"a block of shape {list(self.shape)} has no single truth value: use it "
+                        "in nl.where, or reduce it first (conditions of if/while must be scalars)")
+
+    def __index__(self):
+        if self.data.dim() != 0 or not self.dtype.is_int():
+            raise TypeError(f"only integer scalars can be used as an index, not {self.dtype.name}"
+                            f"{list(self.shape)}")
+        v = int(self.data.item())
+        return v + (1 << 64) if self.dtype is D.uint64 and v < 0 else v
+
+    __int__ = __index__
+
+    def __float__(self):
+        return float(self.data.item())
+
+    def __iter__(self):
+        raise TypeError("kernel tensors are not iterable")
+
+    def __getitem__(self, idx):
+        idx = idx if isinstance(idx, tuple) else (idx,)
+        for i in idx:
+            if not (i is None or i is Ellipsis or (isinstance(i, slice) and i == slice(None))):
+                raise TypeError(f"blocks can only be indexed with None and ':' (got {i!r})")
+        return Tensor(self.data[idx], self.dtype, self.buf)
+
+    # -- operators (reflected ones swap the operands)
+    def __add__(self, o): return add(self, o)
+    def __radd__(self, o): return add(o, self)
+    def __sub__(self, o): return sub(self, o)
+    def __rsub__(self, o): return sub(o, self)
+    def __mul__(self, o): return binary(self, o, "mul")
+    def __rmul__(self, o): return binary(o, self, "mul")
+    def __truediv__(self, o): return truediv(self, o)
+    def __rtruediv__(self, o): return truediv(o, self)
+    def __floordiv__(self, o): return binary(self, o, "floordiv")
+    def __rfloordiv__(self, o): return binary(o, self, "floordiv")
+    def __mod__(self, o): return binary(self, o, "mod")
+    def __rmod__(self, o): return binary(o, self, "mod")
+    def __and__(self, o): return binary(self, o, "and")
+    def __rand__(self, o): return binary(o, self, "and")
+    def __or__(self, o): return binary(self, o, "or")
+    def __ror__(self, o): return binary(o, self, "or")
+    def __xor__(self, o): return binary(self, o, "xor")
+    def __rxor__(self, o): return binary(o, self, "xor")
+    def __lshift__(self, o): return binary(self, o, "shl")
+    def __rlshift__(self, o): return binary(o, self, "shl")
+    def __rshift__(self, o): return binary(self, o, "shr")
+    def __rrshift__(self, o): return binary(o, self, "shr")
+    def __lt__(self, o): return compare(self, o, "lt")
+    def __le__(self, o): return compare(self, o, "le")
+    def __gt__(self, o): return compare(self, o, "gt")
+    def __ge__(self, o): return compare(self, o, "ge")
+    def __eq__(self, o): return compare(self, o, "eq")
+    def __ne__(self, o): return compare(self, o, "ne")
+    def __pos__(self): return self
+
+    def __neg__(self):
+        if self.dtype.is_ptr():
+            raise TypeError("cannot negate a pointer")
+        return _down(-_up(self), self.dtype)
+
+    def __invert__(self):
+        if not self.dtype.is_int():
+            raise TypeError(f"~ needs an integer operand, not {self.dtype.name}")
+        if self.dtype is D.int1:
+            return Tensor(~self.data, D.int1)
+        return Tensor(wrap(~self.data, self.dtype), self.dtype)
+
+    def __abs__(self):
+        if self.dtype.kind == "uint" or self.dtype.is_bool():
+            return self
+        if self.dtype.is_int():
+            return Tensor(wrap(self.data.abs(), self.dtype), self.dtype)
+        return Tensor(self.data.abs(), self.dtype)
+
+    # -- methods (x.to, x.reshape, ...): bound here, implemented in ops.py
+    def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
+        return cast(self, dtype, bitcast)
+
+    def __getattr__(self, name):  # x.sum(), x.exp(), ... : the language function of that name
+        from . import ops
+        fn = ops.TENSOR_METHODS.get(name)
+        if fn is None:
+            raise AttributeError(f"kernel tensors have no attribute {name!r}")
+        return functools.partial(fn, self)
+
+
+class _BlockTypeView:
+    """What `x.type` gives for a block (Triton's block_type): element_ty, scalar, shape."""
+
+    def __init__(self, dt, shape):
+        self.element_ty = self.scalar = dt
+        self.shape = list(shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _assert_jumps(code) -> frozenset:
+    """Bytecode offsets of the conditional jumps that guard `assert` statements in `code`."""
+    ins = list(dis.get_instructions(code))
+    return frozenset(a.offset for a, b in zip(ins, ins[1:]) if b.opname == "LOAD_ASSERTION_ERROR")
+
+
+# ----------------------------------------------------------------------------- constants, casts
+
+def unwrap(x):
+    return x.value if isinstance(x, _constexpr) else x
+
+
+def const(value, dt) -> Tensor:
+    """A Python number as a scalar of dtype `dt` (ints wrap, floats round, bool is != 0)."""
+    value = unwrap(value)
+    if isinstance(value, Tensor):
+        return cast(value, dt)
+    if dt.is_bool():
+        return Tensor(torch.tensor(bool(value)), dt)
+    if dt.is_floating():
+        return Tensor(torch.tensor(float(value), dtype=torch.float64).to(dt.to_torch()), dt)
+    if isinstance(value, float):
+        return cast(Tensor(torch.tensor(value, dtype=torch.float64), D.float64), dt)
+    v = int(value) & ((1 << 64) - 1)
+    v = v - (1 << 64) if v >= 1 << 63 else v
+    return Tensor(wrap(torch.tensor(v, dtype=torch.int64), dt), dt)
+
+
+def to_tensor(x) -> Tensor:
+    """A Tensor as is; a Python number as a scalar of the type Triton gives it."""
+    x = unwrap(x)
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, (bool, int, float)):
+        return const(x, D.of_python_scalar(x))
+    raise TypeError(f"expected a kernel value or a number, got {type(x).__name__}")
+
+
+def _float_of(t: Tensor) -> torch.Tensor:
+    """An integer Tensor's values as float64 (uint64 bit patterns read as unsigned)."""
+    f = t.data.to(torch.float64)
+    if t.dtype is D.uint64:
+        f = torch.where(t.data < 0, f + 2.0 ** 64, f)
+    return f
+
+
+def cast(x, dt, bitcast=False) -> Tensor:
+    """`x.to(dt)`: float->int truncates toward zero (NaN -> 0, saturating as the GPU's cvt.rzi
+    does), ->bool is != 0, int->int wraps, bitcast reinterprets bits of equal width."""
+    x = to_tensor(x)
+    dt = unwrap(dt)
+    src = x.dtype
+    if src is dt:
+        return x
+    if src.is_ptr() or dt.is_ptr():
+        if src.is_ptr() and dt.is_ptr():
+            from .memory import reinterpret_pointer
+            return reinterpret_pointer(x, dt)
+        raise TypeError(f"cannot cast {src.name} to {dt.name}")
+    if bitcast:
+        if src.bits != dt.bits:
+            raise TypeError(f"bitcast needs equal widths: {src.name} ({src.bits} bits) to "
+                            f"{dt.name} ({dt.bits} bits)")
+        raw = to_storage(x.data, src).contiguous().view(dt.to_torch())
+        return Tensor(from_storage(raw, dt), dt)
+    if dt.is_bool():
+        return Tensor(x.data != 0, dt)
+    if src.is_bool():
+        return Tensor(x.data.to(canon_torch(dt)), dt)
+    if dt.is_floating():
+        if src.is_floating():
+            return Tensor(x.data.to(dt.to_torch()), dt)
+        if src is D.uint64:
+            return Tensor(_float_of(x).to(dt.to_torch()), dt)
+        return Tensor(x.data.to(dt.to_torch()), dt)
+    if src.is_floating():  # float -> int
+        f = torch.nan_to_num(x.data.to(torch.float64).trunc(), nan=0.0)
+        lo, hi = (0, (1 << dt.bits) - 1) if dt.kind == "uint" else (-(1 << dt.bits - 1), (1 << dt.bits - 1) - 1)
+        f = f.clamp(float(lo), float(hi))
+        if dt.bits < 64:
+            return Tensor(f.to(torch.int64), dt)
+        big = f >= 2.0 ** 63  # beyond int64: unsigned bit pattern, or saturate for int64
+        if dt.kind == "uint":
+            v = torch.where(big, (f - 2.0 ** 63).clamp(max=2.0 ** 63 - 1024).to(torch.int64) + _MIN64,
+                            f.clamp(max=2.0 ** 63 - 1024).to(torch.int64))
+            v = torch.where(f >= 2.0 ** 64, torch.full_like(v, -1), v)
+        else:
+            v = torch.where(big, torch.full_like(f, 0, dtype=torch.int64) + (2 ** 63 - 1),
+                            f.clamp(max=2.0 ** 63 - 1024).to(torch.int64))
+        return Tensor(v, dt)
+    return Tensor(wrap(x.data, dt), dt)  # int -> int
+
+
+# ----------------------------------------------------------------------------- arithmetic core
+
+def _up(t: Tensor) -> torch.Tensor:
+    """Compute representation: fp16/bf16 widen to fp32 (rounded back by _down), bool to int64."""
+    if t.dtype is D.float16 or t.dtype is D.bfloat16:
+        return t.data.float()
+    if t.dtype is D.int1:
+        return t.data.to(torch.int64)
+    return t.data
+
+
+def _down(v: torch.Tensor, dt) -> Tensor:
+    if dt.is_floating():
+        return Tensor(v.to(dt.to_torch()), dt)
+    if dt is D.int1:
+        return Tensor((v & 1).bool(), dt)
+    return Tensor(wrap(v, dt), dt)
+
+
+def promote(a, b, div_or_mod=False):
+    """Convert both operands to their Triton computation type; returns (a, b, dtype)."""
+    a, b = unwrap(a), unwrap(b)
+    wa, wb = not isinstance(a, Tensor), not isinstance(b, Tensor)
+    ta = a.dtype if not wa else D.of_python_scalar(to_tensor_check(a))
+    tb = b.dtype if not wb else D.of_python_scalar(to_tensor_check(b))
+    if ta.is_ptr() or tb.is_ptr():
+        raise TypeError(f"invalid operands {ta.name} and {tb.name}")
+    ct = D.computation_type(ta, wa, tb, wb, div_or_mod)
+    ca = cast(a, ct) if not wa else const(a, ct)
+    cb = cast(b, ct) if not wb else const(b, ct)
+    return ca, cb, ct
+
+
+def to_tensor_check(x):
+    if isinstance(x, (bool, int, float)):
+        return x
+    raise TypeError(f"unsupported operand of type {type(x).__name__} in a kernel expression")
+
+
+def _ordered(t: Tensor) -> torch.Tensor:
+    """int64 values whose signed order is the dtype's order (uint64: flip the sign bit)."""
+    return t.data ^ _MIN64 if t.dtype is D.uint64 else t.data
+
+
+def _udiv64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
+    """Unsigned 64-bit division of bit patterns; Python ints do the rare >= 2**63 cases."""
+    a, b = torch.broadcast_tensors(a, b)
+    if bool((a >= 0).all()) and bool((b > 0).all()):
+        return torch.fmod(a, b) if mod else torch.div(a, b, rounding_mode="trunc")
+    m = 1 << 64
+    out = [((x % m) % (y % m) if mod else (x % m) // (y % m)) if y % m else m - 1
+           for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
+    out = [v - m if v >= 1 << 63 else v for v in out]
+    return torch.tensor(out, dtype=torch.int64).reshape(a.shape)
+
+
+def _int_div(a: Tensor, b: Tensor, dt, mod: bool) -> Tensor:
+    """C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign.
+    A zero divisor gives all ones (what the GPU's division returns) instead of raising."""
+    if dt is D.uint64:
+        return Tensor(_udiv64(a.data, b.data, mod), dt)
+    x, y = _up(a), _up(b)
+    zero = y == 0
+    ys = torch.where(zero, torch.ones_like(y), y)
+    r = torch.fmod(x, ys) if mod else torch.div(x, ys, rounding_mode="trunc")
+    r = torch.where(zero, torch.full_like(r, -1), r)
+    return _down(r, dt)
+
+
+def binary(a, b, op) -> Tensor:
+    """Arithmetic (mul, floordiv, mod), bitwise (and, or, xor) and shifts (shl, shr)."""
+    if op in ("floordiv", "mod"):
+        a, b, ct = promote(a, b, div_or_mod=True)
+        if ct.is_floating():
+            if op == "floordiv":
+                raise TypeError(f"// is only defined on integers in kernels (got {ct.name}); "
+                                "use nl.floor(x / y)")
+            return _down(torch.fmod(_up(a), _up(b)), ct)  # C fmod: sign of the dividend
+        return _int_div(a, b, ct, op == "mod")
+    a, b, ct = promote(a, b)
+    if op == "mul":
+        return _down(_up(a) * _up(b), ct)
+    if not ct.is_int():
+        raise TypeError(f"bitwise operator '{op}' needs integer operands, got {ct.name}")
+    x, y = _up(a), _up(b)
+    if op == "and":
+        return _down(x & y, ct)
+    if op == "or":
+        return _down(x | y, ct)
+    if op == "xor":
+        return _down(x ^ y, ct)
+    # shifts: amounts outside [0, bits] clamp, as the GPU's shl/shr do
+    y = y.clamp(0, ct.bits)
+    if op == "shl":
+        return _down(torch.where(y >= 64, torch.zeros_like(x), x << y.clamp(max=63)), ct)
+    if ct.kind == "uint" and ct.bits == 64:  # logical shift of a bit pattern
+        s = y.clamp(max=63)
+        r = (x >> s) & ((torch.ones_like(s) << (64 - s).clamp(max=63)) - 1)
+        r = torch.where(s == 0, x, r)
+        return Tensor(torch.where(y >= 64, torch.zeros_like(r), r), ct)
+    return _down(x >> y.clamp(max=63), ct)  # arithmetic for signed, logical for uint < 64
+
+
+def add(a, b) -> Tensor:
+    a, b = unwrap(a), unwrap(b)
+    if isinstance(a, Tensor) and a.dtype.is_ptr():
+        from .memory import offset_pointer
+        return offset_pointer(a, b, 1)
+    if isinstance(b, Tensor) and b.dtype.is_ptr():
+        from .memory import offset_pointer
+        return offset_pointer(b, a, 1)
+    a, b, ct = promote(a, b)
+    return _down(_up(a) + _up(b), ct)
+
+
+def sub(a, b) -> Tensor:
+    a, b = unwrap(a), unwrap(b)
+    if isinstance(a, Tensor) and a.dtype.is_ptr():
+        from .memory import offset_pointer
+        return offset_pointer(a, b, -1)
+    a, b, ct = promote(a, b)
+    return _down(_up(a) - _up(b), ct)
+
+
+def truediv(a, b) -> Tensor:
+    """`/`: true division; integers are divided in fp32 (Triton)."""
+    a, b, ct = promote(a, b, div_or_mod=True)
+    if not ct.is_floating():
+        a, b, ct = cast(a, D.float32), cast(b, D.float32), D.float32
+    return _down(_up(a) / _up(b), ct)
+
+
+_CMP = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
+
+
+def compare(a, b, op) -> Tensor:
+    a, b = unwrap(a), unwrap(b)
+    if a is None or b is None:
+        return (a is b) if op == "eq" else (a is not b)
+    pa = isinstance(a, Tensor) and a.dtype.is_ptr()
+    pb = isinstance(b, Tensor) and b.dtype.is_ptr()
+    if pa or pb:
+        if not (pa and pb and a.buf is b.buf):
+            raise TypeError("pointers can only be compared with pointers into the same tensor")
+        return Tensor(_CMP[op](a.data, b.data), D.int1)
+    a, b, ct = promote(a, b)
+    if ct is D.uint64:
+        return Tensor(_CMP[op](_ordered(a), _ordered(b)), D.int1)
+    return Tensor(_CMP[op](a.data, b.data), D.int1)
