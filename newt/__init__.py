@@ -1,8 +1,12 @@
 """newt: a small Triton-dialect GPU kernel JIT.
 
     @newt.jit kernels  ->  typed block IR  ->  CUDA C++  ->  NVRTC  ->  cubin  ->  driver launch
+
+`newt.compile` (the AOT entry point) and `newt.testing` load lazily: a process that only launches
+cached kernels never imports the compiler.
 """
 from . import language  # noqa: F401
+from .autotune import Config, autotune, heuristics  # noqa: F401
 from .errors import CompilationError, DriverError, LaunchError, NVRTCError, NewtError  # noqa: F401
 from .jit import JITFunction, jit  # noqa: F401
 from .language import constexpr  # noqa: F401
@@ -17,3 +21,13 @@ def cdiv(x: int, y: int) -> int:
 
 def next_power_of_2(n: int) -> int:
     return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def __getattr__(name):
+    if name == "compile":
+        from .compiler import compile
+        return compile
+    if name in ("testing", "compiler", "interpreter", "frontend", "codegen", "passes"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'newt' has no attribute {name!r}")

@@ -1,1 +1,9 @@
-"""See the package docstring of each module."""
+"""The runtime: NVRTC (nvrtc.py), the CUDA driver (driver.py), the kernel caches (cache.py), the
+launch slow path (specialize.py) and fast path (launch.py). Submodules load on first use."""
+
+
+def synchronize(device_index=None):
+    """Wait for the GPU; a kernel failure (device assert, illegal address) raises
+    newt.DriverError naming the last newt kernel launched, with debugging hints."""
+    from .driver import synchronize as _sync
+    _sync(device_index)

@@ -166,6 +166,29 @@ def cuda_include_dir():
     return _include_dir
 
 
+_fingerprint = None
+
+
+def fingerprint() -> str:
+    """Which NVRTC would be loaded, as path:size:mtime, found without loading it (dlopen of the
+    100 MB library costs ~10 ms, too much for a warm-cache first call). Part of cache keys."""
+    global _fingerprint
+    if _fingerprint is None:
+        if _lib_path is not None and os.path.isabs(_lib_path):
+            paths = [_lib_path]
+        else:
+            paths = [os.path.join(d, s) for d in _candidate_dirs() for s in _SONAMES]
+        _fingerprint = "loader-path"
+        for p in paths:
+            try:
+                st = os.stat(p)
+            except OSError:
+                continue
+            _fingerprint = f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}"
+            break
+    return _fingerprint
+
+
 def library_path() -> str:
     load()
     return _lib_path
@@ -251,6 +274,9 @@ def compile_cuda(source: str, name: str, arch: str, options=()) -> NVRTCResult:
         log = log.rstrip(b"\0").decode(errors="replace")
         if res != 0:
             err = lib.nvrtcGetErrorString(res)
+            if "could not open source file \"cuda_" in log:
+                log += ("\nhint: NVRTC 13 has no builtin copy of the CUDA headers; install them with "
+                        "`pip install nvidia-cuda-runtime==13.0.96` or set CUDA_HOME to a toolkit")
             raise NVRTCError(
                 f"NVRTC failed to compile kernel '{name}' for {arch} "
                 f"({err.decode() if err else res}); options: {' '.join(opts)}\n"

@@ -1,0 +1,228 @@
+"""Config, @autotune and @heuristics, with Triton's semantics.
+
+Sits above jit.py: an Autotuner (or Heuristics) wraps a JITFunction (or another wrapper) and, per
+call, adds meta-parameters before calling the wrapped `.run`. The Autotuner times every config
+(after pruning) on the first call for each value of its `key` arguments (plus the dtypes of the
+tensor arguments, as Triton does), keeps the fastest per key in memory, and launches it.
+Timing uses newt.testing.do_bench when present (CUDA events, median), else a local event timer.
+Under NEWT_INTERPRET=1 the first config is used, untimed.
+"""
+from __future__ import annotations
+
+import math
+
+from . import options
+from .errors import CompilationError, LaunchError, NVRTCError
+
+
+class Config:
+    """One point of a tuning space: meta-parameters (constexpr values) and launch options."""
+
+    def __init__(self, kwargs, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None,
+                 pre_hook=None):
+        self.kwargs = dict(kwargs)
+        self.num_warps, self.num_stages = num_warps, num_stages
+        self.num_ctas, self.maxnreg = num_ctas, maxnreg  # accepted for Triton source; unused
+        self.pre_hook = pre_hook
+
+    def all_kwargs(self) -> dict:
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+    def __str__(self):
+        parts = [f"{k}: {v}" for k, v in self.kwargs.items()]
+        parts += [f"num_warps: {self.num_warps}", f"num_stages: {self.num_stages}"]
+        return ", ".join(parts)
+
+    __repr__ = __str__
+
+
+def _innermost(fn):
+    while not hasattr(fn, "constexpr_names") and hasattr(fn, "fn"):
+        fn = fn.fn
+    return fn
+
+
+class _Wrapper:
+    """Shared by Autotuner and Heuristics: `kernel[grid](...)` calls `run`."""
+
+    def __getitem__(self, grid):
+        run = self.run
+        return lambda *args, **kwargs: run(*args, grid=grid, **kwargs)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
+                           f"{self.__name__}[grid](...)")
+
+
+def _fallback_bench(fn, warmup=25, rep=100):
+    """Median time in ms of `fn` with CUDA events (used when newt.testing is absent)."""
+    import torch
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(5):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    est = max(start.elapsed_time(end) / 5, 1e-3)
+    for _ in range(max(1, int(warmup / est))):
+        fn()
+    n = max(1, min(int(rep / est), 1000))
+    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+           for _ in range(n)]
+    for s, e in evs:
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in evs)
+    return times[len(times) // 2]
+
+
+def _default_bench():
+    try:
+        from .testing import do_bench
+        return do_bench
+    except ImportError:
+        return _fallback_bench
+
+
+class Autotuner(_Wrapper):
+    def __init__(self, fn, configs, key, prune_configs_by=None, reset_to_zero=None,
+                 restore_value=None, pre_hook=None, post_hook=None, warmup=25, rep=100,
+                 do_bench=None):
+        self.fn = fn
+        self.jit = _innermost(fn)
+        self.__name__ = getattr(self.jit, "__name__", "kernel")
+        self.arg_names = list(self.jit.arg_names)
+        self.configs = list(configs) or [Config({})]
+        self.keys = list(key)
+        for k in self.keys + list(reset_to_zero or []) + list(restore_value or []):
+            if k not in self.arg_names:
+                raise ValueError(f"autotune of {self.__name__}: {k!r} is not a parameter "
+                                 f"({', '.join(self.arg_names)})")
+        self.reset_to_zero = list(reset_to_zero or [])
+        self.restore_value = list(restore_value or [])
+        self.user_pre_hook, self.user_post_hook = pre_hook, post_hook
+        prune = prune_configs_by or {}
+        self.perf_model = prune.get("perf_model")
+        self.top_k = prune.get("top_k")
+        self.early_config_prune = prune.get("early_config_prune")
+        self.warmup, self.rep = warmup, rep
+        self.do_bench = do_bench
+        self.cache: dict = {}          # key tuple -> best Config
+        self.best_config = None
+        self.bench_times: dict = {}    # last tuning: Config -> ms
+
+    def _key(self, named: dict):
+        key = [named[k] for k in self.keys if k in named]
+        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype") and hasattr(v, "data_ptr")]
+        return tuple(key)
+
+    def prune_configs(self, named: dict) -> list:
+        configs = self.configs
+        if self.early_config_prune:
+            configs = list(self.early_config_prune(configs, named))
+        if self.perf_model and self.top_k:
+            k = self.top_k if self.top_k >= 1 else int(len(configs) * self.top_k)
+            if len(configs) > k:
+                est = {c: self.perf_model(**named, **c.all_kwargs()) for c in configs}
+                configs = sorted(configs, key=est.__getitem__)[:max(k, 1)]
+        return configs
+
+    def _check_conflicts(self, kwargs, config):
+        clash = sorted(set(kwargs) & set(config.all_kwargs()) - {"num_warps", "num_stages"})
+        if clash:
+            raise LaunchError(f"autotune of {self.__name__}: {', '.join(clash)} are given by the "
+                              "caller and by the configs; remove them from the call")
+
+    def _bench(self, args, kwargs, named, config, grid, bench):
+        self._check_conflicts(kwargs, config)
+        full = {**kwargs, **config.all_kwargs()}
+        hook_args = {**named, **full}
+        saved = {n: named[n].clone() for n in self.restore_value}
+
+        def call():
+            for n in self.reset_to_zero:
+                named[n].zero_()
+            if config.pre_hook:
+                config.pre_hook(hook_args)
+            if self.user_pre_hook:
+                self.user_pre_hook(hook_args)
+            self.fn.run(*args, grid=grid, **full)
+            for n, v in saved.items():  # undo in-place updates before the next timed run
+                named[n].copy_(v)
+        try:
+            t = bench(call, warmup=self.warmup, rep=self.rep)
+        except (LaunchError, NVRTCError, CompilationError) as e:
+            # Out of shared memory, registers or a config the kernel rejects: not a candidate.
+            self._errors.append((config, e))
+            return math.inf
+        finally:
+            if self.user_post_hook:
+                self.user_post_hook(hook_args, None)
+        return float(t[0] if isinstance(t, (list, tuple)) else t)
+
+    def run(self, *args, grid, **kwargs):
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        for name, p in self.jit.signature.parameters.items():
+            if name not in named and p.default is not p.empty:
+                named[name] = p.default
+        key = self._key(named)
+        config = self.cache.get(key)
+        if config is None:
+            configs = self.prune_configs(named)
+            if options.flags.interpret or len(configs) == 1:
+                config = configs[0]
+            else:
+                bench = self.do_bench or _default_bench()
+                self._errors = []
+                times = {c: self._bench(args, kwargs, named, c, grid, bench) for c in configs}
+                config = min(configs, key=times.__getitem__)
+                if math.isinf(times[config]):
+                    raise self._errors[0][1]
+                self.bench_times = times
+                for n in self.reset_to_zero:  # the real launch starts from zeros too
+                    named[n].zero_()
+            self.cache[key] = config
+        self.best_config = config
+        self._check_conflicts(kwargs, config)
+        full = {**kwargs, **config.all_kwargs()}
+        if config.pre_hook:
+            config.pre_hook({**named, **full})
+        return self.fn.run(*args, grid=grid, **full)
+
+
+def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,
+             pre_hook=None, post_hook=None, warmup=25, rep=100, do_bench=None, **_triton_kwargs):
+    """Decorator: time `configs` on the first call per value of the `key` arguments."""
+    def deco(fn):
+        return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
+                         pre_hook, post_hook, warmup, rep, do_bench)
+    return deco
+
+
+class Heuristics(_Wrapper):
+    def __init__(self, fn, values: dict):
+        self.fn, self.values = fn, dict(values)
+        self.jit = _innermost(fn)
+        self.__name__ = getattr(self.jit, "__name__", "kernel")
+        self.arg_names = list(self.jit.arg_names)
+
+    def run(self, *args, grid, **kwargs):
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        for name, p in self.jit.signature.parameters.items():
+            if name not in named and p.default is not p.empty:
+                named[name] = p.default
+        for name, f in self.values.items():
+            kwargs[name] = named[name] = f(named)
+        return self.fn.run(*args, grid=grid, **kwargs)
+
+
+def heuristics(values: dict):
+    """Decorator: compute meta-parameters from the other arguments, e.g.
+    `@newt.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})`."""
+    def deco(fn):
+        return Heuristics(fn, values)
+    return deco

@@ -1,0 +1,200 @@
+"""Compiled-kernel caches: what lets a second call, and a second process, skip codegen.
+
+Sits between jit.py (which asks for a kernel by key) and compiler.compile (which it only runs on a
+miss). Consumes a key and a KernelBinary (cubin + the metadata a launch needs); produces the same
+KernelBinary in a later process without importing the frontend or codegen.
+
+    disk key = sha256(kernel source of the function and every @newt.jit function it calls,
+                      signature, constexprs, specialization, options, NVRTC and compiler identity)
+
+Entries are one file each: MAGIC | sha256(payload) | payload, payload = u32 len | json | cubin.
+Writes go to a temporary file in the same folder, then os.replace: readers see the old entry or
+the whole new one. A file whose checksum or length is wrong is deleted and rebuilt, never loaded.
+Processes racing on one key write identical bytes, so whoever replaces last leaves the same entry.
+A cache folder that cannot be created or written costs one warning; the memory cache still works.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import struct
+import tempfile
+import warnings
+
+from .. import options
+
+MAGIC = b"NEWTKB01"
+_HDR = len(MAGIC) + 32
+
+
+class KernelBinary:
+    """A cubin and what launching it needs: entry name, parameters (name, dtype short spelling
+    such as "*fp32"/"i32", index among the Python parameters), threads, dynamic shared memory."""
+
+    __slots__ = ("meta", "cubin")
+
+    def __init__(self, meta: dict, cubin: bytes):
+        self.meta, self.cubin = meta, cubin
+
+    @classmethod
+    def from_compiled(cls, ck) -> "KernelBinary":
+        """From a compiler.CompiledKernel (duck-typed: no compiler import here)."""
+        params = [{"name": p.name, "dtype": getattr(p.dtype, "short", str(p.dtype)),
+                   "index": p.index} for p in ck.params]
+        opts = ck.options
+        meta = dict(name=ck.name, params=params, num_threads=ck.num_threads,
+                    shared_bytes=ck.shared_bytes, n_regs=ck.n_regs, n_spills=ck.n_spills,
+                    local_bytes=ck.local_bytes, arch=getattr(opts, "arch", ""),
+                    num_warps=getattr(opts, "num_warps", ck.num_threads // 32),
+                    num_stages=getattr(opts, "num_stages", 0))
+        return cls(meta, bytes(ck.cubin))
+
+    @property
+    def name(self) -> str:
+        return self.meta["name"]
+
+    def to_bytes(self) -> bytes:
+        js = json.dumps(self.meta, sort_keys=True).encode()
+        payload = struct.pack("<I", len(js)) + js + self.cubin
+        return MAGIC + hashlib.sha256(payload).digest() + payload
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "KernelBinary | None":
+        """None when the bytes are not a whole, intact entry."""
+        if len(data) < _HDR + 4 or data[:len(MAGIC)] != MAGIC:
+            return None
+        payload = data[_HDR:]
+        if hashlib.sha256(payload).digest() != data[len(MAGIC):_HDR]:
+            return None
+        (n,) = struct.unpack_from("<I", payload)
+        try:
+            meta = json.loads(payload[4:4 + n])
+        except ValueError:
+            return None
+        return cls(meta, payload[4 + n:])
+
+
+def digest(*parts) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+class DiskCache:
+    """Kernel binaries under `root` (newt.options.cache_dir(): NEWT_CACHE_DIR or ~/.cache/newt)."""
+
+    SUFFIX = ".nkb"
+
+    def __init__(self, root: str | None = None):
+        self.root = root or options.cache_dir()
+        self._warned = False
+        self.stats = {"hit": 0, "miss": 0, "corrupt": 0, "store": 0}
+
+    def _path(self, key: str) -> str:
+        return os.path.join(self.root, key[:2], key + self.SUFFIX)
+
+    def load(self, key: str) -> KernelBinary | None:
+        path = self._path(key)
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except OSError:
+            self.stats["miss"] += 1
+            return None
+        kb = KernelBinary.from_bytes(data)
+        if kb is None:
+            # Truncated or corrupt (a crash mid-write on a filesystem without atomic rename,
+            # a disk error, a hand edit): remove it so the rebuilt entry replaces it.
+            self.stats["corrupt"] += 1
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
+            return None
+        self.stats["hit"] += 1
+        return kb
+
+    def store(self, key: str, kb: KernelBinary) -> bool:
+        path = self._path(key)
+        folder = os.path.dirname(path)
+        try:
+            os.makedirs(folder, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=self.SUFFIX)
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    f.write(kb.to_bytes())
+                os.replace(tmp, path)
+            except BaseException:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+        except OSError as e:
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"newt: cannot write the kernel cache at {self.root} ({e}); "
+                              "kernels will be recompiled in every process. Set NEWT_CACHE_DIR "
+                              "to a writable folder.", RuntimeWarning, stacklevel=3)
+            return False
+        self.stats["store"] += 1
+        return True
+
+    def clear(self):
+        import shutil
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+_disk: DiskCache | None = None
+
+
+def disk_cache() -> DiskCache:
+    """The process's disk cache; follows NEWT_CACHE_DIR if it changes (tests set it)."""
+    global _disk
+    root = options.cache_dir()
+    if _disk is None or _disk.root != root:
+        _disk = DiskCache(root)
+    return _disk
+
+
+# ---- identity of the code that makes a kernel -------------------------------------------------
+
+_compiler_id = None
+
+
+def compiler_fingerprint() -> str:
+    """Size and mtime of every compiler source file: an edited frontend, pass or codegen file must
+    not reuse old cubins. Stat only, no import (the warm path never loads the compiler)."""
+    global _compiler_id
+    if _compiler_id is None:
+        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        items = []
+        for sub in ("frontend", "ir", "passes", "codegen"):
+            d = os.path.join(pkg, sub)
+            for dirpath, _, files in os.walk(d):
+                for fn in sorted(files):
+                    if fn.endswith(".py"):
+                        p = os.path.join(dirpath, fn)
+                        st = os.stat(p)
+                        items.append((os.path.relpath(p, pkg), st.st_size, st.st_mtime_ns))
+        for fn in ("compiler.py", "language.py", "dtypes.py", "options.py",
+                   os.path.join("runtime", "nvrtc.py")):
+            p = os.path.join(pkg, fn)
+            if os.path.exists(p):
+                st = os.stat(p)
+                items.append((fn, st.st_size, st.st_mtime_ns))
+        _compiler_id = digest(sorted(items))
+    return _compiler_id
+
+
+def cache_key(source_key: str, signature: dict, constexprs: dict, specialization: dict,
+              arch: str, num_warps: int, num_stages: int, debug: bool) -> str:
+    from . import nvrtc
+    from .. import __version__
+    return digest("newt", __version__, source_key, sorted(signature.items()),
+                  sorted((k, repr(v)) for k, v in constexprs.items()),
+                  sorted((k, sorted(v.items())) for k, v in specialization.items()),
+                  arch, num_warps, num_stages, debug, nvrtc.fingerprint(), compiler_fingerprint())

@@ -1,0 +1,131 @@
+"""The launch slow path: a specialization key seen for the first time.
+
+Sits between jit.py's fast path (which only looks keys up) and the caches/compiler. Consumes the
+call's arguments; checks everything the fast path trusts the key for (CUDA tensors on one device,
+constexprs with compile-time values, num_warps, supported dtypes); produces the compile inputs
+(signature, constexprs, specialization, options), then a KernelBinary from the disk cache or,
+only on a disk miss, from compiler.compile, and finally a Launcher on the device.
+
+The compiler is imported here and only on a disk miss, so a warm process never loads the
+frontend or codegen.
+"""
+from __future__ import annotations
+
+from .. import options
+from ..errors import LaunchError
+from . import cache
+
+
+def bind(jf, args, kwargs):
+    """(arguments by name with defaults applied, num_warps, num_stages)."""
+    kw = dict(kwargs)
+    num_warps = kw.pop("num_warps", 4)
+    num_stages = kw.pop("num_stages", 3)
+    try:
+        ba = jf.signature.bind(*args, **kw)
+    except TypeError as e:
+        raise jf._signature_error(e) from None
+    ba.apply_defaults()
+    if not (isinstance(num_warps, int) and 1 <= num_warps <= 32 and num_warps & (num_warps - 1) == 0):
+        raise LaunchError(f"kernel {jf.__name__}: num_warps must be a power of two from 1 to 32, "
+                          f"got {num_warps!r}")
+    if not (isinstance(num_stages, int) and 1 <= num_stages <= 8):
+        raise LaunchError(f"kernel {jf.__name__}: num_stages must be an int from 1 to 8, got "
+                          f"{num_stages!r}")
+    return dict(ba.arguments), num_warps, num_stages
+
+
+def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
+    """(signature, constexprs, specialization, device index or None) of bound arguments.
+
+    signature maps each runtime parameter to its Triton spelling ("*fp32", "i32", "fp32", "i1");
+    specialization maps it to dict(divisible_by_16, equal_to_1, large)."""
+    import torch
+
+    from .. import dtypes
+    from ..jit import _classify
+    from ..language import constexpr
+    name = jf.__name__
+    signature, constexprs, spec, devices = {}, {}, {}, {}
+    for p, v in arguments.items():
+        if p in jf.constexpr_names:
+            if isinstance(v, constexpr):
+                v = v.value
+            if isinstance(v, torch.Tensor):
+                raise LaunchError(f"kernel {name}: parameter '{p}' is a constexpr and needs a "
+                                  "compile-time value (int, float, bool, dtype, ...), got a tensor")
+            try:
+                hash(v)
+            except TypeError:
+                raise LaunchError(f"kernel {name}: constexpr '{p}' must be hashable, got "
+                                  f"{type(v).__name__}") from None
+            constexprs[p] = v
+            continue
+        dns = p in jf.do_not_specialize
+        kp, _ = _classify(v, dns)
+        if isinstance(v, torch.Tensor):
+            if v.device.type != "cuda" and not allow_cpu:
+                raise LaunchError(
+                    f"kernel {name}: argument '{p}' is a tensor on {v.device}; newt kernels run "
+                    "on CUDA tensors. To run this kernel on the CPU, set NEWT_INTERPRET=1 (the "
+                    "interpreter).")
+            devices.setdefault(v.device, p)
+            try:
+                dt = dtypes.from_torch(v.dtype)
+            except (KeyError, ValueError, TypeError):
+                raise LaunchError(f"kernel {name}: argument '{p}' has dtype {v.dtype}, which "
+                                  "newt does not support") from None
+            signature[p] = "*" + dt.short
+            spec[p] = dict(divisible_by_16=bool(kp[2]) if not dns else False,
+                           equal_to_1=False, large=bool(kp[3]) if not dns else False)
+        elif kp[0] in ("i1", "i32", "i64", "u64", "fp32"):
+            signature[p] = kp[0]
+            ints = kp[0] in ("i32", "i64", "u64") and not dns
+            spec[p] = dict(divisible_by_16=bool(kp[2]) if ints else False,
+                           equal_to_1=bool(kp[1]) if ints else False, large=False)
+        elif v is None:
+            raise LaunchError(f"kernel {name}: argument '{p}' is None; None is only allowed for "
+                              "constexpr parameters (annotate it `: nl.constexpr`)")
+        else:
+            raise LaunchError(f"kernel {name}: argument '{p}' has type {type(v).__name__} "
+                              f"({kp[1] if len(kp) > 1 else ''}); pass a tensor, int, float or bool")
+    if len(devices) > 1:
+        where = ", ".join(f"'{p}' on {d}" for d, p in devices.items())
+        raise LaunchError(f"kernel {name}: all tensors must be on one device, got {where}")
+    dev = next(iter(devices), None)
+    return signature, constexprs, spec, (dev.index if dev is not None else None)
+
+
+def get_binary(jf, signature, constexprs, spec, *, arch, num_warps, num_stages, compile_fn=None):
+    """The KernelBinary of one specialization: disk cache first, compiler on a miss.
+    `compile_fn` replaces compiler.compile (tests)."""
+    disk = cache.disk_cache()
+    debug = bool(options.flags.debug or jf.debug)
+    key = cache.cache_key(jf.source_key(), signature, constexprs, spec, arch, num_warps,
+                          num_stages, debug)
+    if not debug:  # NEWT_DEBUG dumps happen in the compiler: always compile then
+        kb = disk.load(key)
+        if kb is not None:
+            return kb
+    if compile_fn is None:
+        from .. import compiler
+        compile_fn = compiler.compile
+    ck = compile_fn(jf, signature, constexprs, arch=arch, num_warps=num_warps,
+                    num_stages=num_stages, specialization=spec)
+    kb = cache.KernelBinary.from_compiled(ck)
+    disk.store(key, kb)
+    return kb
+
+
+def resolve(jf, key, args, kwargs):
+    """Launcher for a key the fast path has not seen."""
+    from . import driver
+    from .launch import Launcher
+    arguments, num_warps, num_stages = bind(jf, args, kwargs)
+    signature, constexprs, spec, dev_index = specialize(jf, arguments)
+    if dev_index is None:
+        dev_index = driver.current_device_index()
+    device = driver.Device.get(dev_index)
+    kb = get_binary(jf, signature, constexprs, spec, arch=device.arch, num_warps=num_warps,
+                    num_stages=num_stages)
+    return Launcher(kb, device)
