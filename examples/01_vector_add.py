@@ -1,0 +1,83 @@
+"""01: vector add, the first newt kernel (Triton's tutorial 01 with `tl` swapped for `nl`).
+
+Each program adds one BLOCK_SIZE-wide slice of two vectors. On the GPU this is the TARGETS.md
+workload (fp32, n = 2**27, BLOCK 1024, 4 warps) and prints its bandwidth; without a GPU it runs
+a small size on the CPU interpreter. Either way the result is checked against torch first.
+
+    python examples/01_vector_add.py [--small]
+"""
+import sys
+
+import torch
+
+import newt
+import newt.language as nl
+from newt.testing import assert_close, do_bench
+
+
+@newt.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n_elements, BLOCK_SIZE: nl.constexpr):
+    pid = nl.program_id(axis=0)
+    offsets = pid * BLOCK_SIZE + nl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements  # the last block may run past the end
+    x = nl.load(x_ptr + offsets, mask=mask)
+    y = nl.load(y_ptr + offsets, mask=mask)
+    nl.store(out_ptr + offsets, x + y, mask=mask)
+
+
+def add(x, y, out=None, BLOCK_SIZE=1024, num_warps=4):
+    """out = x + y for contiguous tensors of the same shape and dtype."""
+    out = torch.empty_like(x) if out is None else out
+    n = out.numel()
+    add_kernel[(newt.cdiv(n, BLOCK_SIZE),)](x, y, out, n, BLOCK_SIZE=BLOCK_SIZE,
+                                            num_warps=num_warps)
+    return out
+
+
+# Compile-only descriptions of the kernels above (tests compile them for sm_80 and sm_90a).
+AOT = [dict(fn=add_kernel, signature={"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                                      "n_elements": "i32"},
+            constexprs={"BLOCK_SIZE": 1024}, num_warps=4)]
+
+
+def bytes_moved(n, dtype=torch.float32):
+    return 3 * n * torch.empty((), dtype=dtype).element_size()  # read x, y; write out
+
+
+def check(device, small=True):
+    """Run on fresh random data (output poisoned with NaN) and compare with torch."""
+    for n in ([1, 1000, 98_431] if small else [98_431, 1 << 27]):
+        x = torch.randn(n, device=device)
+        y = torch.randn(n, device=device)
+        out = torch.full_like(x, float("nan"))
+        add(x, y, out)
+        assert_close(out, x + y, msg=f"vector add n={n}")
+    return n
+
+
+def setup_device() -> str:
+    """The GPU when there is one; otherwise switch newt to the CPU interpreter."""
+    if torch.cuda.is_available() and not newt.options.flags.interpret:
+        return "cuda"
+    newt.options.flags.interpret = True
+    print("note: no CUDA device: running on the CPU interpreter (NEWT_INTERPRET=1), small sizes")
+    return "cpu"
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    device = setup_device()
+    small = device == "cpu" or "--small" in argv
+    n = check(device, small)
+    print(f"vector add: matches torch (n up to {n:,}, fp32)")
+    if device == "cuda":
+        x, y = torch.randn(n, device=device), torch.randn(n, device=device)
+        out = torch.empty_like(x)
+        for name, fn in [("newt", lambda: add(x, y, out)),
+                         ("torch", lambda: torch.add(x, y, out=out))]:
+            ms = do_bench(fn)
+            print(f"  {name:6s} {bytes_moved(n) / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
+
+
+if __name__ == "__main__":
+    main()
