@@ -1,1 +1,70 @@
-"""See the package docstring of each module."""
+"""Frontend: Python AST -> typed block IR (newt/ir). Three layers, as in Triton:
+
+    newt/language.py         what users call (names only)
+    semantic.py, shapes.py,  the type / broadcast / promotion rules, building IR
+    reductions.py, memory.py,
+    builtins.py, random.py
+    visitor.py, control.py,  the AST walker (statements, control flow, expressions)
+    expressions.py
+
+Entry point: build_ir(fn, signature, constexprs, specialization=None) -> newt.ir.Function.
+"""
+from __future__ import annotations
+
+import inspect
+
+from .. import dtypes as D
+from ..errors import CompilationError
+from ..ir.builder import Builder
+from ..ir.core import Param
+from .expressions import _unwrap
+from .source import get_source
+from .values import Tensor
+from .visitor import CodeGen, Context
+
+
+def build_ir(fn, signature, constexprs=None, specialization=None):
+    """Build the IR of kernel `fn` (a JITFunction or a plain function).
+
+    signature       {runtime param name: dtype or Triton spelling ("*fp32", "i32")}
+    constexprs      {constexpr param name: Python value}
+    specialization  {param name: {"divisible_by_16", "equal_to_1", "large"}}: params equal to 1
+                    become the constant 1 (not parameters); the others are recorded on the
+                    Param and as attrs of its Value.
+    """
+    pyfn = getattr(fn, "fn", fn)
+    src = get_source(pyfn)
+    constexprs = dict(constexprs or {})
+    specialization = specialization or {}
+    params, scope = [], {}
+    for i, (name, p) in enumerate(inspect.signature(pyfn).parameters.items()):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise CompilationError(f"kernels cannot take *args / **kwargs (`{name}`)",
+                                   src.loc(src.node))
+        if name in constexprs:
+            scope[name] = _unwrap(constexprs[name])
+            continue
+        if name in signature:
+            dt = signature[name]
+            dt = D.from_signature(dt) if isinstance(dt, str) else dt
+            spec = specialization.get(name) or {}
+            if spec.get("equal_to_1"):
+                scope[name] = 1
+                continue
+            params.append(Param(name, dt, i, divisible_by_16=bool(spec.get("divisible_by_16")),
+                                large=bool(spec.get("large"))))
+        elif p.default is not p.empty:
+            scope[name] = _unwrap(p.default)
+        else:
+            raise CompilationError(f"parameter `{name}` is neither in the signature nor a "
+                                   f"constexpr", src.loc(src.node))
+    b = Builder.for_function(pyfn.__name__, params, loc=src.loc(src.node))
+    for prm in params:
+        scope[prm.name] = Tensor(prm.value, b)
+    cg = CodeGen(Context(b), pyfn, is_kernel=True)
+    cg.scope = scope
+    cg.visit_stmts(src.node.body)
+    return b.func
+
+
+__all__ = ["build_ir"]
