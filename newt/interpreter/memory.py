@@ -15,7 +15,7 @@ import torch
 
 from .. import dtypes as D
 from . import context
-from .values import Tensor, cast, const, from_storage, to_storage, to_tensor, unwrap
+from .values import Tensor, cast, raw_torch, const, from_storage, to_storage, to_tensor, unwrap
 
 
 class Buffer:
@@ -25,7 +25,8 @@ class Buffer:
 
     def __init__(self, t: torch.Tensor, name: str):
         n = t.untyped_storage().nbytes() // t.element_size() - t.storage_offset()
-        self.flat = t.as_strided((max(n, 0),), (1,), t.storage_offset())
+        flat = t.as_strided((max(n, 0),), (1,), t.storage_offset())
+        self.flat = flat.view(raw_torch(D.from_torch(t.dtype)))
         self.name, self.shape = name, tuple(t.shape)
 
 
@@ -50,7 +51,7 @@ def reinterpret_pointer(p: Tensor, dt) -> Tensor:
         raise TypeError(f"pointer casts between element sizes ({src.name} -> {dst.name}) are not "
                         "supported by the interpreter")
     buf = Buffer.__new__(Buffer)
-    buf.flat, buf.name, buf.shape = p.buf.flat.view(dst.to_torch()), p.buf.name, p.buf.shape
+    buf.flat, buf.name, buf.shape = p.buf.flat.view(raw_torch(dst)), p.buf.name, p.buf.shape
     return Tensor(p.data, dt, buf)
 
 

@@ -44,20 +44,29 @@ def wrap(v: torch.Tensor, dt) -> torch.Tensor:
     return ((v + half) & ((1 << b) - 1)) - half
 
 
+_RAW = {D.uint16: torch.int16, D.uint32: torch.int32, D.uint64: torch.int64}
+
+
+def raw_torch(dt) -> torch.dtype:
+    """The torch dtype memory is viewed as: unsigned 16/32/64-bit as the signed type of the same
+    width, because torch's CPU kernels (indexing included) do not cover those."""
+    return _RAW.get(dt) or dt.to_torch()
+
+
 def from_storage(t: torch.Tensor, dt) -> torch.Tensor:
-    """Memory representation (the tensor's own torch dtype) -> canonical."""
+    """Memory representation (raw_torch(dt)) -> canonical."""
     if dt.kind in ("int", "uint"):
-        if t.dtype == torch.uint64:
-            return t.view(torch.int64)
-        return t.to(torch.int64)
+        v = t.to(torch.int64)
+        return v & ((1 << dt.bits) - 1) if dt.kind == "uint" and dt.bits < 64 else v
     return t
 
 
 def to_storage(v: torch.Tensor, dt) -> torch.Tensor:
-    """Canonical -> memory representation of `dt`."""
-    if dt is D.uint64:
-        return v.view(torch.uint64)
-    return v.to(dt.to_torch())
+    """Canonical -> memory representation (raw_torch(dt))."""
+    if dt in _RAW and dt.bits < 64:
+        half = 1 << (dt.bits - 1)
+        v = ((v + half) & ((1 << dt.bits) - 1)) - half
+    return v.to(raw_torch(dt))
 
 
 class Tensor:
@@ -256,7 +265,7 @@ def cast(x, dt, bitcast=False) -> Tensor:
         if src.bits != dt.bits:
             raise TypeError(f"bitcast needs equal widths: {src.name} ({src.bits} bits) to "
                             f"{dt.name} ({dt.bits} bits)")
-        raw = to_storage(x.data, src).contiguous().view(dt.to_torch())
+        raw = to_storage(x.data, src).contiguous().view(raw_torch(dt))
         return Tensor(from_storage(raw, dt), dt)
     if dt.is_bool():
         return Tensor(x.data != 0, dt)
