@@ -1,0 +1,159 @@
+"""Launch-overhead rows of TARGETS.md: host time per warm launch, first call in a fresh process
+with a warm disk cache, and cold compile times; newt vs Triton (same kernel source) vs torch.
+
+- Warm launch: wall-clock over many back-to-back launches of an already-compiled kernel,
+  divided by their count (median of 5 batches). The kernels are tiny, so the host is the
+  bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list:
+  the 4-argument vector add and a 12-argument kernel with matmul's signature.
+- First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
+  cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
+
+    python benchmarks/bench_launch.py            # or through benchmarks/run_all.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import torch
+
+import common
+import newt
+import newt.language as nl
+from newt.testing import assert_close
+
+
+@newt.jit
+def matmul_shaped_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk,
+                         stride_bn, stride_cm, stride_cn, BLOCK_K: nl.constexpr):
+    # c[i, i] = sum_k a[i, k] * b[k, i]: matmul's 12 arguments, a body cheap enough that
+    # launching, not computing, is what gets measured
+    i = nl.program_id(0)
+    ks = nl.arange(0, BLOCK_K)
+    kmask = ks < K
+    a = nl.load(a_ptr + i * stride_am + ks * stride_ak, mask=kmask, other=0.0)
+    b = nl.load(b_ptr + ks * stride_bk + i * stride_bn, mask=kmask, other=0.0)
+    nl.store(c_ptr + i * stride_cm + i * stride_cn, nl.sum(a * b, axis=0),
+             mask=(i < M) & (i < N))
+
+
+AOT = [dict(fn=matmul_shaped_kernel,
+            signature={"a_ptr": "*fp32", "b_ptr": "*fp32", "c_ptr": "*fp32", "M": "i32",
+                       "N": "i32", "K": "i32", "stride_am": "i32", "stride_ak": "i32",
+                       "stride_bk": "i32", "stride_bn": "i32", "stride_cm": "i32",
+                       "stride_cn": "i32"},
+            constexprs={"BLOCK_K": 64}, num_warps=4)]
+
+
+def launch_matmul_shaped(k, a, b, c):
+    m, kk = a.shape
+    n = b.shape[1]
+    k[(min(m, n),)](a, b, c, m, n, kk, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                    c.stride(0), c.stride(1), BLOCK_K=64, num_warps=4)
+
+
+def host_us_per_launch(fn, n=2000, batches=5) -> float:
+    for _ in range(100):
+        fn()
+    torch.cuda.synchronize()
+    per = []
+    for _ in range(batches):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        torch.cuda.synchronize()
+        per.append((time.perf_counter() - t0) / n * 1e6)
+    return statistics.median(per)
+
+
+def _row(workload, unit, **kw):
+    row = dict(bench="launch", workload=workload, unit=unit, higher_is_better=False,
+               newt=None, triton=None, torch=None, errors={})
+    row.update(kw)
+    return row
+
+
+def _warm_rows(providers):
+    x = torch.randn(4096, device="cuda")
+    y = torch.randn(4096, device="cuda")
+    out = torch.full_like(x, float("nan"))
+    a = torch.randn(64, 64, device="cuda")
+    b = torch.randn(64, 64, device="cuda")
+    c = torch.zeros(64, 64, device="cuda")
+    tiny = _row("warm launch: 4-arg vector add (host us)", "us", target_abs=6.0,
+                target_ratio=0.35)
+    wide = _row("warm launch: 12-arg matmul-shaped kernel (host us)", "us", target_abs=8.0)
+    for p, ks in providers.items():
+        try:
+            out.fill_(float("nan"))
+            common.launch_add(ks["add"], x, y, out)
+            assert_close(out, x + y, msg=f"{p} add")
+            tiny[p] = host_us_per_launch(lambda: common.launch_add(ks["add"], x, y, out))
+        except Exception as exc:
+            tiny["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        try:
+            c.zero_()
+            launch_matmul_shaped(ks["mm"], a, b, c)
+            assert_close(c.diagonal(), (a @ b).diagonal(), atol=1e-4, rtol=1e-4,
+                         msg=f"{p} matmul-shaped")
+            wide[p] = host_us_per_launch(lambda: launch_matmul_shaped(ks["mm"], a, b, c))
+        except Exception as exc:
+            wide["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
+    tiny["torch"] = host_us_per_launch(lambda: torch.add(x, y, out=out))
+    return [tiny, wide]
+
+
+def _first_call(provider, names, cache_root):
+    env = dict(os.environ)
+    env["NEWT_CACHE_DIR"] = os.path.join(cache_root, "newt")
+    env["TRITON_CACHE_DIR"] = os.path.join(cache_root, "triton")
+    env["PYTHONPATH"] = os.pathsep.join([common.ROOT, env.get("PYTHONPATH", "")]).rstrip(":")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_call.py")
+    p = subprocess.run([sys.executable, script, provider, ",".join(names)], env=env,
+                       capture_output=True, text=True, timeout=180)
+    if p.returncode != 0:
+        raise RuntimeError(f"first_call.py {provider} failed:\n{p.stderr[-1500:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _process_rows(providers):
+    names = ["add", "softmax", "layernorm"]
+    first = _row("first call, fresh process, warm disk cache: add (ms)", "ms", target_abs=50.0)
+    cold = {n: _row(f"cold compile, empty caches, first call: {n} (ms)", "ms",
+                    **({"target_abs": 300.0} if n != "add" else {})) for n in names}
+    for p in providers:
+        with tempfile.TemporaryDirectory(prefix=f"bench-launch-{p}-") as root:
+            try:
+                c = _first_call(p, names, root)  # empty folder: every kernel compiles
+                for n in names:
+                    cold[n][p] = c[n]
+                first[p] = _first_call(p, ["add"], root)["add"]  # same folder, now warm
+            except Exception as exc:
+                for r in [first, *cold.values()]:
+                    r["errors"][p] = f"{type(exc).__name__}: {str(exc)[:600]}"
+    return [first, *cold.values()]
+
+
+def run(out_dir=None, quick=False):
+    """Rows for run_all.py (see its docstring for the row format)."""
+    providers = {"newt": {"add": common.newt_kernel("add"), "mm": matmul_shaped_kernel}}
+    if common.have_triton():
+        try:
+            providers["triton"] = {"add": common.triton_twin(providers["newt"]["add"]),
+                                   "mm": common.triton_twin(matmul_shaped_kernel)}
+        except Exception as exc:
+            print(f"note: Triton twins failed: {exc}")
+    rows = _warm_rows(providers)
+    rows += _process_rows(providers)
+    return rows
+
+
+if __name__ == "__main__":
+    for r in run(quick="--quick" in sys.argv):
+        vals = "  ".join(f"{p}={r[p]:.2f}" for p in ("newt", "triton", "torch") if r[p])
+        print(f"{r['workload']:55s} {vals} {r['unit']}", *r["errors"].items())

@@ -1,0 +1,154 @@
+"""Memory-bound rows of TARGETS.md: vector add, softmax and layernorm forward (plus the
+silu-and-mul example), newt vs Triton (same kernel source, `nl` -> `tl`) vs torch, in one process.
+
+Every provider's output is poisoned with NaN, computed once and compared with torch before it is
+timed; a provider that fails the check is reported, not timed. Times are medians of CUDA-event
+timings with an L2 flush before each (newt.testing.do_bench, Triton's method); GB/s counts the
+bytes read and written once. Also prints newt.testing.do_bench next to triton.testing.do_bench
+on the same kernel, to show the two timers agree.
+
+    python benchmarks/bench_memory.py            # or through benchmarks/run_all.py
+"""
+from __future__ import annotations
+
+import sys
+
+import torch
+
+import common
+from newt.testing import assert_close, do_bench
+
+NAN = float("nan")
+
+
+def _workloads(quick: bool):
+    """(name, bytes moved, make(), {provider: fn(k, inputs)}, reference(inputs), target)."""
+    n_add = (1 << 22) if quick else (1 << 27)
+    sm = (4096, 4096) if quick else (32768, 4096)
+    ln = (4096, 4096) if quick else (32768, 4096)
+    sl = (2048, 8192) if quick else (8192, 8192)
+
+    def add_inputs():
+        x, y = torch.randn(n_add, device="cuda"), torch.randn(n_add, device="cuda")
+        return dict(x=x, y=y, out=torch.full_like(x, NAN))
+
+    def sm_inputs():
+        x = torch.randn(*sm, device="cuda")
+        return dict(x=x, out=torch.full_like(x, NAN))
+
+    def ln_inputs(n=ln[1]):
+        m = ln[0]
+        x = torch.randn(m, n, device="cuda").half()
+        return dict(x=x, w=torch.randn(n, device="cuda").half(),
+                    b=torch.randn(n, device="cuda").half(), y=torch.full_like(x, NAN),
+                    mean=torch.full((m,), NAN, device="cuda"),
+                    rstd=torch.full((m,), NAN, device="cuda"))
+
+    def sl_inputs():
+        x = torch.randn(sl[0], 2 * sl[1], device="cuda").half()
+        return dict(x=x, out=torch.full((sl[0], sl[1]), NAN, device="cuda", dtype=torch.half))
+
+    ln_ref = lambda d: torch.nn.functional.layer_norm(  # noqa: E731
+        d["x"], (d["x"].shape[1],), d["w"], d["b"], 1e-5)
+    return [
+        dict(name=f"vector add fp32 n=2^{n_add.bit_length() - 1}", nbytes=3 * n_add * 4,
+             make=add_inputs, out="out", target_ratio=1.0,
+             kernel=lambda k, d: common.launch_add(k, d["x"], d["y"], d["out"]),
+             torch=lambda d: torch.add(d["x"], d["y"], out=d["out"]),
+             ref=lambda d: d["x"] + d["y"]),
+        dict(name=f"softmax fp32 {sm[0]}x{sm[1]}", nbytes=2 * sm[0] * sm[1] * 4,
+             make=sm_inputs, out="out", target_ratio=1.0,
+             kernel=lambda k, d: common.launch_softmax(k, d["x"], d["out"]),
+             torch=lambda d: torch.softmax(d["x"], dim=1),
+             ref=lambda d: torch.softmax(d["x"], dim=1)),
+        dict(name=f"layernorm fwd fp16 {ln[0]}x{ln[1]}",
+             nbytes=2 * ln[0] * ln[1] * 2 + 4 * ln[1] + 8 * ln[0],
+             make=ln_inputs, out="y", target_ratio=1.0, tol=1e-2,
+             kernel=lambda k, d: common.launch_layernorm(
+                 k, d["x"], d["w"], d["b"], d["y"], d["mean"], d["rstd"], block=4096),
+             torch=ln_ref, ref=ln_ref),
+        dict(name=f"silu-and-mul fp16 {sl[0]}x{sl[1]}", nbytes=3 * sl[0] * sl[1] * 2,
+             make=sl_inputs, out="out",
+             kernel=lambda k, d: common.launch_silu(k, d["x"], d["out"]),
+             torch=lambda d: (torch.nn.functional.silu(d["x"][:, :sl[1]]) * d["x"][:, sl[1]:]),
+             ref=lambda d: (torch.nn.functional.silu(d["x"][:, :sl[1]].float())
+                            * d["x"][:, sl[1]:].float()).half()),
+    ]
+
+
+def _check_layernorm_1500(kernel):
+    """N = 1,500 with the benchmark's BLOCK 4096: masking and the variance of padded rows."""
+    m, n = 1023, 1500
+    x = torch.randn(m, n, device="cuda").half()
+    w, b = torch.randn(n, device="cuda").half(), torch.randn(n, device="cuda").half()
+    y = torch.full_like(x, NAN)
+    mean = torch.empty(m, device="cuda")
+    rstd = torch.empty(m, device="cuda")
+    common.launch_layernorm(kernel, x, w, b, y, mean, rstd, block=4096)
+    ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5).half()
+    assert_close(y, ref, atol=1e-2, rtol=1e-2, msg="layernorm N=1500")
+
+
+def run(out_dir=None, quick=False):
+    """Rows for run_all.py (see its docstring for the row format)."""
+    providers = {"newt": common.kernels("newt")}
+    errors = {}
+    if common.have_triton():
+        try:
+            providers["triton"] = common.kernels("triton")
+        except Exception as exc:
+            errors["triton"] = f"twin kernels failed: {type(exc).__name__}: {exc}"
+    rows = []
+    for w in _workloads(quick):
+        row = dict(bench="memory", workload=w["name"], unit="GB/s", higher_is_better=True,
+                   newt=None, triton=None, torch=None, errors=dict(errors))
+        if "target_ratio" in w:
+            row["target_ratio"] = w["target_ratio"]
+        d = w["make"]()
+        expected = w["ref"](d)
+        key = _key(w)
+        calls = {p: (lambda k=ks[key]: w["kernel"](k, d)) for p, ks in providers.items()}
+        calls["torch"] = lambda: w["torch"](d)
+        for p, fn in calls.items():
+            try:
+                if p != "torch":
+                    d[w["out"]].fill_(NAN)
+                    fn()
+                    torch.cuda.synchronize()
+                    assert_close(d[w["out"]], expected, atol=w.get("tol"), rtol=w.get("tol"),
+                                 msg=f"{p} {w['name']}")
+                    if key == "layernorm":
+                        _check_layernorm_1500(providers[p]["layernorm"])
+                row[p] = common.gbps(w["nbytes"], do_bench(fn))
+            except Exception as exc:  # report and go on: one broken provider hides nothing
+                row["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
+        rows.append(row)
+        del d, expected
+        torch.cuda.empty_cache()
+    rows.append(_timer_agreement())
+    return rows
+
+
+def _key(w) -> str:
+    return {"vector": "add", "softmax": "softmax", "layernorm": "layernorm",
+            "silu-and-mul": "silu"}[w["name"].split()[0]]
+
+
+def _timer_agreement():
+    """newt.testing.do_bench vs triton.testing.do_bench timing one torch kernel (us)."""
+    row = dict(bench="memory", workload="do_bench agreement: torch.mul 64 MB (us)", unit="us",
+               higher_is_better=False, newt=None, triton=None, torch=None, errors={})
+    x = torch.randn(1 << 24, device="cuda")
+    y = torch.empty_like(x)
+    fn = lambda: torch.mul(x, 2.0, out=y)  # noqa: E731
+    row["newt"] = do_bench(fn) * 1e3
+    if common.have_triton():
+        import triton.testing
+        row["triton"] = triton.testing.do_bench(fn, return_mode="median") * 1e3
+    return row
+
+
+if __name__ == "__main__":
+    for r in run(quick="--quick" in sys.argv):
+        vals = "  ".join(f"{p}={r[p]:.1f}" for p in ("newt", "triton", "torch") if r[p])
+        print(f"{r['workload']:42s} {vals} {r['unit']}", *r["errors"].items())
