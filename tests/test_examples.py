@@ -1,0 +1,105 @@
+"""The examples and benchmark kernels: each example checks itself against torch on every target
+(small sizes), the benchmark's Triton twins are the same source with nl -> tl, and every
+example and benchmark kernel builds IR and compiles for sm_80 and sm_90a without spills or
+local memory (no GPU needed: NVRTC runs on the CPU)."""
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+import newt
+import newt.options
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+import common  # noqa: E402  (benchmarks/common.py)
+
+EXAMPLE_KEYS = list(common.EXAMPLES)
+
+
+def _bench_launch():
+    return common.load_file(os.path.join(ROOT, "benchmarks", "bench_launch.py"),
+                            "newt_bench_launch")
+
+
+def _aot_entries():
+    entries = []
+    for key in EXAMPLE_KEYS:
+        entries += [(key, e) for e in common.example(key).AOT]
+    entries += [("launch", e) for e in _bench_launch().AOT]
+    return entries
+
+
+@pytest.mark.parametrize("key", EXAMPLE_KEYS)
+def test_example_checks_itself(key, target, device):
+    # check() poisons outputs with NaN, runs the kernel on fresh random data and compares with
+    # torch; it raises on any mismatch
+    common.example(key).check(device, small=True)
+
+
+@pytest.mark.parametrize("key", EXAMPLE_KEYS)
+def test_example_main(key, monkeypatch, capsys):
+    monkeypatch.setattr(newt.options.flags, "interpret", not torch.cuda.is_available())
+    common.example(key).main(["--small"])
+    out = capsys.readouterr().out
+    assert "matches torch" in out
+    if not torch.cuda.is_available():
+        assert out.startswith("note: no CUDA device: running on the CPU interpreter")
+
+
+def test_example_detects_a_wrong_result(monkeypatch):
+    """check() must fail when the kernel's output is wrong (poisoned, never written)."""
+    mod = common.example("add")
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    monkeypatch.setattr(mod, "add", lambda x, y, out: out)  # leaves the NaN poison in place
+    with pytest.raises(AssertionError, match="not close"):
+        mod.check("cpu", small=True)
+
+
+@pytest.mark.parametrize("key", EXAMPLE_KEYS)
+def test_triton_twin_is_the_same_source(key):
+    src = common.kernel_source(common.newt_kernel(key))
+    twin = common.swap_to_triton(src)
+    assert "@triton.jit" in twin and "tl." in twin and "nl." not in twin
+    assert twin.replace("@triton.jit", "@newt.jit").replace("tl.", "nl.") == src
+    # the kernel body names no module but nl (the only text the swap touches)
+    body = src.split("\n", 1)[1]
+    assert not re.search(r"\b(torch|newt|triton|np|math)\.", body)
+
+
+@pytest.mark.parametrize("key", EXAMPLE_KEYS)
+def test_triton_twin_loads(key):
+    pytest.importorskip("triton")
+    twin = common.triton_twin(common.newt_kernel(key))
+    assert twin.fn.__name__ == common.KERNEL_NAMES[key]
+
+
+@pytest.mark.parametrize("entry", _aot_entries(), ids=lambda e: e[1]["fn"].__name__)
+def test_kernel_builds_ir(entry):
+    frontend = pytest.importorskip("newt.frontend")
+    if not hasattr(frontend, "build_ir"):
+        pytest.skip("newt.frontend.build_ir is not there yet")
+    e = entry[1]
+    fn = frontend.build_ir(e["fn"], e["signature"], e["constexprs"])
+    assert fn is not None
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+@pytest.mark.parametrize("entry", _aot_entries(), ids=lambda e: e[1]["fn"].__name__)
+def test_kernel_compiles_without_spills(entry, arch):
+    import newt.compiler
+    compile_fn = getattr(newt.compiler, "compile", None)
+    if compile_fn is None:
+        pytest.skip("newt.compiler.compile is not there yet")
+    e = entry[1]
+    try:
+        k = compile_fn(e["fn"], e["signature"], e["constexprs"], arch=arch,
+                       num_warps=e["num_warps"])
+    except NotImplementedError as exc:
+        pytest.skip(f"compiler stage not implemented: {exc}")
+    assert k.cubin and k.ptx and k.source
+    assert k.n_spills == 0, f"{k.name} spills on {arch}:\n{k.log}"
+    assert k.local_bytes == 0, f"{k.name} uses {k.local_bytes} B of local memory on {arch}"
+    assert k.num_threads == 32 * e["num_warps"]
