@@ -25,8 +25,10 @@ constant 1 and are not passed; constexprs are not passed.
 from __future__ import annotations
 
 import dataclasses
+import sys
 
-from .options import Options
+from . import dtypes
+from .options import Options, flags
 
 
 @dataclasses.dataclass
@@ -44,3 +46,56 @@ class CompiledKernel:
     n_spills: int = 0         # spill stores + spill loads reported by ptxas
     local_bytes: int = 0      # stack frame bytes reported by ptxas
     log: str = ""             # NVRTC/ptxas log
+
+
+# ----------------------------------------------------------------------------- the stages
+
+def compile(fn, signature, constexprs=None, *, arch="sm_90a", num_warps=4, num_stages=3,
+            specialization=None) -> CompiledKernel:
+    """Compile a kernel ahead of time (no GPU needed); see the module docstring."""
+    from .frontend import build_ir
+    from .runtime import nvrtc
+    options = Options(arch=arch, num_warps=num_warps, num_stages=num_stages, debug=flags.debug,
+                      nvrtc_version=nvrtc.version())
+    pyfn = getattr(fn, "fn", fn)
+    sig = {k: (dtypes.from_signature(v) if isinstance(v, str) else v)
+           for k, v in signature.items()}
+    spec = dict(specialization or {})
+    ir_fn = build_ir(pyfn, sig, dict(constexprs or {}), spec)          # stage: frontend
+    return compile_ir(ir_fn, options, spec)
+
+
+def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
+    """The stages after the frontend: passes -> codegen -> nvrtc. Tests call it with IR
+    built by hand (newt.ir.builder)."""
+    from .codegen import generate
+    from .ir.printer import format_function
+    from .passes import run_passes
+    from .runtime import nvrtc
+    spec = specialization or {}
+    for p in ir_fn.params:                       # the specialization facts passes rely on
+        s = spec.get(p.name, {})
+        p.divisible_by_16 = p.divisible_by_16 or bool(s.get("divisible_by_16"))
+        p.large = p.large or bool(s.get("large"))
+        if p.value is not None:
+            for k in ("divisible_by_16", "large"):
+                if getattr(p, k):
+                    p.value.attrs[k] = True
+    eq1 = {n for n, s in spec.items() if s.get("equal_to_1")}
+    ir_fn.attrs["equal_to_1"] = eq1
+    ir_fn.attrs["num_warps"] = options.num_warps
+    run_passes(ir_fn, options)                                          # stage: passes
+    ir_text = format_function(ir_fn)
+    source, name = generate(ir_fn, options)                             # stage: codegen
+    if options.debug:
+        print(f"// ===== newt IR after passes: {name}\n{ir_text}", file=sys.stderr)
+        print(f"// ===== newt CUDA C++: {name}\n{source}", file=sys.stderr)
+    extra = ("-lineinfo",) if options.debug else ()
+    res = nvrtc.compile_cuda(source, name, options.arch, extra)        # stage: nvrtc
+    rep = nvrtc.parse_ptxas_report(res.log, name)
+    params = [p for p in ir_fn.params if p.name not in eq1]
+    return CompiledKernel(
+        name=name, source=source, ptx=res.ptx, cubin=res.cubin, ir=ir_text, params=params,
+        options=options, num_threads=options.num_threads,
+        shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
+        n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log)

@@ -1,1 +1,56 @@
-"""See the package docstring of each module."""
+"""Codegen: decided IR (after newt.passes) -> the CUDA C++ text of one kernel.
+
+    generate(fn, options) -> (source, entry_name)
+
+The kernel is `extern "C" __global__ void __launch_bounds__(T) name(params)`, with one
+parameter per runtime Param (in order), blockIdx.{x,y,z} as program ids, 32*num_warps threads
+and one dynamic shared-memory arena `nt_smem` (sized by passes/smem.py). One module per
+hardware concern registers op handlers with the emitter (emitter.py).
+
+dot hook: `nl.dot` is emitted by `newt.codegen.dot.emit_dot(em, op)` when that module exists
+(matmul work). It receives the Emitter (em.emit / em.declare / em.name / em.at / em.slots /
+em.smem / em.barrier, see emitter.py) and the `dot` op (operands a, b, acc with their layouts
+in attrs["layout"], attrs input_precision/out_dtype), and must define op.result as a register
+array in op.result.attrs["layout"]. Without the module, a kernel using dot raises
+CompilationError at the user's line.
+"""
+from __future__ import annotations
+
+from ..errors import CompilationError
+from . import atomics, control, debug, elementwise, memory, reduce, shapes  # noqa: F401 (handlers)
+from .emitter import Emitter, handles
+from .header import HEADER
+
+
+@handles("dot")
+def _dot(em, op):
+    try:
+        from . import dot as dot_module
+    except ModuleNotFoundError as e:
+        if e.name and e.name.endswith("codegen.dot"):
+            raise CompilationError("nl.dot is not supported yet", op.loc) from None
+        raise
+    dot_module.emit_dot(em, op)
+
+
+def generate(fn, options) -> tuple[str, str]:
+    em = Emitter(fn, options)
+    eq1 = fn.attrs.get("equal_to_1", ())   # params compiled as the constant 1, not passed
+    params = []
+    for p in fn.params:
+        if p.value is None or p.name in eq1:
+            continue
+        params.append(f"{em.ctype(p.value)} {em.name(p.value)}")
+    em.emit("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
+    em.emit("(void)lane; (void)warp;")
+    if fn.attrs.get("smem_bytes", 0):
+        em.emit("extern __shared__ __align__(16) unsigned char nt_smem[];")
+    for p in fn.params:
+        if p.value is not None and p.name in eq1:
+            em.emit(f"const {em.ctype(p.value)} {em.name(p.value)} = 1;")
+    em.block(fn.body)
+    T = options.num_threads
+    name = fn.name
+    head = (f'extern "C" __global__ void __launch_bounds__({T}) {name}({", ".join(params)}) {{')
+    parts = [HEADER] + list(em.helpers.values()) + [head] + em.lines + ["}", ""]
+    return "\n".join(parts), name

@@ -1,0 +1,228 @@
+"""Elementwise codegen: constants, program ids, arange, splat, casts, binary/unary math, select,
+fma, addptr, philox. Each op is a C expression per slot (blocks) or one expression (scalars).
+
+The expression builders (binary_expr, unary_expr, cast_expr, ...) take operand expressions and
+the IR value they define, so shapes.value_at can reuse them to recompute index-computable
+values anywhere. C semantics as ops.py specifies: integer division truncates, % is the C
+remainder (fmod for floats), >> is arithmetic for signed types. Integers narrower than 32 bits
+are computed in 32 bits and truncated back; fp16/bf16 are computed in fp32 and rounded back.
+"""
+from __future__ import annotations
+
+from ..ir.core import is_block
+from .emitter import handles, reg_type
+
+_C_BIN = {"add": "+", "sub": "-", "mul": "*", "div": "/", "idiv": "/", "mod": "%",
+          "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>",
+          "eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+
+_F32 = {"exp": "nt_exp({})", "exp2": "nt_exp2({})", "log": "logf({})", "log2": "log2f({})",
+        "sqrt": "sqrtf({})", "sqrt_rn": "__fsqrt_rn({})", "rsqrt": "rsqrtf({})",
+        "sin": "sinf({})", "cos": "cosf({})", "tanh": "tanhf({})", "erf": "erff({})",
+        "sigmoid": "nt_sigmoid({})", "floor": "floorf({})", "ceil": "ceilf({})",
+        "abs": "fabsf({})", "neg": "(-{})"}
+_F64 = {"exp": "exp({})", "exp2": "exp2({})", "log": "log({})", "log2": "log2({})",
+        "sqrt": "sqrt({})", "sqrt_rn": "__dsqrt_rn({})", "rsqrt": "rsqrt({})",
+        "sin": "sin({})", "cos": "cos({})", "tanh": "tanh({})", "erf": "erf({})",
+        "sigmoid": "nt_sigmoid({})", "floor": "floor({})", "ceil": "ceil({})",
+        "abs": "fabs({})", "neg": "(-{})"}
+
+
+def round_to(dt, e: str) -> str:
+    """Round an fp32 expression to `dt` when `dt` is a 16-bit float held in fp32."""
+    if dt.name == "float16":
+        return f"nt_rh({e})"
+    if dt.name == "bfloat16":
+        return f"nt_rb({e})"
+    return e
+
+
+def _int_compute_type(dt, wide) -> str:
+    if wide or dt.bits >= 32:
+        return reg_type(dt, wide)
+    return "u32" if dt.kind in ("uint", "bool") else "i32"
+
+
+def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
+    """`a op b` for operands of dtype `dt` (result dtype int1 for comparisons)."""
+    if dt.is_floating():
+        if op in ("maximum", "minimum"):
+            f = ("fmax" if op == "maximum" else "fmin") + ("" if dt.bits == 64 else "f")
+            return f"{f}({a}, {b})"
+        if op == "mod":
+            return round_to(dt, f"{'fmod' if dt.bits == 64 else 'fmodf'}({a}, {b})")
+        e = f"({a} {_C_BIN[op]} {b})"
+        return e if op in _CMP else round_to(dt, e)
+    ct = _int_compute_type(dt, wide)
+    rt = reg_type(dt, wide)
+    if op in _CMP:
+        return f"({a} {_C_BIN[op]} {b})"
+    if dt.is_bool() and op in ("and", "or", "xor"):
+        return f"(bool)({a} {_C_BIN[op]} {b})"
+    if op in ("maximum", "minimum"):
+        cmp = ">" if op == "maximum" else "<"
+        return f"({a} {cmp} {b} ? {a} : {b})"
+    if op == "umulhi":
+        if dt.bits == 64 or wide:
+            return f"({rt})__umul64hi((u64)({a}), (u64)({b}))"
+        return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
+    e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
+    return e if ct == rt else f"({rt}){e}"
+
+
+_CMP = {"eq", "ne", "lt", "le", "gt", "ge"}
+
+
+def unary_expr(op: str, dt, x: str, wide=False) -> str:
+    if dt.is_floating():
+        table = _F64 if dt.bits == 64 else _F32
+        e = table[op].format(x)
+        exact = op in ("neg", "abs", "floor", "ceil")
+        return e if exact else round_to(dt, e)
+    rt = reg_type(dt, wide)
+    if op == "not":
+        return f"(!{x})"
+    if op == "invert":
+        return f"({rt})(~{x})" if not dt.is_bool() else f"(!{x})"
+    if op == "neg":
+        return f"({rt})(-({_int_compute_type(dt, wide)})({x}))"
+    if op == "abs":
+        return x if dt.kind in ("uint", "bool") else f"({rt})({x} < 0 ? -{x} : {x})"
+    raise NotImplementedError(f"unary {op} on {dt}")
+
+
+def cast_expr(src, dst, x: str, bitcast=False, src_wide=False, dst_wide=False) -> str:
+    rt = reg_type(dst, dst_wide)
+    if src is dst and src_wide == dst_wide:
+        return x
+    if bitcast:
+        return _bitcast(src, dst, x)
+    if dst.is_bool():
+        return f"({x} != 0)"
+    if src.is_bool():
+        return f"({x} ? ({rt})1 : ({rt})0)"
+    if dst.is_floating():
+        if src.is_floating() and src.bits == 16 and dst.bits > 16 and dst.name != "float64":
+            return x                                   # fp16/bf16 -> fp32: already exact
+        if dst.bits == 16:
+            inner = x if src.name == "float32" else f"(float)({x})"
+            return round_to(dst, inner)
+        return f"({rt})({x})"
+    return f"({rt})({x})"                             # float->int truncates, int->int wraps
+
+
+def _bitcast(src, dst, x):
+    s16 = src.is_floating() and src.bits == 16
+    d16 = dst.is_floating() and dst.bits == 16
+    if s16:
+        bits = f"nt_f2h({x})" if src.name == "float16" else f"nt_f2b({x})"
+        return _from16(dst, bits) if d16 else f"({reg_type(dst)}){bits}"
+    if d16:
+        return _from16(dst, f"(u16)({x})")
+    if src.bits == 32 and dst.is_floating():
+        return f"__int_as_float((i32)({x}))"
+    if src.bits == 64 and dst.is_floating():
+        return f"__longlong_as_double((i64)({x}))"
+    if src.is_floating() and src.bits == 32:
+        return f"({reg_type(dst)})__float_as_int({x})"
+    if src.is_floating() and src.bits == 64:
+        return f"({reg_type(dst)})__double_as_longlong({x})"
+    return f"({reg_type(dst)})({x})"
+
+
+def _from16(dst, bits):
+    return f"nt_h2f({bits})" if dst.name == "float16" else f"nt_b2f({bits})"
+
+
+def literal(value, dt) -> str:
+    if dt.is_bool():
+        return "true" if value else "false"
+    if dt.is_floating():
+        v = float(value)
+        if v != v:
+            return "__int_as_float(0x7fc00000)" if dt.bits != 64 else "__longlong_as_double(0x7ff8000000000000LL)"
+        if v in (float("inf"), float("-inf")):
+            s = "-" if v < 0 else ""
+            return f"{s}__int_as_float(0x7f800000)" if dt.bits != 64 else f"{s}__longlong_as_double(0x7ff0000000000000LL)"
+        r = repr(v)
+        if "e" not in r and "." not in r:
+            r += ".0"
+        return r if dt.bits == 64 else r + "f"
+    v = int(value)
+    if dt.bits == 64 or abs(v) >= 2**31:
+        return f"{v}{'ULL' if dt.kind == 'uint' else 'LL'}"
+    return f"{v}u" if dt.kind == "uint" else str(v)
+
+
+# ----------------------------------------------------------------------------- handlers
+
+def expr_of(em, op, operand_exprs):
+    """The C expression an elementwise op computes from operand expressions (shared by the
+    handlers below and by recomputation in shapes.value_at)."""
+    c, r = op.opcode, op.results[0]
+    wide = r.attrs.get("wide", False)
+    if c == "binary":
+        return binary_expr(op.attrs["op"], op.operands[0].dtype, *operand_exprs,
+                           wide=wide or any(o.attrs.get("wide") for o in op.operands))
+    if c == "unary":
+        return unary_expr(op.attrs["op"], r.dtype, operand_exprs[0], wide)
+    if c == "cast":
+        x = op.operands[0]
+        return cast_expr(x.dtype, r.dtype, operand_exprs[0], op.attrs.get("bitcast", False),
+                         x.attrs.get("wide", False), wide)
+    if c == "select":
+        return f"({operand_exprs[0]} ? {operand_exprs[1]} : {operand_exprs[2]})"
+    if c == "fma":
+        f = "fma" if r.dtype.bits == 64 else "fmaf"
+        return round_to(r.dtype, f"{f}({', '.join(operand_exprs)})")
+    if c == "addptr":
+        return f"({operand_exprs[0]} + {operand_exprs[1]})"
+    if c == "constant":
+        return literal(op.attrs["value"], r.dtype)
+    if c in ("program_id", "num_programs"):
+        base = "blockIdx" if c == "program_id" else "gridDim"
+        return f"(i32){base}.{'xyz'[op.attrs['axis']]}"
+    raise NotImplementedError(c)
+
+
+@handles("binary", "unary", "cast", "select", "fma", "addptr")
+def _elementwise(em, op):
+    r = op.result
+    lay = r.attrs.get("layout")
+    em.elementwise(op, lambda s: expr_of(em, op, [em.at(o, s, lay) for o in op.operands]))
+
+
+@handles("constant", "program_id", "num_programs")
+def _scalar_source(em, op):
+    em.declare(op.result, expr_of(em, op, []))
+
+
+@handles("arange")
+def _arange(em, op):
+    r = op.result
+    lay = r.attrs["layout"]
+    start = op.attrs["start"]
+    em.elementwise(op, lambda s: f"({start} + {lay.flat('tid', s)})" if start
+                   else lay.flat("tid", s))
+
+
+@handles("splat")
+def _splat(em, op):
+    x = em.name(op.operands[0])
+    em.elementwise(op, lambda s: x)
+
+
+@handles("philox")
+def _philox(em, op):
+    seed, off = op.operands
+    names = []
+    for r in op.results:
+        names.append(em.declare(r))
+    rounds = op.attrs.get("n_rounds", 10)
+    if is_block(off.type):
+        with em.slots(em.nslots(op.results[0])) as s:
+            outs = ", ".join(f"{n}[{s}]" for n in names)
+            em.emit(f"nt_philox((u64){em.name(seed)}, {em.at(off, s, op.results[0].attrs['layout'])}, "
+                    f"{rounds}, {outs});")
+    else:
+        em.emit(f"nt_philox((u64){em.name(seed)}, {em.name(off)}, {rounds}, {', '.join(names)});")

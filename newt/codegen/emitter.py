@@ -1,0 +1,173 @@
+"""The emitter: turns decided IR (after newt.passes) into the text of one CUDA C++ kernel.
+
+It owns naming, C types, indentation and op dispatch; each hardware concern lives in its own
+module (elementwise.py, shapes.py, memory.py, reduce.py, control.py, atomics.py, debug.py)
+that registers handlers with `@handles("opcode", ...)`. A handler reads layouts and plans
+from the IR (decided by the passes) and writes lines; it makes no decisions of its own.
+
+Values in C:
+  scalar (uniform)   a local `T name`
+  block              a register array `T name[nslots]` in the value's layout; element work is a
+                     `#pragma unroll` loop over slots with constant bounds, so arrays are only
+                     indexed by constants after unrolling (no local memory)
+"""
+from __future__ import annotations
+
+import contextlib
+import re
+
+from ..errors import CompilationError
+from ..ir.core import Value, is_block
+
+HANDLERS: dict = {}
+
+
+def handles(*opcodes):
+    def deco(f):
+        for c in opcodes:
+            HANDLERS[c] = f
+        return f
+    return deco
+
+
+_REG_TYPE = {"float16": "float", "bfloat16": "float", "float32": "float", "float64": "double",
+             "int1": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
+             "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
+_STORAGE = dict(_REG_TYPE, float16="u16", bfloat16="u16", int1="u8")
+
+
+def reg_type(dt, wide=False) -> str:
+    """C type of a value of `dt` in registers (`wide`: widened to 64 bits by the index pass)."""
+    if dt.is_ptr():
+        return storage_type(dt.element_ty) + "*"
+    if wide:
+        return "u64" if dt.kind == "uint" else "i64"
+    return _REG_TYPE[dt.name]
+
+
+def storage_type(dt) -> str:
+    """C type of one element of `dt` in global memory."""
+    return _STORAGE[dt.name]
+
+
+class Emitter:
+    def __init__(self, fn, options):
+        self.fn, self.options = fn, options
+        self.T = options.num_threads
+        self.lines: list[str] = []
+        self.ind = 1
+        self.names: dict[int, str] = {}
+        self.used: set[str] = set()
+        self.tmp = 0
+        self.helpers: dict[str, str] = {}   # device functions emitted once (atomics)
+
+    # ------------------------------------------------------------------ text
+    def emit(self, line: str):
+        self.lines.append("  " * self.ind + line)
+
+    @contextlib.contextmanager
+    def scope(self, head: str, tail: str = "}"):
+        self.emit(head + " {")
+        self.ind += 1
+        try:
+            yield
+        finally:
+            self.ind -= 1
+            self.emit(tail)
+
+    @contextlib.contextmanager
+    def slots(self, n: int, var: str = "s"):
+        """An unrolled loop over slots 0..n-1 (constant bound)."""
+        self.emit("#pragma unroll")
+        with self.scope(f"for (int {var} = 0; {var} < {n}; ++{var})"):
+            yield var
+
+    # ------------------------------------------------------------------ names and types
+    def fresh(self, hint: str) -> str:
+        self.tmp += 1
+        return f"{hint}{self.tmp}"
+
+    def name(self, v: Value) -> str:
+        n = self.names.get(v.id)
+        if n is None:
+            base = re.sub(r"\W", "_", v.name) if v.name else "v"
+            if base[0].isdigit():
+                base = "v" + base
+            n = f"{base}_{len(self.names)}"
+            self.names[v.id] = n
+        return n
+
+    def alias(self, v: Value, other: Value):
+        """`v` is held in the same C variable as `other` (free reshapes, loop results)."""
+        self.names[v.id] = self.name(other)
+
+    def ctype(self, v: Value) -> str:
+        return reg_type(v.dtype, v.attrs.get("wide", False))
+
+    def layout(self, v: Value):
+        return v.attrs["layout"]
+
+    def nslots(self, v: Value) -> int:
+        return v.attrs["layout"].nslots
+
+    def declare(self, v: Value, init: str | None = None) -> str:
+        """Declare the C variable of `v` (an array for blocks) and return its name."""
+        n = self.name(v)
+        if is_block(v.type):
+            self.emit(f"{self.ctype(v)} {n}[{self.nslots(v)}];")
+        elif init is not None:
+            self.emit(f"{self.ctype(v)} {n} = {init};")
+        else:
+            self.emit(f"{self.ctype(v)} {n};")
+        return n
+
+    # ------------------------------------------------------------------ operand access
+    def at(self, v: Value, s, lay=None) -> str:
+        """C expression of operand `v` at slot `s` of layout `lay` (default: v's own layout).
+        Index-computable values in another layout are recomputed where they are needed."""
+        if not is_block(v.type):
+            return self.name(v)
+        own = v.attrs["layout"]
+        if lay is None or lay == own:
+            return f"{self.name(v)}[{s}]"
+        if v.attrs.get("icomp"):
+            from .shapes import value_at
+            from ..passes.layouts import coords_of
+            return value_at(self, v, coords_of(lay.flat("tid", s), v.shape))
+        raise self.error(v.owner, "internal: operand layout differs and no conversion was planned")
+
+    def valid(self, v: Value, s) -> str | None:
+        return v.attrs["layout"].valid("tid", s) if is_block(v.type) else None
+
+    def error(self, op, msg) -> CompilationError:
+        return CompilationError(msg, getattr(op, "loc", None))
+
+    # ------------------------------------------------------------------ ops
+    def block(self, block):
+        for op in block.ops:
+            self.op(op)
+
+    def op(self, op):
+        h = HANDLERS.get(op.opcode)
+        if h is None:
+            raise self.error(op, f"codegen: op `{op.opcode}` is not supported")
+        h(self, op)
+
+    def elementwise(self, op, expr_fn):
+        """Define op.result as expr_fn(slot) per slot (blocks) or once (scalars);
+        expr_fn receives the slot variable (None for scalars)."""
+        r = op.result
+        if is_block(r.type):
+            n = self.declare(r)
+            with self.slots(self.nslots(r)) as s:
+                self.emit(f"{n}[{s}] = {expr_fn(s)};")
+        else:
+            self.declare(r, expr_fn(None))
+
+    def barrier(self):
+        self.emit("__syncthreads();")
+
+    def smem(self, op, ctype: str, offset_bytes: int = 0) -> str:
+        """A typed pointer into the op's scratch region of the arena."""
+        off = op.attrs["smem"] + offset_bytes
+        return f"(({ctype}*)(nt_smem + {off}))"

@@ -1,0 +1,214 @@
+"""sm_90a dot path: wgmma.mma_async from swizzled shared memory, pipelined with a cp.async ring.
+
+Where it sits: codegen (the Hopper half of `nl.dot`). `matmul_source(cfg)` produces a complete,
+standalone CUDA C++ matmul kernel C = A @ B (+ grouped program ordering, masked tails, any
+strides); the same pieces (`dot_ptx`, `dot_tiles`) are what the compiler's dot lowering emits
+inside a user's kernel. The standalone form exists so the tensor-core path can be compiled,
+measured and tested on its own (benchmarks/matmul_proto.py, tests/test_dot_codegen.py).
+
+Schedule (one CTA = `num_warps/4` warpgroups, each owning BM/WG rows of the BM x BN tile):
+
+    for kt in 0 .. KT + D - 1:                 D = num_stages - 2 (tiles in flight ahead)
+        if kt >= D: wait for tile kt-D (cp.async.wait_group D-1), fence.proxy.async, barrier
+        if kt < KT: start copying tile kt into stage kt % S        (the user's own loads)
+        if kt >= D: wgmma over stage (kt-D) % S; commit; wgmma.wait_group 1
+
+"Consume the tile started D iterations ago" is the deferred-consumption ring: the copies of
+iteration kt use only addresses of iteration kt. Why D = S-2 and not S-1: wgmma reads shared
+memory asynchronously; after `wait_group 1` only the group before the newest is known finished,
+and the barrier of iteration kt proves it for every warp only up to iteration kt-2. Stage
+kt % S last held tile kt-S, consumed at iteration kt-S+D = kt-2: free. Accumulators stay in
+registers (the m64nNk16 fragment, see `dot_layouts.py`); the epilogue stages them through shared
+memory for 16-byte coalesced stores.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .dot_ptx import PRELUDE, WGMMA_HELPERS, wgmma_instr
+from .dot_tiles import ELEM_U, Operand, grouped_pid_src, load_tile_src, store_tile_src
+
+KINDS = {  # input kind -> (element bytes, k per instruction)
+    "f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8),
+}
+OUT_BYTES = {"f16": 2, "bf16": 2, "f32": 4}
+
+
+@dataclasses.dataclass(frozen=True)
+class WgmmaConfig:
+    kind: str = "f16"          # input kind: f16 | bf16 | tf32
+    out: str = "f16"           # output element: f16 | bf16 | f32
+    bm: int = 128
+    bn: int = 256
+    bk: int = 64
+    num_warps: int = 8         # 4 per warpgroup; warpgroups split BM
+    num_stages: int = 4
+    group_m: int = 8
+    swap_lbo_sbo: bool = False  # debugging aid for the MN-major descriptor
+
+    @property
+    def esize(self):
+        return KINDS[self.kind][0]
+
+    @property
+    def kinst(self):
+        return KINDS[self.kind][1]
+
+    @property
+    def n_wg(self):
+        return self.num_warps // 4
+
+    @property
+    def b_kmajor(self):
+        # wgmma takes MN-major (transposed) B only for 16-bit inputs; tf32 B is staged K-major.
+        return self.kind == "tf32"
+
+    @property
+    def name(self):
+        return (f"newt_wgmma_{self.kind}_{self.out}_{self.bm}x{self.bn}x{self.bk}"
+                f"_w{self.num_warps}_s{self.num_stages}")
+
+    def check(self):
+        assert self.num_warps % 4 == 0 and self.num_stages >= 3
+        assert self.bm % (64 * self.n_wg) == 0, "each warpgroup needs whole m64 sub-tiles"
+        assert self.bn % 8 == 0 and 8 <= self.bn <= 256
+        assert (self.bk * self.esize) % 128 == 0, "BK must fill 128-byte rows"
+        if not self.b_kmajor:
+            assert (self.bn * self.esize) % 128 == 0, "MN-major B needs 128-byte panels"
+
+    @property
+    def stage_bytes(self):
+        return (self.bm + self.bn) * self.bk * self.esize
+
+    @property
+    def shared_bytes(self):
+        c_tile = self.bm * (self.bn * OUT_BYTES[self.out] + 16)
+        return max(self.num_stages * self.stage_bytes, c_tile) + 1024   # + alignment slack
+
+
+def matmul_source(cfg: WgmmaConfig) -> str:
+    """Standalone kernel `extern "C" __global__ void <cfg.name>(A, B, C, M, N, K, sam, sak,
+    sbk, sbn, scm, scn)`; grid = cdiv(M,BM)*cdiv(N,BN), block = 32*num_warps,
+    dynamic shared memory = cfg.shared_bytes."""
+    cfg.check()
+    es, ki, nt = cfg.esize, cfg.kinst, 32 * cfg.num_warps
+    bm, bn, bk, S = cfg.bm, cfg.bn, cfg.bk, cfg.num_stages
+    D = S - 2
+    u = ELEM_U[es]
+    osz = OUT_BYTES[cfg.out]
+    ou = ELEM_U[osz]
+    a_op = Operand("a", bm, bk, es)
+    if cfg.b_kmajor:
+        b_op = Operand("b", bn, bk, es, gather=True)
+    else:
+        b_op = Operand("b", bk, bn, es)
+    msub = bm // cfg.n_wg // 64        # m64 instructions per warpgroup per k-step
+    nacc = bn // 2                     # accumulator registers per m64 sub-tile
+    pitch = bn * osz + 16              # epilogue staging row pitch (16-byte pad: no conflicts)
+    a_bytes = a_op.nbytes
+    lbo, sbo = (bk * 128, 1024) if not cfg.swap_lbo_sbo else (1024, bk * 128)
+
+    parts = [PRELUDE, WGMMA_HELPERS, wgmma_instr(cfg.kind, bn, not cfg.b_kmajor, "newt_wgmma"),
+             load_tile_src(a_op, nt, "newt_load_a"),
+             load_tile_src(b_op, nt, "newt_load_b"),
+             store_tile_src(bm, bn, osz, pitch, nt, "newt_store_c")]
+
+    # descriptors of k-step kk (elements kk*ki .. +ki) for this warpgroup's sub-tile ms
+    a_desc = ("newt_wgmma_desc(stage + (newt_u32)((kk * {ki} * {es}) / 128) * {ap}u + "
+              "(newt_u32)(wg_row + ms * 64) * 128u + (newt_u32)((kk * {ki} * {es}) % 128), 16, 1024)"
+              ).format(ki=ki, es=es, ap=bm * 128)
+    if cfg.b_kmajor:
+        b_desc = ("newt_wgmma_desc(stage + {ab}u + (newt_u32)((kk * {ki} * {es}) / 128) * {bp}u"
+                  " + (newt_u32)((kk * {ki} * {es}) % 128), 16, 1024)"
+                  ).format(ab=a_bytes, ki=ki, es=es, bp=bn * 128)
+    else:
+        b_desc = ("newt_wgmma_desc(stage + {ab}u + (newt_u32)(kk * {ki}) * 128u, {lbo}, {sbo})"
+                  ).format(ab=a_bytes, ki=ki, lbo=lbo, sbo=sbo)
+
+    if cfg.b_kmajor:
+        b_issue = ("newt_load_b_issue(B, n0, kt * {bk}, N, K, sbn, sbk, breg);"
+                   .format(bk=bk))
+        b_commit = "newt_load_b_commit(ring + (newt_u32)(kt % {S}) * {sb}u + {ab}u, breg);".format(
+            S=S, sb=cfg.stage_bytes, ab=a_bytes)
+        b_regs = f"uint4 breg[{b_op.chunks // nt}];"
+    else:
+        b_issue = ("newt_load_b(ring + (newt_u32)(kt % {S}) * {sb}u + {ab}u, B, kt * {bk}, n0, "
+                   "K, N, sbk, sbn);").format(S=S, sb=cfg.stage_bytes, ab=a_bytes, bk=bk)
+        b_commit, b_regs = "", ""
+
+    pack = {"f16": "newt_pack_f16", "bf16": "newt_pack_bf16"}.get(cfg.out)
+    if pack:
+        c_store = (f"*(newt_u32*)(ct + r * {pitch} + c * 2) = {pack}(acc[ms][4*i+h*2], "
+                   "acc[ms][4*i+h*2+1]);")
+    else:
+        c_store = (f"*(float2*)(ct + r * {pitch} + c * 4) = make_float2(acc[ms][4*i+h*2], "
+                   "acc[ms][4*i+h*2+1]);")
+
+    parts.append(f"""
+extern "C" __global__ void __launch_bounds__({nt}, 1)
+{cfg.name}(const {u}* __restrict__ A, const {u}* __restrict__ B, {ou}* __restrict__ C,
+           int M, int N, int K, long long sam, long long sak, long long sbk, long long sbn,
+           long long scm, long long scn) {{
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const newt_u32 ring = newt_smem_addr(smem);
+  {grouped_pid_src(bm, bn, cfg.group_m)}
+  const int wg = threadIdx.x / 128;
+  const int wg_row = wg * {bm // cfg.n_wg};
+  const int KT = (K + {bk - 1}) / {bk};
+  float acc[{msub}][{nacc}];
+  #pragma unroll
+  for (int ms = 0; ms < {msub}; ++ms)
+    #pragma unroll
+    for (int i = 0; i < {nacc}; ++i) acc[ms][i] = 0.f;
+  {b_regs}
+
+  for (int kt = 0; kt < KT + {D}; ++kt) {{
+    if (kt >= {D}) {{
+      newt_cp_async_wait<{D - 1}>();
+      newt_fence_proxy_async();
+      __syncthreads();
+    }}
+    if (kt < KT) {{
+      newt_load_a(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u, A, m0, kt * {bk}, M, K,
+                  sam, sak);
+      {b_issue}
+    }}
+    newt_cp_async_commit();
+    if (kt >= {D}) {{
+      const newt_u32 stage = ring + (newt_u32)((kt - {D}) % {S}) * {cfg.stage_bytes}u;
+      newt_wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < {bk // ki}; ++kk) {{
+        #pragma unroll
+        for (int ms = 0; ms < {msub}; ++ms)
+          newt_wgmma(acc[ms], {a_desc}, {b_desc}, 1);
+      }}
+      newt_wgmma_commit();
+    }}
+    if (kt < KT) {{ {b_commit} }}
+    if (kt >= {D}) newt_wgmma_wait<1>();
+  }}
+  newt_wgmma_wait<0>();
+  newt_cp_async_wait<0>();
+  newt_fence_proxy_async();   // the async proxy's reads of the ring are over before we reuse it
+  __syncthreads();
+
+  // epilogue: accumulator fragment -> row-major staged tile -> coalesced masked stores
+  unsigned char* ct = smem;
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
+  #pragma unroll
+  for (int ms = 0; ms < {msub}; ++ms)
+    #pragma unroll
+    for (int i = 0; i < {bn // 8}; ++i)
+      #pragma unroll
+      for (int h = 0; h < 2; ++h) {{
+        int r = wg_row + ms * 64 + warp_in_wg * 16 + lane / 4 + h * 8;
+        int c = i * 8 + (lane % 4) * 2;
+        {c_store}
+      }}
+  __syncthreads();
+  newt_store_c(ct, C, m0, n0, M, N, scm, scn);
+}}
+""")
+    return "\n".join(parts)

@@ -1,0 +1,139 @@
+"""Shared-memory pass: plans reductions and sizes the one dynamic shared-memory scratch arena.
+
+Consumes IR after the layout pass. Produces:
+  op.attrs["plan"]       for reduce: how the three levels split (ReducePlan, printed)
+  op.attrs["smem"]       byte offset of the op's scratch region (ops that exchange data
+                         between threads: reductions, scans, smem broadcasts/permutes/
+                         conversions, scalar atomics whose result is used)
+  op.attrs["sync_first"] True when the op must start with a barrier because the previous
+                         scratch user may still be reading the same region
+  fn.attrs["smem_bytes"] the arena size CompiledKernel.shared_bytes reports
+
+Ping-pong: consecutive scratch users alternate between two regions. Every user has a barrier
+between its writes and its reads, so when op k+2 writes region A, every thread has already
+passed op k+1's barrier and finished reading op k's region A: no leading barrier is needed.
+Where the previous user is unknown (first user in a loop body or after a loop/if) the op
+starts with a barrier.
+
+Work that owns shared memory of its own (dot tiles) asks for it with
+fn.attrs["extra_smem_bytes"]; it is placed after the scratch regions at
+fn.attrs["extra_smem_offset"].
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir.core import is_block
+from .layouts import CyclicLayout
+
+
+def reg_bytes(dt, wide=False) -> int:
+    """Bytes of one register value of `dt` (fp16/bf16 live in registers as fp32)."""
+    if wide or dt.bits == 64:
+        return 8
+    return 4
+
+
+def acc_dtype_bytes(dt) -> int:
+    return reg_bytes(dt)
+
+
+@dataclasses.dataclass(frozen=True)
+class ReducePlan:
+    """How a reduction over the last axis of a block in a cyclic layout splits into levels.
+
+    full:  one result: per-thread tree, 32-lane butterfly, one value per warp through smem.
+    chunk: rows of n >= 32*vec elements: per-thread tree over `seg` slots (k groups of vec),
+           32-lane butterfly, lane 0 writes partial p of warp w at p*W + w; output m combines
+           `cpr` consecutive entries.
+    lanes: rows of n < 32*vec elements: per-thread tree over `seg` slots, butterfly over
+           `lanes` lanes, the first lane of each row writes entry `row`; output m reads entry m.
+    """
+    kind: str          # "full" | "chunk" | "lanes"
+    n: int             # reduced extent
+    rows: int          # number of outputs
+    seg: int           # slots combined per partial inside a thread
+    lanes: int         # lanes combined by the butterfly
+    cpr: int           # smem entries combined per output
+    entries: int       # smem entries written
+
+    def __str__(self):
+        return (f"{self.kind}(n={self.n}, rows={self.rows}, seg={self.seg}, lanes={self.lanes}, "
+                f"cpr={self.cpr})")
+
+
+def plan_reduce(x, num_threads) -> ReducePlan:
+    lay = x.attrs["layout"]
+    assert isinstance(lay, CyclicLayout), "reduce input must be cyclic (layout pass converts)"
+    n = x.shape[-1]
+    rows = x.type.numel // n
+    W = num_threads // 32
+    vec, T = lay.vec, lay.num_threads
+    if rows == 1:
+        return ReducePlan("full", n, 1, lay.nslots, 32, W, W if W > 1 else 0)
+    if n >= 32 * vec:
+        k = max(1, n // (T * vec))
+        partials = lay.groups // k
+        return ReducePlan("chunk", n, rows, k * vec, 32, n // (32 * vec * k), partials * W)
+    seg = min(n, vec)
+    return ReducePlan("lanes", n, rows, seg, max(1, n // vec), 1, rows)
+
+
+def _scratch_bytes(op, num_threads) -> int:
+    c = op.opcode
+    if c == "reduce":
+        plan = op.attrs["plan"]
+        x = op.operands[0]
+        per = acc_dtype_bytes(x.dtype) + (4 if op.attrs["kind"] in ("argmax", "argmin") else 0)
+        return plan.entries * per
+    if c == "scan":
+        x = op.operands[0]
+        return x.type.numel * acc_dtype_bytes(x.dtype)
+    if c in ("broadcast", "reshape", "permute", "convert_layout"):
+        if op.attrs.get("movement") == "smem":
+            x = op.operands[0]
+            return x.type.numel * reg_bytes(x.dtype, x.attrs.get("wide"))
+        return 0
+    if c == "atomic" and not is_block(op.operands[0].type):
+        return 8
+    return 0
+
+
+class _Planner:
+    def __init__(self, num_threads):
+        self.T = num_threads
+        self.users = []          # (op, bytes) in program order
+        self.last = -1           # parity of the previous scratch user; None: unknown,
+                                 # -1: none before (the kernel's start)
+
+    def block(self, block):
+        for op in block.ops:
+            if op.opcode == "reduce":
+                op.attrs["plan"] = plan_reduce(op.operands[0], self.T)
+            nbytes = _scratch_bytes(op, self.T)
+            if nbytes:
+                parity = 0 if self.last in (None, -1) else 1 - self.last
+                op.attrs["sync_first"] = self.last is None
+                op.attrs["smem"] = parity      # turned into a byte offset below
+                self.users.append((op, nbytes))
+                self.last = parity
+            if op.regions:
+                self.last = None
+                for r in op.regions:
+                    self.block(r)
+                    self.last = None
+
+
+def plan_shared_memory(fn, options):
+    p = _Planner(options.num_threads)
+    p.block(fn.body)
+    region = max((b for _, b in p.users), default=0)
+    region = -(-region // 16) * 16
+    for op, _ in p.users:
+        op.attrs["smem"] = op.attrs["smem"] * region
+    regions = 2 * region if len(p.users) > 1 else region
+    extra = fn.attrs.get("extra_smem_bytes", 0)
+    if extra:
+        fn.attrs["extra_smem_offset"] = regions
+    fn.attrs["smem_bytes"] = regions + extra
+    return fn
