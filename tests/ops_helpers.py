@@ -112,6 +112,11 @@ def check(actual: torch.Tensor, expected: torch.Tensor, **kw):
             raise AssertionError(f"mismatch at {bad}: got {a.flatten()[bad[:1]].tolist()}, "
                                  f"expected {e.flatten()[bad[:1]].tolist()}")
         return
-    t = tol(actual.dtype)
+    t = dict(tol(actual.dtype), equal_nan=False)
     t.update(kw)
-    torch.testing.assert_close(actual, expected.to(actual.dtype), equal_nan=False, **t)
+    torch.testing.assert_close(actual, expected.to(actual.dtype), **t)
+
+
+def check_untouched(t: torch.Tensor):
+    """`t` (a slice of a poisoned output) still holds the poison: nothing wrote there."""
+    check(t, poison(t.shape, t.dtype, "cpu"), equal_nan=True)
