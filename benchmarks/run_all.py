@@ -182,6 +182,8 @@ def main(argv=None):
             f.write(f"Measured {env['date']} on {env['gpu']} (torch {env['torch']}, "
                     f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians.\n\n```\n"
                     f"{table}\n```\n")
+        with open(os.path.join(args.out, "table.txt"), "w") as f:
+            f.write(table + "\n" + ("errors:\n" + "\n".join(errs) + "\n" if errs else ""))
         plot(runs[-1], os.path.join(args.out, "newt_vs_triton.png"))
     print()
     print(table)

@@ -81,7 +81,7 @@ def main(argv=None):
     small = device == "cpu" or "--small" in argv
     m, n = check(device, small)
     print(f"fused softmax: matches torch (up to {m}x{n}, fp32)")
-    if device == "cuda":
+    if device == "cuda" and not small:  # --small: a correctness run only (sanitizers, tests)
         x = torch.randn(m, n, device=device)
         out = torch.empty_like(x)
         for name, fn in [("newt", lambda: softmax(x, out)),

@@ -98,7 +98,7 @@ def main(argv=None):
     small = device == "cpu" or "--small" in argv
     m, n = check(device, small)
     print(f"layernorm forward: matches torch (up to {m}x{n}, fp16, N = 1,500 included)")
-    if device == "cuda":
+    if device == "cuda" and not small:  # --small: a correctness run only (sanitizers, tests)
         x = torch.randn(m, n, device=device).half()
         w, b = torch.randn(n, device=device).half(), torch.randn(n, device=device).half()
         out = torch.empty_like(x)
