@@ -172,7 +172,10 @@ def computation_type(a: dtype, a_weak: bool, b: dtype, b_weak: bool, div_or_mod:
     """
     if a_weak != b_weak:
         scalar, tensor = (a, b) if a_weak else (b, a)
-        if scalar.kind_rank <= tensor.kind_rank:
+        # signed and unsigned ints are one kind for a weak Python int (Triton's KIND.INTEGRAL,
+        # PyTorch's category): uint8_block + 1 stays uint8
+        same_int_kind = scalar.kind in ("int", "uint") and tensor.kind in ("int", "uint")
+        if scalar.kind_rank <= tensor.kind_rank or same_int_kind:
             if div_or_mod and tensor in (float16, bfloat16):
                 return float32
             return tensor

@@ -98,13 +98,15 @@ class ControlFlow:
         finally:
             self.runtime_if -= 1
             self.scope = saved
-        if t_ret and e_ret:
+        if (t_ret and e_ret) or (consumed and self.is_kernel and not self.runtime_if
+                                 and not self.loop_depth):
+            # nothing after this `if` can use its values: no results
             self.b.create("if", [c.v], [], {}, [then_blk, else_blk])
             with self.b.at(then_blk):
                 self.b.yield_()
             with self.b.at(else_blk):
                 self.b.yield_()
-            return True, True
+            return t_ret and e_ret, True
         self._merge_if(c, node, saved, then_blk, then_scope, t_ret, else_blk, else_scope, e_ret)
         return False, consumed
 
@@ -173,6 +175,8 @@ class ControlFlow:
             self.b.yield_([v.v for v in then_vals])
         with self.b.at(else_blk):
             self.b.yield_([v.v for v in else_vals])
+        _sink_return(then_blk)
+        _sink_return(else_blk)
         all_types = [t for _, _, ts in structure for t in ts]
         op = self.b.create("if", [c.v], all_types, {}, [then_blk, else_blk])
         it = iter(Tensor(r, self.b) for r in op.results)
@@ -390,3 +394,12 @@ class ControlFlow:
 
 
 _MISSING = object()
+
+
+def _sink_return(block):
+    """Keep `return` last before the terminator (placeholder yields were built after it)."""
+    for i, op in enumerate(block.ops):
+        if op.opcode == "return" and i != len(block.ops) - 2:
+            block.ops.append(block.ops.pop(i))
+            block.ops[-1], block.ops[-2] = block.ops[-2], block.ops[-1]
+            return

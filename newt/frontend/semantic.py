@@ -187,6 +187,15 @@ def promote(b, x, y, div_or_mod=False, what="operands"):
         ct = D.computation_type(xt, xw, yt, yw, div_or_mod)
     except TypeError as e:
         error(str(e))
+    for s, w in ((x, xw), (y, yw)):
+        if w and ct.is_int() and not isinstance(s, bool):
+            if s < 0 and ct.kind == "uint":
+                error(f"{what}: cannot combine an unsigned block ({ct.name}) with the negative "
+                      f"number {s}; cast one of them explicitly")
+            lo, hi = (-(1 << (ct.bits - 1)), (1 << (ct.bits - 1)) - 1) if ct.is_signed() \
+                else (0, (1 << ct.bits) - 1)
+            if isinstance(s, int) and not lo <= s <= hi:
+                error(f"{what}: the number {s} is out of range for {ct.name}")
     x = cast(b, x, ct)
     y = cast(b, y, ct)
     x, y = broadcast_all(b, x, y)
@@ -211,6 +220,9 @@ def binary(b, op: str, x, y) -> Tensor:
     if op in COMPARE:
         x, y, ct = promote(b, x, y, what=f"operator {sym}")
         return Tensor(b.binary(op, x.v, y.v), b)
+    folded = _identity(op, x, y)
+    if folded is not None:
+        return folded
     div_or_mod = op in ("truediv", "floordiv", "mod")
     x, y, ct = promote(b, x, y, div_or_mod, what=f"operator {sym}")
     if op == "truediv":
@@ -225,6 +237,22 @@ def binary(b, op: str, x, y) -> Tensor:
     if op in ("add", "sub", "mul", "mod"):
         return Tensor(b.binary(op, x.v, y.v), b)
     error(f"unknown operator {op}")
+
+
+def _identity(op, x, y):
+    """x * 1, 1 * x, x + 0, 0 + x, x - 0 with a Python int: x itself, when the type would not
+    change (this is what makes an `equal_to_1` stride free)."""
+    if is_number(y) and not isinstance(y, float) and isinstance(x, Tensor) and x.dtype.is_int() \
+            and not x.dtype.is_bool():
+        t, k = x, y
+    elif is_number(x) and not isinstance(x, float) and op != "sub" and isinstance(y, Tensor) \
+            and y.dtype.is_int() and not y.dtype.is_bool():
+        t, k = y, x
+    else:
+        return None
+    if (op == "mul" and k == 1) or (op in ("add", "sub") and k == 0):
+        return t
+    return None
 
 
 def _pointer_arith(b, op, x, y, xt, yt) -> Tensor:
