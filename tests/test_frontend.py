@@ -396,3 +396,24 @@ def test_printer_shows_value_attrs():
     ops(f, "load") and None
     ops(f, "arange")[0].result.attrs["layout"] = "group_cyclic(vec=4)"
     assert "layout='group_cyclic(vec=4)'" in format_function(f)
+
+
+# ----------------------------------------------------------------------------- random
+
+@newt.jit
+def rand_kernel(o_ptr, seed, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    r = nl.rand(seed, offs)
+    z = nl.randn(seed, offs)
+    i = nl.randint(seed, offs, n_rounds=7)
+    a, b, c, d = nl.randint4x(seed, offs)
+    nl.store(o_ptr + offs, r + z + i.to(nl.float32) + (a ^ b ^ c ^ d).to(nl.float32))
+
+
+def test_random_uses_philox():
+    f = build(rand_kernel, {"BLOCK": 64})
+    ph = ops(f, "philox")
+    assert len(ph) == 4 and ph[2].attrs["n_rounds"] == 7 and ph[0].attrs["n_rounds"] == 10
+    assert ph[0].operands[0].dtype is D.uint64 and ph[0].operands[1].dtype is D.uint32
+    assert all(str(r.type) == "u32[64]" for r in ph[0].results)
+    assert ops(f, "unary", op="cos") and ops(f, "unary", op="log")

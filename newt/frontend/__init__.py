@@ -11,6 +11,7 @@ Entry point: build_ir(fn, signature, constexprs, specialization=None) -> newt.ir
 """
 from __future__ import annotations
 
+import gc
 import inspect
 
 from .. import dtypes as D
@@ -32,6 +33,18 @@ def build_ir(fn, signature, constexprs=None, specialization=None):
                     become the constant 1 (not parameters); the others are recorded on the
                     Param and as attrs of its Value.
     """
+    # IR objects form reference cycles (op <-> value); a full collection of torch's large heap
+    # in the middle of a build costs more than the build itself
+    gc_on = gc.isenabled()
+    gc.disable()
+    try:
+        return _build(fn, signature, constexprs, specialization)
+    finally:
+        if gc_on:
+            gc.enable()
+
+
+def _build(fn, signature, constexprs, specialization):
     pyfn = getattr(fn, "fn", fn)
     src = get_source(pyfn)
     constexprs = dict(constexprs or {})

@@ -179,7 +179,7 @@ class ControlFlow:
         _sink_return(else_blk)
         all_types = [t for _, _, ts in structure for t in ts]
         op = self.b.create("if", [c.v], all_types, {}, [then_blk, else_blk])
-        it = iter(Tensor(r, self.b) for r in op.results)
+        it = iter([Tensor(r, self.b) for r in op.results])
         for n, like, _ in structure:
             val = rebuild(like, it)
             for x in leaves(val):
@@ -234,7 +234,7 @@ class ControlFlow:
         return inits, likes
 
     def _bind_carried(self, carried, likes, args):
-        it = iter(Tensor(a, self.b) for a in args)
+        it = iter([Tensor(a, self.b) for a in args])
         for n, like in zip(carried, likes):
             val = rebuild(like, it)
             for x in leaves(val):

@@ -229,8 +229,14 @@ class CodeGen(ControlFlow, ExprVisitor):
                       f"a runtime value")
             sub.scope[name] = v
         self.ctx.stack.append(fn)
+        site = self.b.loc
         try:
             sub.visit_stmts(sub.src.node.body)
+        except CompilationError as e:
+            if site is None or e.loc is None or e.loc.file == site.file and e.loc.line == site.line:
+                raise
+            raise CompilationError(f"{e.msg} (in {fn.__name__}(), called from "
+                                   f"{site.file}:{site.line})", e.loc) from None
         finally:
             self.ctx.stack.pop()
         return sub.ret
