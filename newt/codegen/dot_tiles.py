@@ -106,16 +106,29 @@ NEWT_DEV void {fn}_commit(newt_u32 stage, const uint4* regs) {{
   }}
 }}
 """
+    rs = nthreads // rc if nthreads % rc == 0 else 0     # rows between a thread's chunks
+    assert rs and rs % 8 == 0, f"chunk map needs whole rows per thread step: {op}, {nthreads}"
+    # Each thread owns column chunk `cc` of rows r0, r0+RS, r0+2RS, ...: with RS a multiple of 8
+    # the swizzle term (row & 7) is the same for all of them, so every destination is dst0 plus
+    # a constant and every source is p0 plus j * (RS * srow): a couple of instructions a chunk.
     return f"""
 NEWT_DEV void {fn}(newt_u32 stage, const {u}* base, int row0, int col0, int nrows, int ncols,
-                    long long srow, long long scol) {{
+                    long long srow, long long scol, bool vec_ok) {{
+  const int r0 = threadIdx.x / {rc}, cc = threadIdx.x % {rc};
+  const newt_u32 dst0 = stage + {place('r0', 'cc')};
+  const {u}* p0 = base + (long long)(row0 + r0) * srow + (long long)(col0 + cc * {op.vec}) * scol;
+  const long long pstep = {rs}ll * srow;
+  if (vec_ok && row0 + {op.rows} <= nrows && col0 + {op.cols} <= ncols) {{
+    // interior tile, contiguous and aligned rows: one 16-byte cp.async per chunk
+    #pragma unroll
+    for (int j = 0; j < {per}; ++j) newt_cp_async16(dst0 + j * {rs * 128}u, p0 + j * pstep, 16);
+    return;
+  }}
   #pragma unroll
   for (int j = 0; j < {per}; ++j) {{
-    int c = threadIdx.x + j * {nthreads};
-    int r = c / {rc}, cc = c % {rc};
-    int gr = row0 + r, gc = col0 + cc * {op.vec};
-    newt_u32 dst = stage + {place('r', 'cc')};
-    const {u}* p = base + (long long)gr * srow + (long long)gc * scol;
+    const newt_u32 dst = dst0 + j * {rs * 128}u;
+    const {u}* p = p0 + j * pstep;
+    int gr = row0 + r0 + j * {rs}, gc = col0 + cc * {op.vec};
     int nvalid = gr < nrows ? min(max(ncols - gc, 0), {op.vec}) : 0;
     if (scol == 1 && (((unsigned long long)p) & 15) == 0 && nvalid > 0) {{
       newt_cp_async16(dst, p, nvalid * {op.esize});
@@ -130,6 +143,14 @@ NEWT_DEV void {fn}(newt_u32 stage, const {u}* base, int row0, int col0, int nrow
   }}
 }}
 """
+
+
+def vec_ok_src(op: Operand, base: str, srow: str, scol: str) -> str:
+    """C expression: the operand's rows are contiguous and every chunk start 16-byte aligned
+    (tile column offsets are multiples of the chunk width), so interior tiles take the fast
+    path. Computed once per kernel."""
+    return (f"({scol} == 1 && (((unsigned long long){base}) & 15) == 0 && "
+            f"({srow} % {op.vec}) == 0)")
 
 
 def store_tile_src(rows: int, cols: int, osize: int, pitch: int, nthreads: int, fn: str) -> str:

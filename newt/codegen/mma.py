@@ -25,7 +25,8 @@ from __future__ import annotations
 import dataclasses
 
 from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, mma_sync_instr
-from .dot_tiles import ELEM_U, Operand, grouped_pid_src, load_tile_src, store_tile_src
+from .dot_tiles import (ELEM_U, Operand, grouped_pid_src, load_tile_src,
+                        store_tile_src, vec_ok_src)
 
 KINDS = {"f16": 2, "bf16": 2, "tf32": 4, "s8": 1}
 OUT_BYTES = {"f16": 2, "bf16": 2, "f32": 4, "s32": 4}
@@ -116,14 +117,14 @@ def matmul_source(cfg: MmaConfig) -> str:
     if a_rc < 8:
         raise NotImplementedError("mma path stages 128-byte rows (BK * esize >= 128)")
 
-    a_addr = place("wrow + mi * 16 + (lane % 8) + ((lane / 8) & 1) * 8", "kk * 2 + (lane / 16)",
+    a_addr = place("wrow + mi * 16 + (lane % 8) + ((lane / 8) & 1) * 8", "ks * 2 + (lane / 16)",
                    a_rows_panel, a_rc)
     if cfg.b_kmajor:
         b_addr = place("wcol + nj * 16 + (lane % 8) + (lane / 16) * 8",
-                       "kk * 2 + ((lane / 8) & 1)", b_rows_panel, b_rc)
+                       "ks * 2 + ((lane / 8) & 1)", b_rows_panel, b_rc)
         b_ld = "newt_ldmatrix_x4"
     else:
-        b_addr = place("kk * 16 + (lane % 8) + ((lane / 8) & 1) * 8",
+        b_addr = place("ks * 16 + (lane % 8) + ((lane / 8) & 1) * 8",
                        "(wcol + nj * 16) / 8 + (lane / 16)", b_rows_panel, b_rc)
         b_ld = "newt_ldmatrix_x4_trans"
 
@@ -135,7 +136,7 @@ def matmul_source(cfg: MmaConfig) -> str:
     else:
         b_issue, b_commit, b_regs = "", "", ""
         b_async = (f"newt_load_b(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u + {a_bytes}u, "
-                   f"B, kt * {bk}, n0, K, N, sbk, sbn);")
+                   f"B, kt * {bk}, n0, K, N, sbk, sbn, vec_b);")
 
     pack = {"f16": "newt_pack_f16", "bf16": "newt_pack_bf16"}.get(cfg.out)
     if pack:
@@ -156,6 +157,8 @@ extern "C" __global__ void __launch_bounds__({nt})
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int wrow = (warp / {cfg.warps_n}) * {wm}, wcol = (warp % {cfg.warps_n}) * {wn};
   const int KT = (K + {bk - 1}) / {bk};
+  const bool vec_a = {vec_ok_src(a_op, "A", "sam", "sak")};
+  const bool vec_b = {vec_ok_src(b_op, "B", "sbk", "sbn")};
   {acc_t} acc[{mt}][{nt8}][4];
   #pragma unroll
   for (int i = 0; i < {mt}; ++i)
@@ -175,13 +178,13 @@ extern "C" __global__ void __launch_bounds__({nt})
       const newt_u32 sb = sa + {a_bytes}u;
       // fragments of k-step kk into buffer kk & 1 (double-buffered: step kk+1 loads while
       // step kk multiplies)
-      #define NEWT_LOAD_FRAGS(kk) \\
+      #define NEWT_LOAD_FRAGS(KS) {{ const int ks = (KS); \\
         _Pragma("unroll") for (int mi = 0; mi < {mt}; ++mi) \\
-          newt_ldmatrix_x4(sa + {a_addr}, fa[(kk) & 1][mi]); \\
+          newt_ldmatrix_x4(sa + {a_addr}, fa[ks & 1][mi]); \\
         _Pragma("unroll") for (int nj = 0; nj < {nt8 // 2}; ++nj) {{ \\
           newt_u32 t4[4]; {b_ld}(sb + {b_addr}, t4); \\
-          fb[(kk) & 1][2 * nj][0] = t4[0]; fb[(kk) & 1][2 * nj][1] = t4[1]; \\
-          fb[(kk) & 1][2 * nj + 1][0] = t4[2]; fb[(kk) & 1][2 * nj + 1][1] = t4[3]; }}
+          fb[ks & 1][2 * nj][0] = t4[0]; fb[ks & 1][2 * nj][1] = t4[1]; \\
+          fb[ks & 1][2 * nj + 1][0] = t4[2]; fb[ks & 1][2 * nj + 1][1] = t4[3]; }} }}
       NEWT_LOAD_FRAGS(0)
       #pragma unroll
       for (int kk = 0; kk < {ksteps}; ++kk) {{
@@ -196,7 +199,7 @@ extern "C" __global__ void __launch_bounds__({nt})
     }}
     if (kt < KT) {{
       newt_load_a(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u, A, m0, kt * {bk}, M, K,
-                  sam, sak);
+                  sam, sak, vec_a);
       {b_async}
       {b_commit}
     }}

@@ -26,7 +26,8 @@ from __future__ import annotations
 import dataclasses
 
 from .dot_ptx import PRELUDE, WGMMA_HELPERS, wgmma_instr
-from .dot_tiles import ELEM_U, Operand, grouped_pid_src, load_tile_src, store_tile_src
+from .dot_tiles import (ELEM_U, Operand, grouped_pid_src, load_tile_src,
+                        store_tile_src, vec_ok_src)
 
 KINDS = {  # input kind -> (element bytes, k per instruction)
     "f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8),
@@ -66,7 +67,7 @@ class WgmmaConfig:
     @property
     def name(self):
         return (f"newt_wgmma_{self.kind}_{self.out}_{self.bm}x{self.bn}x{self.bk}"
-                f"_w{self.num_warps}_s{self.num_stages}")
+                f"_w{self.num_warps}_s{self.num_stages}" + ("_swap" if self.swap_lbo_sbo else ""))
 
     def check(self):
         assert self.num_warps % 4 == 0 and self.num_stages >= 3
@@ -133,7 +134,7 @@ def matmul_source(cfg: WgmmaConfig) -> str:
         b_regs = f"uint4 breg[{b_op.chunks // nt}];"
     else:
         b_issue = ("newt_load_b(ring + (newt_u32)(kt % {S}) * {sb}u + {ab}u, B, kt * {bk}, n0, "
-                   "K, N, sbk, sbn);").format(S=S, sb=cfg.stage_bytes, ab=a_bytes, bk=bk)
+                   "K, N, sbk, sbn, vec_b);").format(S=S, sb=cfg.stage_bytes, ab=a_bytes, bk=bk)
         b_commit, b_regs = "", ""
 
     pack = {"f16": "newt_pack_f16", "bf16": "newt_pack_bf16"}.get(cfg.out)
@@ -156,6 +157,8 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
   const int wg = threadIdx.x / 128;
   const int wg_row = wg * {bm // cfg.n_wg};
   const int KT = (K + {bk - 1}) / {bk};
+  const bool vec_a = {vec_ok_src(a_op, "A", "sam", "sak")};
+  const bool vec_b = {vec_ok_src(b_op, "B", "sbk", "sbn")};
   float acc[{msub}][{nacc}];
   #pragma unroll
   for (int ms = 0; ms < {msub}; ++ms)
@@ -171,7 +174,7 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
     }}
     if (kt < KT) {{
       newt_load_a(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u, A, m0, kt * {bk}, M, K,
-                  sam, sak);
+                  sam, sak, vec_a);
       {b_issue}
     }}
     newt_cp_async_commit();
