@@ -417,3 +417,55 @@ def test_random_uses_philox():
     assert ph[0].operands[0].dtype is D.uint64 and ph[0].operands[1].dtype is D.uint32
     assert all(str(r.type) == "u32[64]" for r in ph[0].results)
     assert ops(f, "unary", op="cos") and ops(f, "unary", op="log")
+
+
+# ----------------------------------------------------------------------------- harder control flow
+
+@newt.jit
+def nested_return_kernel(x_ptr, n, m, STEPS: nl.constexpr):
+    acc = nl.load(x_ptr)
+    if n > 0:
+        if m > 0:
+            return
+        acc = acc + 1.0
+        fresh = acc * 2
+    else:
+        fresh = acc
+    for s in nl.static_range(STEPS):
+        if acc > 100.0:
+            return
+        acc = acc * 3
+    pair = (acc, fresh)
+    for i in range(n):
+        pair = (pair[1], pair[0] + i)
+    nl.store(x_ptr, pair[0] + pair[1])
+
+
+def test_nested_early_returns_and_tuple_carries():
+    f = build(nested_return_kernel, {"STEPS": 2})
+    assert len(ops(f, "return")) == 3
+    (loop,) = ops(f, "for")
+    assert [str(r.type) for r in loop.results] == ["fp32", "fp32"]
+    outer = next(op for op in f.body.ops if op.opcode == "if")
+    assert [str(r.type) for r in outer.results] == ["fp32", "fp32"]
+
+
+@newt.jit
+def nested_loops_kernel(x_ptr, n, m):
+    total = 0.0
+    for i in range(n):
+        row = 0.0
+        for j in range(m):
+            v = nl.load(x_ptr + i * m + j)
+            if v > 0:
+                row += v
+        total += row
+    nl.store(x_ptr, total)
+
+
+def test_nested_loops():
+    f = build(nested_loops_kernel)
+    outer, inner = ops(f, "for")
+    assert [str(r.type) for r in outer.results] == ["fp32"]
+    assert [str(r.type) for r in inner.results] == ["fp32"]
+    assert inner.parent.parent is outer

@@ -99,7 +99,7 @@ class ControlFlow:
             self.runtime_if -= 1
             self.scope = saved
         if (t_ret and e_ret) or (consumed and self.is_kernel and not self.runtime_if
-                                 and not self.loop_depth):
+                                 and not self.loop_depth and not self.static_depth):
             # nothing after this `if` can use its values: no results
             self.b.create("if", [c.v], [], {}, [then_blk, else_blk])
             with self.b.at(then_blk):
@@ -304,14 +304,14 @@ class ControlFlow:
         return self._device_for(node, r.start, r.end, r.step, r.num_stages)
 
     def _unrolled(self, node, values):
-        self.loop_depth += 1
+        self.static_depth += 1
         try:
             for v in values:
                 self.assign(node.target, v)
                 if self.visit_stmts(node.body):
                     return True
         finally:
-            self.loop_depth -= 1
+            self.static_depth -= 1
         return False
 
     def _device_for(self, node, lb, ub, step, num_stages):
@@ -357,7 +357,9 @@ class ControlFlow:
         finally:
             self.loop_depth -= 1
         self._after_loop(node, names, carried, fixed, saved, op.results, likes, "loop")
-        self.scope.pop(target, None) if target not in saved else None
+        if target not in saved:
+            self.dead[target] = (f"`{target}` is the variable of the loop at line "
+                                 f"{self.src.loc(node).line} and cannot be used after it")
         return False
 
     def visit_While(self, node):

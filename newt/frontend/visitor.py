@@ -42,7 +42,8 @@ class CodeGen(ControlFlow, ExprVisitor):
         self.is_kernel = is_kernel
         self.scope: dict = {}
         self.dead: dict = {}        # name -> why it is not visible here (loop/branch local)
-        self.loop_depth = 0         # device loops and unrolled loops we are inside
+        self.loop_depth = 0         # device loops (for/while ops) we are inside
+        self.static_depth = 0       # unrolled loops (nl.static_range, tuples) we are inside
         self.runtime_if = 0         # runtime `if` regions we are inside
         self.ret = None             # an inlined function's return value
         self._globals = None
