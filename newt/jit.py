@@ -22,6 +22,15 @@ from .errors import LaunchError
 from .language import constexpr as _constexpr
 
 _INT32 = (-2**31, 2**31)
+_flags = options.flags   # read per launch: one attribute, no module lookup chain
+
+
+class _Missing:
+    def __repr__(self):
+        return "<missing>"
+
+
+_MISSING = _Missing()
 
 
 def _classify(v, dns: bool):
@@ -72,42 +81,24 @@ class JITFunction:
         self.do_not_specialize = dns
         self.debug = debug
         self.cache: dict = {}        # key tuple -> Launcher (memory cache, per process)
-        self._binder = None          # generated per kernel, on the first launch
-        self._meta_of = None
+        self._launch_fn = None       # generated per kernel, on the first launch
+        self._binder = self._meta_of = None
+        self.runtime_positions = None
         self._source_key = None      # hash of this kernel's source and its callees'
 
     # ---- launch ------------------------------------------------------------------------------
     def __getitem__(self, grid):
-        run = self.run
-        return lambda *args, **kwargs: run(*args, grid=grid, **kwargs)
+        if _flags.interpret:
+            from .interpreter import launch as interp_launch
+            return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
+        fast = self._launch_fn or self._generate()
+        return functools.partial(fast, grid)
 
     def run(self, *args, grid, **kwargs):
         if options.flags.interpret:
             from .interpreter import launch as interp_launch
             return interp_launch(self, grid, args, kwargs)
-        binder = self._binder or self._make_binder()
-        try:
-            key, vals = binder(*args, **kwargs)
-        except TypeError as e:
-            raise self._signature_error(e) from None
-        try:
-            launcher = self.cache.get(key)
-        except TypeError:  # an unhashable constexpr value
-            launcher = None
-        if launcher is None:
-            launcher = self._miss(key, args, kwargs)
-        if grid.__class__ is not tuple:
-            grid = grid(self._meta_of(*args, **kwargs)) if callable(grid) else grid
-            if grid.__class__ is not tuple:
-                grid = tuple(grid) if isinstance(grid, (list, tuple)) else (grid,)
-        n = len(grid)
-        gx = grid[0] if n else 0
-        gy = grid[1] if n > 1 else 1
-        gz = grid[2] if n > 2 else 1
-        mx, my, mz = launcher.max_grid
-        if 0 < gx <= mx and 0 < gy <= my and 0 < gz <= mz and n <= 3:
-            return launcher(gx, gy, gz, vals)
-        self._bad_grid(launcher, grid, gx, gy, gz)
+        return (self._launch_fn or self._generate())(grid, *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
@@ -116,50 +107,132 @@ class JITFunction:
     def __repr__(self):
         return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
 
-    # ---- the generated argument classifier -------------------------------------------------
-    def _make_binder(self):
-        """Generate `binder(<the kernel's parameters>, *, num_warps=4, num_stages=3)` returning
-        (key, values): one branch per parameter, no loops, no signature binding per call.
-        Internal names start with `_n_` so that they cannot clash with kernel parameters."""
+    # ---- the generated launch function -------------------------------------------------------
+    def _generate(self):
+        """Generate, once per kernel, `launch(grid, <the kernel's parameters>, *, num_warps=4,
+        num_stages=3)`: one branch per parameter builds the flat key tuple, one dict lookup finds
+        the Launcher, one pack_into fills its argument buffer, one cuLaunchKernel. No loops, no
+        signature binding, no per-call ctypes objects. Also `binder` (key and values only) and
+        `meta` (the dict a grid callable receives). Internal names start with `_n_`."""
         import torch
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_cx": _constexpr,
-              "_n_defaults": {}}
-        sig, body, keys, vals = [], [], [], []
+              "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
+              "_n_last": _last_launched(), "_n_M": _MISSING}
+        sig, body, keys, vals, rt_pos = [], [], [], [], []
         names = list(self.signature.parameters)
         for i, (a, p) in enumerate(self.signature.parameters.items()):
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
                     or a in ("num_warps", "num_stages"):
                 raise LaunchError(f"kernel {self.__name__}: parameter {a!r} is not supported "
                                   "(no *args/**kwargs/keyword-only, no num_warps/num_stages)")
-            if p.default is p.empty:
-                sig.append(a)
+            if p.default is p.empty:  # a sentinel, so that a missing argument reaches _miss
+                sig.append(f"{a}=_n_M")
             else:
                 ns["_n_defaults"][a] = p.default
                 sig.append(f"{a}=_n_defaults[{a!r}]")
             if a in self.constexpr_names:
-                body.append(f"    _n_k{i} = {a}.value if {a}.__class__ is _n_cx else {a}")
-                keys.append(f"_n_k{i}")
-                vals.append("None")
+                body.append(f"    _n_k{i} = {a}.value if {a}.__class__ is _n_cx else {a},")
+                keys.append(f"*_n_k{i}")
                 continue
+            # The key is one flat tuple: each parameter adds elements whose first one tells its
+            # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
+            # different argument kinds never produce equal keys.
             dns = a in self.do_not_specialize
-            tkey = f"({a}.dtype, {a}.get_device())" if dns else \
-                f"({a}.dtype, {a}.get_device(), not _n_v{i} & 15, {a}.numel() >= 2147483648)"
+            tkey = f"{a}.dtype, {a}.get_device()" if dns else (
+                f"{a}.dtype, {a}.get_device(), not _n_v{i} & 15, {a}.numel() > 2147483647")
+            ikey = (f"0 if -2147483648 <= {a} <= 2147483647 else _n_classify({a}, True)[0]"
+                    if dns else
+                    f"(1 if {a} == 1 else 0 if {a} & 15 else 16) if -2147483648 <= {a} <= "
+                    f"2147483647 else _n_classify({a}, False)[0]")
             body += [f"    if {a}.__class__ is _n_Tensor:",
                      f"        _n_v{i} = {a}.data_ptr()",
                      f"        _n_k{i} = {tkey}",
+                     f"    elif {a}.__class__ is int:",
+                     f"        _n_v{i} = {a}",
+                     f"        _n_k{i} = {ikey},",
                      "    else:",
                      f"        _n_k{i}, _n_v{i} = _n_classify({a}, {dns})"]
-            keys.append(f"_n_k{i}")
+            keys.append(f"*_n_k{i}")
             vals.append(f"_n_v{i}")
-        head = f"({', '.join(sig)}{', ' if sig else ''}*, num_warps=4, num_stages=3):\n"
-        src = ("def binder" + head + "\n".join(body)
-               + f"\n    return ({', '.join(keys + ['num_warps', 'num_stages'])},), "
-               f"({''.join(v + ', ' for v in vals)})\n")
-        meta = ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"])
-        src += f"def meta{head}    return {{{meta}}}\n"
-        exec(compile(src, f"<newt binder of {self.__name__}>", "exec"), ns)
+            rt_pos.append(i)
+        self.runtime_positions = rt_pos
+        params = ", ".join(sig + ["*_n_more", "num_warps=4", "num_stages=3", "**_n_extra"])
+        check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
+        by_name = "{" + ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"]) + "}"
+        key = f"    _n_key = ({', '.join(keys + ['num_warps', 'num_stages'])},)"
+        v = ", ".join(vals)
+        src = f"""
+def binder({params}):
+{check}
+{chr(10).join(body)}
+{key}
+    return _n_key, ({v}{',' if vals else ''})
+
+def meta({params}):
+    return {by_name}
+
+def launch(_n_grid, {params}):
+{check}
+{chr(10).join(body)}
+{key}
+    try:
+        _n_L = _n_cache[_n_key]
+    except (KeyError, TypeError):
+        _n_L = _n_self._miss(_n_key, {by_name})
+    if _n_grid.__class__ is not tuple:
+        _n_grid = _n_self._grid_of(_n_grid, {by_name})
+    _n_n = len(_n_grid)
+    if _n_n == 1:
+        _n_gx = _n_grid[0]
+        _n_gy = _n_gz = 1
+    elif _n_n == 2:
+        _n_gx, _n_gy = _n_grid
+        _n_gz = 1
+    elif _n_n == 3:
+        _n_gx, _n_gy, _n_gz = _n_grid
+    else:
+        return _n_self._bad_grid(_n_L, _n_grid)
+    _n_mx, _n_my, _n_mz = _n_L.max_grid
+    if not (0 < _n_gx <= _n_mx and 0 < _n_gy <= _n_my and 0 < _n_gz <= _n_mz):
+        return _n_self._bad_grid(_n_L, _n_grid)
+    try:
+        _n_L.pack(_n_L.storage, 0, {v})
+    except Exception as e:
+        _n_L.bad_values(e)
+    try:
+        _n_r = _n_L.cu_launch(_n_L.func, _n_gx, _n_gy, _n_gz, _n_L.block, 1, 1, _n_L.shared,
+                              _n_L.stream(_n_L.device_index), _n_L.params_addr, None)
+    except Exception:  # a grid that is not made of ints
+        _n_self._bad_grid(_n_L, _n_grid)
+        raise
+    _n_last[0] = _n_L.name
+    if _n_r:
+        _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
+"""
+        try:
+            exec(compile(src, f"<newt launcher of {self.__name__}>", "exec"), ns)
+        except SyntaxError as e:  # a parameter name Python cannot take as an argument
+            raise LaunchError(f"kernel {self.__name__}: cannot build its launcher ({e})") from None
         self._binder, self._meta_of = ns["binder"], ns["meta"]
-        return self._binder
+        self._launch_fn = ns["launch"]
+        return self._launch_fn
+
+    def _grid_of(self, grid, meta):
+        if callable(grid):
+            grid = grid(meta)
+        if isinstance(grid, tuple):
+            return grid
+        if isinstance(grid, list):
+            return tuple(grid)
+        return (grid,)
+
+    def _extra_args(self, more, extra):
+        if more:
+            raise self._signature_error(TypeError(
+                f"{self.__name__}() takes {len(self.arg_names)} arguments but "
+                f"{len(self.arg_names) + len(more)} were given"))
+        raise self._signature_error(TypeError(
+            f"{self.__name__}() got an unexpected keyword argument '{next(iter(extra))}'"))
 
     def _signature_error(self, e: TypeError) -> LaunchError:
         params = ", ".join(self.arg_names)
@@ -167,17 +240,21 @@ class JITFunction:
                            f"[+ num_warps=, num_stages=]: {e}".replace("binder()", f"{self.__name__}()"))
 
     # ---- a key not seen before ---------------------------------------------------------------
-    def _miss(self, key, args, kwargs):
+    def _miss(self, key, arguments):
+        missing = [n for n, v in arguments.items() if v is _MISSING]
+        if missing:
+            raise self._signature_error(TypeError(
+                f"{self.__name__}() missing argument(s): {', '.join(missing)}"))
         from .runtime import specialize
-        launcher = specialize.resolve(self, key, args, kwargs)
+        launcher = specialize.resolve(self, key, (), arguments)
         self.cache[key] = launcher
         return launcher
 
-    def _bad_grid(self, launcher, grid, gx, gy, gz):
+    def _bad_grid(self, launcher, grid):
         if not 1 <= len(grid) <= 3:
             raise LaunchError(f"kernel {self.__name__}: grid must have 1 to 3 dimensions, "
                               f"got {grid!r}")
-        launcher.check_grid(gx, gy, gz)
+        launcher.check_grid(*grid, *(1,) * (3 - len(grid)))
         # A zero-sized grid launches nothing (as in Triton): an empty tensor needs no work.
 
     def source_key(self) -> str:
@@ -189,6 +266,11 @@ class JITFunction:
             _collect_sources(self, set(), parts)
             self._source_key = digest(*parts)
         return self._source_key
+
+
+def _last_launched():
+    from .runtime import driver
+    return driver.last_launched
 
 
 def _code_names(code, out: set):

@@ -66,8 +66,10 @@ _PROTOS = {
     "cuModuleGetFunction": (c_int, [P(c_void_p), c_void_p, c_char_p]),
     "cuFuncGetAttribute": (c_int, [P(c_int), c_int, c_void_p]),
     "cuFuncSetAttribute": (c_int, [c_void_p, c_int, c_int]),
+    # kernelParams and extra as plain addresses: the launcher passes the prebuilt array's
+    # address (an int), which converts faster than a ctypes array object.
     "cuLaunchKernel": (c_int, [c_void_p, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint,
-                               c_uint, c_void_p, P(c_void_p), P(c_void_p)]),
+                               c_uint, c_void_p, c_void_p, c_void_p]),
     "cuTensorMapEncodeTiled": (c_int, [P(CUtensorMap), c_int, ctypes.c_uint32, c_void_p,
                                        P(c_uint64), P(c_uint64), P(ctypes.c_uint32),
                                        P(ctypes.c_uint32), c_int, c_int, c_int, c_int]),
@@ -77,26 +79,30 @@ _lock = threading.RLock()
 _lib = None
 
 
+def load_library(path: str = "libcuda.so.1"):
+    """Open a CUDA driver library and declare every prototype (tests pass a stand-in)."""
+    try:
+        cu = ctypes.CDLL(path)
+    except OSError as e:
+        raise DriverError(
+            f"could not load the CUDA driver ({path}): {e}. A GPU launch needs an NVIDIA driver; "
+            "without a GPU, run kernels with NEWT_INTERPRET=1 or compile them ahead of time with "
+            "newt.compile") from None
+    for name, (res, args) in _PROTOS.items():
+        f = getattr(cu, name, None)
+        if f is not None:  # cuTensorMapEncodeTiled is missing on old drivers
+            f.restype, f.argtypes = res, args
+    _check_with(cu, cu.cuInit(0), "cuInit")
+    return cu
+
+
 def lib():
     """libcuda.so.1 with every prototype declared, cuInit done. Raises DriverError if missing."""
     global _lib
-    if _lib is not None:
-        return _lib
-    with _lock:
-        if _lib is None:
-            try:
-                cu = ctypes.CDLL("libcuda.so.1")
-            except OSError as e:
-                raise DriverError(
-                    f"could not load the CUDA driver (libcuda.so.1): {e}. A GPU launch needs an "
-                    "NVIDIA driver; without a GPU, run kernels with NEWT_INTERPRET=1 or compile "
-                    "them ahead of time with newt.compile") from None
-            for name, (res, args) in _PROTOS.items():
-                f = getattr(cu, name, None)
-                if f is not None:  # cuTensorMapEncodeTiled is missing on old drivers
-                    f.restype, f.argtypes = res, args
-            _check_with(cu, cu.cuInit(0), "cuInit")
-            _lib = cu
+    if _lib is None:
+        with _lock:
+            if _lib is None:
+                _lib = load_library()
     return _lib
 
 

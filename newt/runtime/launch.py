@@ -1,11 +1,11 @@
-"""The launch fast path: a prepared argument buffer and one cuLaunchKernel per call.
+"""The launch fast path's prepared state: one argument buffer and one cuLaunchKernel per call.
 
-Sits at the end of the pipeline: jit.py hands it a KernelBinary (cache.py) once per compiled
-specialization and device, then, per call, the argument values and the grid. Everything that can
-be built once is built in `Launcher.__init__` (DESIGN.md, principle 6, as tinygrad does): the
-struct that packs every parameter into one ctypes buffer at a fixed 8-byte slot, the `void**`
-array pointing at the slots, the getter that picks the passed parameters out of the call's
-values. A launch is then: pack_into, cuLaunchKernel.
+Sits at the end of the pipeline: jit.py's generated launch function looks a Launcher up by key,
+packs the call's values into `storage` with the prebuilt struct and calls `cu_launch`. Everything
+that can be built once is built in `Launcher.__init__` (DESIGN.md, principle 6, as tinygrad
+does): the struct that packs every runtime parameter, in the Python function's order, into one
+ctypes buffer at fixed 8-byte slots, and the `void**` array pointing at the slots the compiled
+kernel takes (a parameter compiled as the constant 1 is packed into a slot no pointer names).
 
 A Launcher's buffer is shared by its calls: launch one specialization from one thread at a time.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ctypes
 import struct
-from operator import itemgetter
 
 from ..errors import LaunchError
 from . import driver
@@ -47,9 +46,11 @@ class Launcher:
     """One compiled specialization loaded on one device, ready to launch."""
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
-                 "getter", "block", "shared", "max_grid", "_launch", "_stream", "n_params")
+                 "params_addr", "block", "shared", "max_grid", "cu_launch", "stream")
 
-    def __init__(self, binary, device: "driver.Device"):
+    def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
+        """`runtime_positions`: the Python parameter index of each value the launch function
+        packs, in packing order (every non-constexpr parameter)."""
         meta = binary.meta
         self.binary, self.name = binary, meta["name"]
         module = driver.Module(device, binary.cubin, self.name)
@@ -62,53 +63,47 @@ class Launcher:
             raise LaunchError(f"kernel '{self.name}' needs {self.block} threads per block, above "
                               f"the device limit {device.max_threads_per_block}")
         self.kernel.set_dynamic_shared(self.shared)
-        params = meta["params"]
-        self.n_params = len(params)
-        fmt = "<" + "".join(struct_code(p["dtype"]) + "x" * (8 - struct.calcsize(
-            "<" + struct_code(p["dtype"]))) for p in params)
+        by_index = {p["index"]: p for p in meta["params"]}
+        slot_of = {pos: k for k, pos in enumerate(runtime_positions)}
+        missing = [p["name"] for p in meta["params"] if p["index"] not in slot_of]
+        if missing:
+            raise LaunchError(f"kernel '{self.name}': compiled parameters {missing} are not "
+                              "runtime parameters of the Python function")
+        fmt = "<"
+        for pos in runtime_positions:
+            p = by_index.get(pos)
+            code = struct_code(p["dtype"]) if p else "q"   # compiled out (== 1): packed, unused
+            fmt += code + "x" * (8 - struct.calcsize("<" + code))
         self.pack = struct.Struct(fmt).pack_into
-        self.storage = ctypes.create_string_buffer(max(8 * len(params), 8))
+        self.storage = ctypes.create_string_buffer(max(8 * len(runtime_positions), 8))
         base = ctypes.addressof(self.storage)
-        self.params = (ctypes.c_void_p * max(len(params), 1))(
-            *[base + 8 * i for i in range(len(params))])
-        idx = [p["index"] for p in params]
-        if len(idx) == 0:
-            self.getter = lambda vals: ()
-        elif len(idx) == 1:
-            i0 = idx[0]
-            self.getter = lambda vals: (vals[i0],)
-        else:
-            self.getter = itemgetter(*idx)
-        self._launch = driver.lib().cuLaunchKernel
-        self._stream = _raw_stream_getter()
+        # One trailing NULL: the driver reads only as many slots as the kernel has; the NULL lets
+        # a recording stand-in driver (tests) find the end.
+        addrs = [base + 8 * slot_of[p["index"]] for p in meta["params"]]
+        self.params = (ctypes.c_void_p * (len(addrs) + 1))(*addrs, None)
+        self.params_addr = ctypes.addressof(self.params)
+        self.cu_launch = driver.lib().cuLaunchKernel
+        self.stream = _raw_stream_getter()
 
-    def __call__(self, gx: int, gy: int, gz: int, vals: tuple):
-        """Launch on torch's current stream of this launcher's device."""
-        try:
-            self.pack(self.storage, 0, *self.getter(vals))
-        except struct.error as e:
-            raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter "
-                              f"type ({e})") from None
-        res = self._launch(self.func, gx, gy, gz, self.block, 1, 1, self.shared,
-                           self._stream(self.device_index), self.params, None)
-        driver.last_launched[0] = self.name
-        if res:
-            self._failed(res, gx, gy, gz, vals)
+    def bad_values(self, e: Exception):
+        raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter type "
+                          f"({e})") from None
 
-    def _failed(self, res, gx, gy, gz, vals):
+    def failed(self, res, gx, gy, gz):
         if res in (driver.CUDA_ERROR_INVALID_CONTEXT, driver.CUDA_ERROR_INVALID_HANDLE):
             # This thread has no (or another) current context: bind the device's primary context,
             # as torch does on first use in a thread, and try once more.
             driver.Device.get(self.device_index).make_current()
-            res = self._launch(self.func, gx, gy, gz, self.block, 1, 1, self.shared,
-                               self._stream(self.device_index), self.params, None)
+            res = self.cu_launch(self.func, gx, gy, gz, self.block, 1, 1, self.shared,
+                                 self.stream(self.device_index), self.params_addr, None)
             if not res:
                 return
         driver.check(res, f"cuLaunchKernel(grid=({gx}, {gy}, {gz}), block={self.block}, "
                           f"shared={self.shared})", self.name)
 
     def check_grid(self, gx, gy, gz):
-        """Slow path of the grid check (the fast path compares against max_grid inline)."""
+        """Slow path of the grid check (the fast path compares against max_grid inline).
+        A grid with a zero dimension launches nothing, as in Triton."""
         for axis, g, m in zip("xyz", (gx, gy, gz), self.max_grid):
             if not isinstance(g, int):
                 raise LaunchError(f"kernel '{self.name}': grid {axis} must be an int, got "

@@ -128,4 +128,4 @@ def resolve(jf, key, args, kwargs):
     device = driver.Device.get(dev_index)
     kb = get_binary(jf, signature, constexprs, spec, arch=device.arch, num_warps=num_warps,
                     num_stages=num_stages)
-    return Launcher(kb, device)
+    return Launcher(kb, device, jf.runtime_positions)

@@ -1,0 +1,224 @@
+"""The launch path end to end on a machine without a GPU: a stand-in CUDA driver records what
+cuLaunchKernel receives, a fake compile() stands in for the compiler, CPU tensors stand in for
+CUDA tensors. Checks argument packing, specialization, caching, grids and launch errors."""
+import ctypes
+import functools
+import struct
+
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+from newt.runtime import driver, launch, specialize
+
+from runtime_fakes import FakeCompile, build_fake_libcuda, fake_state
+
+
+@pytest.fixture(scope="session")
+def fake_lib_path(tmp_path_factory):
+    return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
+
+
+@pytest.fixture
+def gpu(fake_lib_path, monkeypatch, tmp_cache):
+    """A stand-in GPU: returns (cu, fake_compile)."""
+    import newt.compiler
+    cu = driver.load_library(fake_lib_path)
+    ctypes.c_int.in_dll(cu, "fake_nparams").value = 8
+    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
+    ctypes.c_int.in_dll(cu, "fake_sync_result").value = 0
+    monkeypatch.setattr(driver, "_lib", cu)
+    monkeypatch.setattr(driver.Device, "_all", {})
+    monkeypatch.setattr(driver, "current_device_index", lambda: 0)
+    monkeypatch.setattr(specialize, "specialize",
+                        functools.partial(specialize.specialize, allow_cpu=True))
+    monkeypatch.setattr(launch, "_raw_stream_getter", lambda: (lambda i: 0x5000 + i))
+    monkeypatch.setattr(newt.options.flags, "interpret", False)
+    fc = FakeCompile()
+    monkeypatch.setattr(newt.compiler, "compile", fc, raising=False)
+    return cu, fc
+
+
+def make_add():
+    @newt.jit
+    def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr = 128):
+        pid = nl.program_id(0)
+        offs = pid * BLOCK + nl.arange(0, BLOCK)
+        mask = offs < n
+        nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) + nl.load(y_ptr + offs, mask=mask),
+                 mask=mask)
+    return add_kernel
+
+
+def test_arguments_packed_in_order(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x, y, out = torch.randn(1000), torch.randn(1000), torch.empty(1000)
+    add[(newt.cdiv(1000, 256),)](x, y, out, 1000, BLOCK=256, num_warps=8)
+    st = fake_state(cu)
+    assert st.launches >= 1
+    assert st.params[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+    assert st.params[3] & 0xFFFFFFFF == 1000
+    assert st.grid == (4, 1, 1) and st.block == (256, 1, 1) and st.stream == 0x5000
+    call = fc.calls[-1]
+    assert call["signature"] == {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32"}
+    assert call["constexprs"] == {"BLOCK": 256} and call["num_warps"] == 8
+    assert call["arch"] == "sm_90a"
+    assert call["specialization"]["x_ptr"]["divisible_by_16"] is True
+    assert call["specialization"]["n"] == dict(divisible_by_16=False, equal_to_1=False, large=False)
+
+
+def test_scalar_types_and_equal_to_one(gpu):
+    cu, fc = gpu
+
+    @newt.jit
+    def scal(p, a, b, c, d):
+        pass
+    t = torch.empty(4)
+    scal[(1,)](t, 1, 2.5, 2**40 + 3, True)
+    st = fake_state(cu)
+    sig = fc.calls[-1]["signature"]
+    assert sig == {"p": "*fp32", "a": "i32", "b": "fp32", "c": "i64", "d": "i1"}
+    assert fc.calls[-1]["specialization"]["a"]["equal_to_1"] is True
+    # `a` == 1 is compiled in, not passed: the slots are p, b, c, d
+    assert st.params[0] == t.data_ptr()
+    assert struct.unpack("<f", struct.pack("<I", st.params[1] & 0xFFFFFFFF))[0] == 2.5
+    assert st.params[2] == 2**40 + 3
+    assert st.params[3] & 0xFF == 1
+    scal[(1,)](t, -7, 1.0, -5, False)   # a != 1, c fits int32 now: new specialization
+    st = fake_state(cu)
+    assert fc.calls[-1]["signature"]["c"] == "i32"
+    assert st.params[1] & 0xFFFFFFFF == (-7) & 0xFFFFFFFF
+    assert st.params[3] & 0xFFFFFFFF == (-5) & 0xFFFFFFFF
+
+
+def test_specialization_cache(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(64)
+    add[(1,)](x, x, x, 64)
+    add[(1,)](x, x, x, 64)
+    assert len(fc.calls) == 1
+    add[(1,)](x, x, x, 48)                       # still divisible by 16: same key
+    assert len(fc.calls) == 1
+    add[(1,)](x, x, x, 63)                       # n % 16 != 0
+    add[(1,)](x[1:], x, x, 63)                   # misaligned pointer
+    add[(1,)](x.double(), x, x, 63)              # dtype
+    add[(1,)](x, x, x, 63, num_warps=2)          # num_warps
+    add[(1,)](x, x, x, 63, BLOCK=64)             # constexpr
+    assert len(fc.calls) == 6
+    assert fc.calls[2]["specialization"]["x_ptr"]["divisible_by_16"] is False
+    assert fc.calls[3]["signature"]["x_ptr"] == "*fp64"
+    # a new process (here: a new JITFunction of the same source) finds them on disk
+    add2 = make_add()
+    add2[(1,)](x, x, x, 63, BLOCK=64)
+    assert len(fc.calls) == 6
+
+
+def test_do_not_specialize(gpu):
+    cu, fc = gpu
+
+    @newt.jit(do_not_specialize=["n"])
+    def k(p, n):
+        pass
+    t = torch.empty(4)
+    k[(1,)](t, 1)
+    k[(1,)](t, 32)
+    k[(1,)](t, 7)
+    assert len(fc.calls) == 1
+    assert fc.calls[0]["specialization"]["n"]["equal_to_1"] is False
+    assert fake_state(cu).params[1] & 0xFFFFFFFF == 7
+
+
+def test_callable_grid_sees_meta(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(1000)
+    seen = {}
+
+    def grid(meta):
+        seen.update(meta)
+        return (newt.cdiv(meta["n"], meta["BLOCK"]),)
+    add[grid](x, x, x, 1000, BLOCK=64, num_warps=2)
+    assert fake_state(cu).grid == (16, 1, 1)
+    assert seen["BLOCK"] == 64 and seen["num_warps"] == 2 and seen["num_stages"] == 3
+    assert seen["x_ptr"] is x
+
+
+def test_grid_checks(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    before = fake_state(cu).launches
+    add[(0,)](x, x, x, 16)                     # empty grid: nothing to do, as in Triton
+    assert fake_state(cu).launches == before
+    with pytest.raises(newt.LaunchError, match="grid x = -1"):
+        add[(-1,)](x, x, x, 16)
+    with pytest.raises(newt.LaunchError, match="grid y = 70000"):
+        add[(1, 70000)](x, x, x, 16)
+    with pytest.raises(newt.LaunchError, match="1 to 3 dimensions"):
+        add[(1, 1, 1, 1)](x, x, x, 16)
+    add[(2, 3, 4)](x, x, x, 16)
+    assert fake_state(cu).grid == (2, 3, 4)
+
+
+def test_launch_errors(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    with pytest.raises(newt.LaunchError, match="num_warps must be a power of two"):
+        add[(1,)](x, x, x, 16, num_warps=3)
+    with pytest.raises(newt.LaunchError, match="num_warps"):
+        add[(1,)](x, x, x, 16, num_warps=64)
+    with pytest.raises(newt.LaunchError, match=r"add_kernel\(x_ptr, y_ptr, out_ptr, n, BLOCK\)"):
+        add[(1,)](x, x, 16)
+    with pytest.raises(newt.LaunchError, match="unexpected keyword argument 'BLK'"):
+        add[(1,)](x, x, x, 16, BLK=4)
+    with pytest.raises(newt.LaunchError, match="'BLOCK' is a constexpr"):
+        add[(1,)](x, x, x, 16, BLOCK=x)
+    with pytest.raises(newt.LaunchError, match="'n' is None"):
+        add[(1,)](x, x, x, None)
+    with pytest.raises(newt.LaunchError, match="type str"):
+        add[(1,)](x, x, x, "16")
+    with pytest.raises(newt.LaunchError, match="complex64"):
+        add[(1,)](x.to(torch.complex64), x, x, 16)
+
+
+def test_driver_error_names_kernel_and_result(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    add[(1,)](x, x, x, 16)
+    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 1
+    with pytest.raises(newt.DriverError, match="CUDA_ERROR_INVALID_VALUE") as ei:
+        add[(1,)](x, x, x, 16)
+    assert "add_kernel" in str(ei.value)
+    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
+    ctypes.c_int.in_dll(cu, "fake_sync_result").value = 710
+    with pytest.raises(newt.DriverError) as ei:
+        newt.runtime.synchronize()
+    msg = str(ei.value)
+    assert "CUDA_ERROR_ASSERT" in msg and "add_kernel" in msg
+    assert "NEWT_DEBUG" in msg and "compute-sanitizer" in msg
+
+
+def test_dynamic_shared_memory_opt_in(gpu):
+    cu, fc = gpu
+    fc.shared_bytes = 100 * 1024
+    add = make_add()
+    x = torch.randn(16)
+    add[(1,)](x, x, x, 16)
+    st = fake_state(cu)
+    assert st.shared == 100 * 1024 and st.dyn_shared_set == 100 * 1024
+    fc.shared_bytes = 300 * 1024
+    with pytest.raises(newt.LaunchError, match="shared memory"):
+        add[(1,)](x, x, x, 17)
+
+
+def test_device_facts(gpu):
+    d = driver.Device.get(0)
+    assert d.arch == "sm_90a" and d.sm_count == 132 and d.max_shared == 232448
+    assert driver.arch_of(8, 0) == "sm_80" and driver.arch_of(8, 9) == "sm_89"
+    tm = driver.encode_tensor_map_tiled(0, 2, 0x1000, [64, 64], [128], [32, 32])
+    assert tm.opaque[0] == 0xABABABABABABABAB
