@@ -1,0 +1,60 @@
+"""The search: an initial sample, then a local pattern search, within a budget by effort.
+
+    none    the heuristic default, nothing run
+    quick   default + 7 random samples, then pattern search; at most 32 configs
+    full    default + 23 random samples, then pattern search; at most 120 configs
+
+`evaluate(configs) -> {config: Result}` is supplied by bench.py (compile in parallel, check
+against the oracle, time); this file only decides which configs to ask about, so it is tested
+with a fake evaluator. Pattern search: evaluate every unvisited one-step neighbour of the best
+config as one batch (they compile in parallel), move to the best improvement, stop when none
+improves or the budget is spent.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+BUDGETS = {"quick": (8, 32), "full": (24, 120)}
+
+
+@dataclasses.dataclass
+class Result:
+    status: str              # "ok" | "rejected" (wrong result) | "failed" (compile or launch)
+    ms: float = float("inf")
+    detail: str = ""
+
+
+def search(space, evaluate, effort: str, candidates=None, seed: int = 0):
+    """Returns (best config, {config: Result} for everything evaluated)."""
+    if effort == "none" and not candidates:
+        return space.default(), {}
+    rng = random.Random(seed)
+    results: dict = {}
+    n_init, budget = BUDGETS.get(effort, BUDGETS["quick"])
+
+    def run(batch):
+        batch = [c for c in dict.fromkeys(batch) if c not in results][: max(0, budget - len(results))]
+        if batch:
+            results.update(evaluate(batch))
+
+    def best():
+        ok = [(r.ms, i, c) for i, (c, r) in enumerate(results.items()) if r.status == "ok"]
+        return min(ok)[2] if ok else None
+
+    if candidates:
+        run(list(candidates))
+        return best(), results
+    default = space.default()
+    run([default] + [c for c in space.sample(rng, n_init * 2) if c != default][: n_init - 1])
+    current = best()
+    while current is not None and len(results) < budget:
+        fresh = [c for c in space.neighbors(current) if c not in results]
+        if not fresh:
+            break
+        run(fresh)
+        nxt = best()
+        if nxt == current:
+            break
+        current = nxt
+    return current, results

@@ -1,0 +1,171 @@
+"""The search space, derived from a trace of the kernel on the actual arguments.
+
+Consumes the tracer (its tunable tile dims in config order and its programs); produces configs:
+the heuristic default, random samples and the one-step neighbours the pattern search walks.
+Choices are pruned by what is known to matter, so the search stays small:
+  - tiles a matmul reads: 64..256 on the grid dims (down to 16 for small extents), 32..128 on K;
+  - row kernels (a full slice `:` in the body): rows per program 1..64, one row the default;
+  - other tiles: powers of two up to the extent (at most 4096 elements per program dim);
+  - num_warps 4/8 with a dot, 1..16 otherwise; num_stages only where a device loop exists;
+  - group size (program ordering) only for 2-D grids with a dot.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+
+import torch
+
+from .. import ir
+from ..ir import next_pow2
+from ..language import Config
+
+
+@dataclasses.dataclass
+class TileInfo:
+    extent: int
+    kind: str          # "grid" | "loop"
+    in_dot: bool
+    row: int           # elements per program from full slices (1 when none)
+    program: int
+
+
+def _pow2_range(lo, hi):
+    out, b = [], lo
+    while b <= hi:
+        out.append(b)
+        b *= 2
+    return out
+
+
+def _has_loop(items):
+    return any(isinstance(it, ir.Loop) for it in items)
+
+
+class Space:
+    def __init__(self, tracer):
+        self.tiles: list[TileInfo] = []
+        self.programs = tracer.programs
+        owner = {}
+        for pi, p in enumerate(self.programs):
+            row = math.prod(max(next_pow2(d.extent), 16 if d.in_dot else 1)
+                            for d in p.dims if d.kind == "full")
+            for d in p.dims:
+                owner[id(d)] = (pi, row)
+        for d in tracer.tunable:
+            pi, row = owner[id(d)]
+            self.tiles.append(TileInfo(d.extent, d.kind, d.in_dot, row, pi))
+        self.has_dot = any(p.has_dot for p in self.programs)
+        self.has_loops = any(_has_loop(p.items) for p in self.programs)
+        self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
+        self.fp32_dot = any(p.fp32_dot for p in self.programs)
+        self.block_choices = [self._choices(t) for t in self.tiles]
+        self.warps = [4, 8] if self.has_dot else [1, 2, 4, 8, 16]
+        self.stages = ([2, 3, 4, 5] if self.has_dot else [1, 2, 3]) if self.has_loops else [3]
+        self.groups = [1, 4, 8, 16] if self.grouped else [8]
+
+    def _choices(self, t: TileInfo):
+        hi_ext = next_pow2(t.extent)
+        if t.in_dot:
+            cap, floor = (256, 64) if t.kind == "grid" else (128, 32)
+            hi = max(16, min(cap, hi_ext))
+            return _pow2_range(min(floor, hi), hi)
+        if t.row > 1:
+            return _pow2_range(1, max(1, min(hi_ext, 64, 16384 // t.row)))
+        return _pow2_range(1, max(1, min(hi_ext, 4096)))
+
+    # ------------------------------------------------------------------ validity
+    def program_elems(self, cfg: Config, pi: int) -> int:
+        n = math.prod(b for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi)
+        row = next((t.row for t in self.tiles if t.program == pi), 1)
+        return n * row
+
+    def valid(self, cfg: Config) -> bool:
+        if len(cfg.block_sizes) != len(self.tiles):
+            return False
+        for pi in range(len(self.programs)):
+            n = self.program_elems(cfg, pi)
+            if n > (1 << 16):
+                return False
+            if not self.has_dot and cfg.num_warps * 32 > max(32, n):
+                return False                       # more threads than elements: idle warps
+        return True
+
+    # ------------------------------------------------------------------ points
+    def default(self) -> Config:
+        blocks = []
+        fp32 = self.fp32_dot
+        for t, ch in zip(self.tiles, self.block_choices):
+            if t.in_dot:
+                want = 128 if t.kind == "grid" else (32 if fp32 else 64)
+            elif t.row > 1:
+                want = 1
+            elif t.kind == "loop":
+                want = 1024
+            else:   # elementwise: about 1024 elements per program, the last dim widest
+                rest = [u for u in self.tiles[len(blocks) + 1:] if u.program == t.program]
+                inner = math.prod(min(next_pow2(u.extent), 1024) for u in rest)
+                want = max(1, 1024 // max(1, inner))
+            blocks.append(min(ch, key=lambda b: abs(math.log2(b) - math.log2(want))))
+        cfg = Config(tuple(blocks), 4, 3, 8)
+        if self.has_dot:
+            big = any(b >= 128 for b, t in zip(blocks, self.tiles) if t.in_dot and t.kind == "grid")
+            cfg = dataclasses.replace(cfg, num_warps=8 if big else 4)
+        else:
+            row = max((t.row for t in self.tiles), default=1)
+            if row > 1:
+                cfg = dataclasses.replace(cfg, num_warps=max(1, min(16, row // 512)))
+            while not self.valid(cfg) and cfg.num_warps > 1:
+                cfg = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2)
+        stages = 3 if 3 in self.stages else self.stages[len(self.stages) // 2]
+        return dataclasses.replace(cfg, num_stages=stages)
+
+    def sample(self, rng: random.Random, n: int) -> list[Config]:
+        out, seen = [], set()
+        for _ in range(n * 20):
+            if len(out) >= n:
+                break
+            cfg = Config(tuple(rng.choice(ch) for ch in self.block_choices), rng.choice(self.warps),
+                         rng.choice(self.stages), rng.choice(self.groups))
+            if cfg not in seen and self.valid(cfg):
+                seen.add(cfg)
+                out.append(cfg)
+        return out
+
+    def neighbors(self, cfg: Config) -> list[Config]:
+        out = []
+
+        def step(choices, value):
+            i = choices.index(value) if value in choices else None
+            if i is None:
+                return []
+            return [choices[j] for j in (i - 1, i + 1) if 0 <= j < len(choices)]
+
+        for k, ch in enumerate(self.block_choices):
+            for b in step(ch, cfg.block_sizes[k]):
+                blocks = list(cfg.block_sizes)
+                blocks[k] = b
+                out.append(dataclasses.replace(cfg, block_sizes=tuple(blocks)))
+        for field, ch in (("num_warps", self.warps), ("num_stages", self.stages),
+                          ("group_size", self.groups)):
+            for v in step(ch, getattr(cfg, field)):
+                out.append(dataclasses.replace(cfg, **{field: v}))
+        return [c for c in out if self.valid(c)]
+
+    def size(self) -> int:
+        return math.prod(len(c) for c in self.block_choices) * len(self.warps) * len(
+            self.stages) * len(self.groups)
+
+
+def tolerance(dtype: torch.dtype, tf32: bool = False):
+    """(rtol, atol) a candidate must meet against the oracle, by output dtype:
+    fp64 1e-7; fp32 1e-4 (2e-2 when a matmul runs on tf32 tensor cores); fp16/bf16 2e-2;
+    integers and bool exact."""
+    if dtype == torch.float64:
+        return 1e-7, 1e-7
+    if dtype == torch.float32:
+        return (2e-2, 2e-2) if tf32 else (1e-4, 1e-4)
+    if dtype in (torch.float16, torch.bfloat16):
+        return 2e-2, 2e-2
+    return 0.0, 0.0

@@ -1,0 +1,157 @@
+"""The trace IR: what tracing a tile loop records, and what lower.py turns into newt source.
+
+    Dim      one axis of a tile: a `dt.tile` dimension (grid or device loop), a full slice
+             (`x[tile, :]`, block = next power of two of its extent) or ONE (a size-1 axis)
+    Value    one traced tile expression: op, operands, dims, torch dtype and `pad`, the value its
+             padded lanes are known to hold (0 after a masked load, None when unknown). Reductions
+             read `pad` to decide whether a `where(mask, v, identity)` is needed first.
+    Loop     a device loop (an inner `dt.tile`): its dims, the items recorded in it, and the
+             loop-carried variables found by comparing the user's locals before and after.
+    Program  one outer `dt.tile` loop = one newt kernel: grid dims, items, tensors touched.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+
+class Dim:
+    """A tile axis. kind: "grid" (outer loop), "loop" (inner loop), "full" (a `:` slice)."""
+
+    def __init__(self, kind: str, extent: int, block: int | None = None, var: str | None = None,
+                 index: int = -1):
+        self.kind, self.extent, self.block, self.var, self.index = kind, int(extent), block, var, index
+        self.in_dot = False       # block sizes of dims a dot reads must be >= 16
+        self.letter = None        # set by lower.py: "m" -> offs_m, mask_m, M, BLOCK_SIZE_M
+        self.tunable = kind != "full" and block is None
+
+    def describe(self) -> str:
+        what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]
+        return f"{self.var or what} (extent {self.extent})"
+
+    def __repr__(self):
+        return f"Dim({self.kind}, {self.var}, {self.extent})"
+
+
+class _One:
+    """A size-1 axis (keepdim reductions, `v[:, None]`)."""
+
+    kind = "one"
+    extent = 1
+
+    def describe(self):
+        return "1"
+
+    def __repr__(self):
+        return "ONE"
+
+
+ONE = _One()
+
+
+def broadcast_dims(a: tuple, b: tuple):
+    """Right-aligned broadcast of two dim tuples; returns None when they disagree."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else ONE
+        y = b[-i] if i <= len(b) else ONE
+        if x is y or y is ONE:
+            out.append(x)
+        elif x is ONE:
+            out.append(y)
+        else:
+            return None
+    return tuple(reversed(out))
+
+
+@dataclasses.dataclass(eq=False)
+class TensorRef:
+    """A real torch tensor the kernel reads or writes; becomes `<name>_ptr` + strides."""
+    tensor: torch.Tensor
+    name: str = ""
+    loaded: bool = False
+    stored: bool = False
+
+
+class Value:
+    """A traced tile expression (the user-facing proxy methods live in proxy.py)."""
+
+    __slots__ = ("op", "args", "dims", "dtype", "pad", "attrs", "loc", "name", "id", "block",
+                 "tracer", "__weakref__")
+
+    def __init__(self, tracer, op, args, dims, dtype, pad=None, loc=None, **attrs):
+        self.tracer, self.op, self.args, self.dims, self.dtype = tracer, op, list(args), tuple(dims), dtype
+        self.pad, self.attrs, self.loc, self.name = pad, attrs, loc, None
+        self.id = tracer.next_id() if tracer is not None else -1
+        self.block = tracer.current_block if tracer is not None else None
+
+    @property
+    def rank(self):
+        return len(self.dims)
+
+    def __repr__(self):
+        return f"<dt tile value {self.op} {self.name or self.id}: {list(self.dims)} {self.dtype}>"
+
+
+@dataclasses.dataclass(eq=False)
+class Carried:
+    name: str
+    init: object           # Value defined before the loop (or a Python number)
+    final: Value           # its value at the end of one iteration
+
+
+@dataclasses.dataclass(eq=False)
+class Loop:
+    dims: list
+    items: list = dataclasses.field(default_factory=list)
+    carried: list = dataclasses.field(default_factory=list)
+    parent: object = None
+    loc: object = None
+
+
+@dataclasses.dataclass(eq=False)
+class Program:
+    """One outer tile loop: becomes one @newt.jit kernel and one launch."""
+    name: str
+    grid: list                                     # grid Dims, outermost first
+    items: list = dataclasses.field(default_factory=list)
+    tensors: list = dataclasses.field(default_factory=list)   # TensorRef, first use first
+    dims: list = dataclasses.field(default_factory=list)      # every Dim, creation order
+    has_dot: bool = False
+    fp32_dot: bool = False
+    loc: object = None
+
+    def tensor_ref(self, t: torch.Tensor) -> TensorRef:
+        for r in self.tensors:
+            if r.tensor is t:
+                return r
+        r = TensorRef(t)
+        self.tensors.append(r)
+        return r
+
+    def full_dim(self, extent: int) -> Dim:
+        """Full slices of equal extent share one Dim, so `x[t, :] * w[:]` lines up."""
+        for d in self.dims:
+            if d.kind == "full" and d.extent == extent:
+                return d
+        d = Dim("full", extent, block=next_pow2(extent))
+        self.dims.append(d)
+        return d
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def identity(kind: str, dtype: torch.dtype):
+    """The identity element of a reduction, used for padded lanes."""
+    if kind in ("sum", "mean"):
+        return 0
+    if dtype.is_floating_point:
+        return -math.inf if kind == "max" else math.inf
+    if dtype == torch.bool:
+        return kind == "min"
+    info = torch.iinfo(dtype)
+    return info.min if kind == "max" else info.max

@@ -1,0 +1,269 @@
+"""The kernel object: `@dt.kernel` and what `k(*args)`, `k.ref`, `k.to_newt_source`, `k.autotune`
+do with a user function.
+
+    k(*args)        host code runs as Python; each outer tile loop is traced (trace.py), lowered
+                    to newt source (lower.py), exec'd once per distinct source into a
+                    @newt.jit function, and launched with the config chosen for this shape bucket
+                    (memory -> disk cache -> autotune)
+    k.ref(*args)    the same function as eager PyTorch: the oracle
+    k.to_newt_source(*args)   the generated kernel(s), as text
+
+CPU tensors run the generated kernels on the newt interpreter (no GPU needed).
+"""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import inspect
+import linecache
+import textwrap
+
+import torch
+
+from . import language
+from .autotune import cache as dcache
+from .errors import TraceError
+from .ir import next_pow2
+from .language import Config, RefRun
+from .lower import lower
+from .trace import Tracer
+
+EFFORTS = ("none", "quick", "full")
+
+
+@dataclasses.dataclass
+class Launch:
+    """One recorded kernel launch: replayed by the benchmark without re-tracing."""
+    jitfn: object
+    grid: tuple
+    args: tuple
+    kwargs: dict
+    name: str = ""
+    source: str = ""
+
+    def __call__(self):
+        interp = self.args and isinstance(self.args[0], torch.Tensor) and self.args[0].device.type == "cpu"
+        if interp:
+            import newt.options
+            old, newt.options.flags.interpret = newt.options.flags.interpret, True
+            try:
+                self.jitfn[self.grid](*self.args, **self.kwargs)
+            finally:
+                newt.options.flags.interpret = old
+        else:
+            self.jitfn[self.grid](*self.args, **self.kwargs)
+
+
+def _loop_vars(fn):
+    """{(file, line): [loop variable names]} of every `for ... in dt.tile(...)` in `fn`, so tiles
+    can be named after the user's variables (tile_m -> offs_m, BLOCK_SIZE_M)."""
+    try:
+        lines, start = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return {}
+    tree = ast.parse(textwrap.dedent("".join(lines)))
+    out, file = {}, inspect.getsourcefile(fn) or fn.__code__.co_filename
+    for node in ast.walk(tree):
+        if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
+            f = node.iter.func
+            if (isinstance(f, ast.Attribute) and f.attr == "tile") or (isinstance(f, ast.Name) and f.id == "tile"):
+                t = node.target
+                names = [t.id] if isinstance(t, ast.Name) else [
+                    e.id if isinstance(e, ast.Name) else None for e in getattr(t, "elts", [])]
+                for ln in range(node.iter.lineno, (node.iter.end_lineno or node.iter.lineno) + 1):
+                    out[(file, start + ln - 1)] = names
+    return out
+
+
+class Kernel:
+    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+        if autotune_effort is not None and autotune_effort not in EFFORTS:
+            raise ValueError(f"autotune_effort must be one of {EFFORTS}, got {autotune_effort!r}")
+        self.fn, self.config, self.configs = fn, config, list(configs) if configs else None
+        self.autotune_effort, self.static_shapes = autotune_effort, static_shapes
+        self.__name__ = fn.__name__
+        self.__doc__ = fn.__doc__
+        self._loop_vars = _loop_vars(fn)
+        try:
+            src = inspect.getsource(fn)
+        except (OSError, TypeError):
+            src = fn.__code__.co_code.hex()
+        self.source_hash = hashlib.sha256(src.encode()).hexdigest()[:20]
+        self._chosen: dict = {}        # cache key string -> Config (this process)
+        self._jit: dict = {}           # generated source -> @newt.jit function
+        self.last_summary = None       # the autotuner's last summary line
+
+    # ------------------------------------------------------------------ the three ways to run
+    def ref(self, *args, **kwargs):
+        """Run the function as eager PyTorch (tiles are whole dimensions): the oracle."""
+        run = RefRun(_device_of(args, kwargs))
+        language._active.append(run)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            language._active.pop()
+
+    def trace(self, *args, **kwargs):
+        """Run host code and trace every tile loop: returns the tracer (programs, tunable dims)."""
+        tracer = Tracer(self.fn.__name__, self._loop_vars, on_program=lambda prog: None)
+        self._run_with(tracer, args, kwargs)
+        return tracer
+
+    def to_newt_source(self, *args, **kwargs) -> str:
+        """The newt source generated for these arguments (one @newt.jit kernel per tile loop)."""
+        return "\n\n".join(lower(p).source for p in self.trace(*args, **kwargs).programs)
+
+    def __call__(self, *args, **kwargs):
+        return self.run(args, kwargs, self.config_for(args, kwargs))
+
+    # ------------------------------------------------------------------ configs
+    def cache_key(self, args, kwargs=None) -> dict:
+        return dcache.make_key(self, args, kwargs or {})
+
+    def config_for(self, args, kwargs=None) -> Config:
+        if self.config is not None:
+            return self.config
+        kwargs = kwargs or {}
+        key = self.cache_key(args, kwargs)
+        kstr = dcache.key_string(key)
+        cfg = self._chosen.get(kstr)
+        if cfg is None:
+            cfg = dcache.load(key)
+            if cfg is None:
+                if self.configs and len(self.configs) == 1:
+                    cfg = self.configs[0]
+                else:
+                    cfg = self.autotune(args, kwargs=kwargs, _key=key)
+            self._chosen[kstr] = cfg
+        return cfg
+
+    def default_effort(self, args, kwargs=None) -> str:
+        if self.autotune_effort is not None:
+            return self.autotune_effort
+        # On the CPU interpreter timings mean nothing: take the heuristic default.
+        return "quick" if _device_of(args, kwargs or {}).type == "cuda" else "none"
+
+    def autotune(self, args, effort=None, *, kwargs=None, timer=None, progress=True, _key=None):
+        """Search for the best config for `args` (see autotune/search.py), store it in the disk
+        cache and return it. `timer(fn) -> ms` replaces CUDA-event timing (tests use a fake)."""
+        from .autotune.bench import tune
+        kwargs = kwargs or {}
+        effort = effort or self.default_effort(args, kwargs)
+        if effort not in EFFORTS:
+            raise ValueError(f"effort must be one of {EFFORTS}, got {effort!r}")
+        cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress)
+        self.last_summary = summary
+        key = _key or self.cache_key(args, kwargs)
+        dcache.store(key, cfg, summary)
+        self._chosen[dcache.key_string(key)] = cfg
+        return cfg
+
+    # ------------------------------------------------------------------ launching
+    def run(self, args, kwargs, config, record=None, poison=False):
+        """Run the function with every tile loop launched under `config`. `record` collects the
+        launches (for timing); `poison` fills write-only tensors with NaN/sentinels first."""
+        def launch(prog):
+            low = lower(prog)
+            jitfn = self.jit_function(low)
+            call = bind(low, config, jitfn)
+            if poison:
+                for r in prog.tensors:
+                    if r.stored and not r.loaded:
+                        _poison(r.tensor)
+            call()
+            if record is not None:
+                record.append(call)
+
+        tracer = Tracer(self.fn.__name__, self._loop_vars, on_program=launch)
+        return self._run_with(tracer, args, kwargs)
+
+    def jit_function(self, low):
+        jf = self._jit.get(low.source)
+        if jf is None:
+            jf = exec_source(low.source, low.name)
+            self._jit[low.source] = jf
+        return jf
+
+    def _run_with(self, tracer, args, kwargs):
+        language._active.append(tracer)
+        try:
+            return self.fn(*args, **kwargs)
+        finally:
+            tracer.close()
+            language._active.pop()
+
+    def __repr__(self):
+        return f"<dt.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+def exec_source(source: str, name: str):
+    """Exec generated newt source under a stable fake filename registered in linecache, so the
+    newt frontend (inspect.getsource) and tracebacks can show the generated lines."""
+    import newt
+    import newt.language as nl
+    digest = hashlib.sha256(source.encode()).hexdigest()[:12]
+    filename = f"<deuteron:{name}:{digest}>"
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    ns = {"newt": newt, "nl": nl, "__name__": f"deuteron_generated_{digest}"}
+    exec(compile(source, filename, "exec"), ns)
+    return ns[name]
+
+
+def block_of(dim, config: Config) -> int:
+    if dim.kind == "full":
+        return max(next_pow2(dim.extent), 16 if dim.in_dot else 1)
+    if dim.block is not None:
+        return dim.block
+    if dim.index >= len(config.block_sizes):
+        raise ValueError(f"{config} has {len(config.block_sizes)} block sizes, but the kernel has "
+                         f"more tunable tile dimensions (tile {dim.describe()} is #{dim.index})")
+    return config.block_sizes[dim.index]
+
+
+def bind(low, config: Config, jitfn) -> Launch:
+    """Arguments, constexprs and grid of one lowered program under `config`."""
+    args = []
+    for _, what in low.params:
+        if what[0] == "ptr":
+            args.append(what[1].tensor)
+        elif what[0] == "extent":
+            args.append(what[1].extent)
+        else:
+            args.append(what[1].tensor.stride(what[2]))
+    kwargs = {}
+    for name, what in low.constexprs:
+        kwargs[name] = block_of(what[1], config) if what[0] == "block" else config.group_size
+    grid = 1
+    for d in low.grid:
+        grid *= -(-d.extent // block_of(d, config))
+    kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
+    return Launch(jitfn, (grid,), tuple(args), kwargs, low.name, low.source)
+
+
+def _poison(t: torch.Tensor):
+    if t.dtype.is_floating_point:
+        t.fill_(float("nan"))
+    elif t.dtype == torch.bool:
+        t.fill_(True)
+    else:
+        t.fill_(torch.iinfo(t.dtype).min // 3 if t.dtype.is_signed else 0x5A)
+
+
+def _device_of(args, kwargs):
+    for a in list(args) + list(kwargs.values()):
+        if isinstance(a, torch.Tensor):
+            return a.device
+    return torch.device("cpu")
+
+
+def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+    """Decorator: `@dt.kernel` or `@dt.kernel(config=..., configs=[...], autotune_effort="quick",
+    static_shapes=False)`."""
+    def wrap(f):
+        return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
+                      static_shapes=static_shapes)
+    return wrap if fn is None else wrap(fn)
+
+
+__all__ = ["Kernel", "kernel", "Launch", "TraceError"]

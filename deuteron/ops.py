@@ -1,0 +1,222 @@
+"""Traced tile expressions: the `TileValue` proxy and every op it records.
+
+Consumes operands met while tracing (TileValues, Python numbers, real tensors, which become full
+loads); produces `ir.Value` nodes in the current block of the tracer. Each op works out three
+facts up front: the dims (right-aligned broadcasting, a mismatch is a TraceError at the user's
+line), the dtype (by running the same torch function on tiny meta tensors, so the kernel's dtypes
+are the oracle's), and `pad`, the constant the padded lanes hold, which decides whether a
+reduction or a dot must mask them first (-inf for max, +inf for min, 0 for sum/mean and dots).
+"""
+from __future__ import annotations
+
+import math
+import operator
+
+import torch
+import torch.nn.functional as F
+
+from . import ir
+from .errors import TraceError
+from .ir import ONE
+
+# name -> the torch callable that defines its semantics (dtype inference, constant folding)
+UNARY = {
+    "neg": operator.neg, "invert": operator.invert, "abs": torch.abs, "exp": torch.exp,
+    "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
+    "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "floor": torch.floor,
+    "ceil": torch.ceil, "relu": torch.relu, "silu": F.silu,
+}
+BINARY = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "truediv": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "lt": operator.lt, "le": operator.le,
+    "gt": operator.gt, "ge": operator.ge, "eq": operator.eq, "ne": operator.ne,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor,
+    "maximum": torch.maximum, "minimum": torch.minimum,
+}
+
+
+def _meta(x):
+    if isinstance(x, ir.Value):
+        return torch.empty((1,) * x.rank, dtype=x.dtype, device="meta")
+    return x
+
+
+def _infer(fn, *xs):
+    try:
+        with torch._C.DisableTorchFunction():
+            return fn(*[_meta(x) for x in xs]).dtype
+    except Exception as e:  # the oracle would fail the same way
+        raise TraceError(f"invalid operands for this op: {e}") from None
+
+
+def _pad(x):
+    return x.pad if isinstance(x, ir.Value) else x
+
+
+def _fold(fn, *xs):
+    """The op applied to the operands' pad constants (None if any is unknown)."""
+    pads = [_pad(x) for x in xs]
+    if any(p is None for p in pads):
+        return None
+    try:
+        with torch._C.DisableTorchFunction():
+            ts = [torch.tensor(p, dtype=torch.float64) if isinstance(p, float) else torch.tensor(p)
+                  for p in pads]
+            return fn(*ts).item()
+    except Exception:
+        return None
+
+
+def as_operand(tracer, x):
+    from .trace import Tile
+    if isinstance(x, ir.Value):
+        return x
+    if isinstance(x, Tile):
+        raise TraceError("a tile is not a value: use tile.index for its offsets")
+    if isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, torch.Tensor):       # a host tensor met inside a tile loop: read it whole
+        return tracer.load(x, (slice(None),) * x.dim())
+    raise TraceError(f"unsupported operand of type {type(x).__name__} in a tile loop")
+
+
+def _dims(x):
+    return x.dims if isinstance(x, ir.Value) else ()
+
+
+def _bcast(*xs):
+    dims = ()
+    for x in xs:
+        out = ir.broadcast_dims(dims, _dims(x))
+        if out is None:
+            raise TraceError("mismatched tile shapes: [" + ", ".join(d.describe() for d in dims)
+                             + "] vs [" + ", ".join(d.describe() for d in _dims(x)) + "]")
+        dims = out
+    return dims
+
+
+def unary(tracer, fn, x):
+    x = as_operand(tracer, x)
+    return tracer.new("unary", [x], x.dims, _infer(UNARY[fn], x), _fold(UNARY[fn], x), fn=fn)
+
+
+def binary(tracer, fn, a, b):
+    a, b = as_operand(tracer, a), as_operand(tracer, b)
+    dims = _bcast(a, b)
+    return tracer.new("binary", [a, b], dims, _infer(BINARY[fn], a, b), _fold(BINARY[fn], a, b),
+                      fn=fn)
+
+
+def where(tracer, c, a, b):
+    c, a, b = (as_operand(tracer, v) for v in (c, a, b))
+    dims = _bcast(c, a, b)
+    return tracer.new("where", [c, a, b], dims, _infer(torch.where, c, a, b),
+                      _fold(torch.where, c, a, b))
+
+
+def cast(tracer, x, dtype):
+    if not isinstance(dtype, torch.dtype):
+        raise TraceError(f"unsupported conversion target {dtype!r}: only dtypes inside a tile loop")
+    if dtype == x.dtype:
+        return x
+    pad = x.pad
+    if pad is not None:
+        pad = float(pad) if dtype.is_floating_point else (int(pad) if math.isfinite(pad) else None)
+    return tracer.new("cast", [x], x.dims, dtype, pad)
+
+
+def reduce(tracer, kind, x, dim=None, keepdim=False):
+    x = as_operand(tracer, x)
+    if not isinstance(x, ir.Value):
+        raise TraceError(f"{kind}() of a number")
+    if dim is None or isinstance(dim, (list, tuple)):
+        axes = range(x.rank) if dim is None else [_axis(x, d) for d in dim]
+        for a in sorted(set(axes), reverse=True):
+            x = reduce(tracer, kind, x, a, keepdim)
+        return x
+    axis = _axis(x, dim)
+    rdim = x.dims[axis]
+    if kind == "mean" and not x.dtype.is_floating_point:
+        raise TraceError("mean() needs a floating-point tile (use .float() first)")
+    ident = ir.identity(kind, x.dtype)
+    masked = rdim is not ONE and x.pad != ident
+    dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
+    pad = x.pad if kind in ("max", "min") else (0 if x.pad == 0 else None)
+    dtype = torch.int32 if x.dtype == torch.bool else x.dtype
+    return tracer.new("reduce", [x], dims, dtype, pad, kind=kind, axis=axis, keepdim=keepdim,
+                      rdim=rdim, masked=masked, identity=ident)
+
+
+def _axis(x, dim):
+    if not isinstance(dim, int) or not -x.rank <= dim < max(x.rank, 1):
+        raise TraceError(f"dim {dim!r} out of range for a tile of {x.rank} dims")
+    return dim % x.rank
+
+
+def dot(tracer, a, b):
+    a, b = as_operand(tracer, a), as_operand(tracer, b)
+    if not (isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 2 and b.rank == 2):
+        raise TraceError("matmul in a tile loop takes two 2-D tiles")
+    if a.dims[1] is not b.dims[0]:
+        raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
+                         f"{b.dims[0].describe()}")
+    if a.dtype != b.dtype:
+        raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
+    for d in (a.dims[0], a.dims[1], b.dims[1]):
+        if d is ONE:
+            raise TraceError("matmul of a size-1 axis: use a reduction instead")
+        d.in_dot = True
+    prog = tracer.program
+    prog.has_dot = True
+    prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
+
+    def unsafe(x, other):  # padded k lanes must be 0 on both sides, or 0 times a finite number
+        return not (x.pad == 0 or (other.pad == 0 and x.pad is not None and math.isfinite(x.pad)))
+
+    pad = 0 if a.pad == 0 and b.pad == 0 else None
+    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer(torch.matmul, a, b), pad,
+                      mask_a=unsafe(a, b), mask_b=unsafe(b, a), kdim=a.dims[1],
+                      precision=_fp32_precision(a.dtype))
+
+
+def _fp32_precision(dtype):
+    if dtype != torch.float32:
+        return None
+    return "ieee" if torch.get_float32_matmul_precision() == "highest" else "tf32"
+
+
+def full(tracer, shape, value, dtype):
+    from .trace import Tile
+    dims = []
+    for s in shape:
+        if isinstance(s, Tile):
+            dims.append(s.dim)
+        elif isinstance(s, int) and not isinstance(s, bool):
+            dims.append(ONE if s == 1 else tracer.program.full_dim(s))
+        else:
+            raise TraceError(f"dt.zeros/dt.full shapes hold tiles and ints, got {s!r}")
+    if not isinstance(value, (bool, int, float)):
+        raise TraceError("dt.full takes a Python number as its value")
+    return tracer.new("full", [], tuple(dims), dtype, value, value=value)
+
+
+def view(tracer, x, index):
+    """`v[:, None]` / `v[None, :]`: insert size-1 axes."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if sum(1 for i in index if i is not None) != x.rank or any(
+            i is not None and i != slice(None) for i in index):
+        raise TraceError("tile values can only be indexed with ':' and None (e.g. v[:, None])")
+    dims, it = [], iter(x.dims)
+    for i in index:
+        dims.append(ONE if i is None else next(it))
+    return tracer.new("view", [x], tuple(dims), x.dtype, x.pad, index=index)
+
+
+def trans(tracer, x):
+    if x.rank != 2:
+        raise TraceError("transpose of a tile needs 2 dims")
+    return tracer.new("trans", [x], x.dims[::-1], x.dtype, x.pad)
+
+
+from .proxy import TileValue, dispatch  # noqa: E402,F401  (the user-facing class and torch table)

@@ -1,0 +1,261 @@
+"""`TileValue`, the proxy a loop body computes with while tracing, and the torch-function table.
+
+Python operators and tensor methods on a TileValue, and torch functions that receive one (through
+`__torch_function__`), record ops (ops.py). Anything that would need the value itself (`if v > 0:`,
+`float(v)`, iterating) raises TraceError at the user's line: the body runs once, on no data.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from . import ir, ops
+from .errors import TraceError
+
+_NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is not "
+            "supported (use torch.where(cond, a, b) for a per-element choice)")
+
+
+def _dt(x):
+    return x.tracer
+
+
+class TileValue(ir.Value):
+    __slots__ = ()
+    __hash__ = object.__hash__
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        from .trace import _find_tracer
+        return dispatch(_find_tracer(args), func, args, kwargs or {})
+
+    # --------------------------------------------------------------- no data while tracing
+    def __bool__(self):
+        raise TraceError(_NO_DATA)
+
+    def __int__(self):
+        raise TraceError(_NO_DATA)
+
+    __float__ = __index__ = __int__
+
+    def __iter__(self):
+        raise TraceError("iterating over a tile value is not supported")
+
+    def __len__(self):
+        raise TraceError("len() of a tile value is not supported")
+
+    # --------------------------------------------------------------- operators
+    def __add__(self, o): return ops.binary(self.tracer, "add", self, o)
+    def __radd__(self, o): return ops.binary(self.tracer, "add", o, self)
+    def __sub__(self, o): return ops.binary(self.tracer, "sub", self, o)
+    def __rsub__(self, o): return ops.binary(self.tracer, "sub", o, self)
+    def __mul__(self, o): return ops.binary(self.tracer, "mul", self, o)
+    def __rmul__(self, o): return ops.binary(self.tracer, "mul", o, self)
+    def __truediv__(self, o): return ops.binary(self.tracer, "truediv", self, o)
+    def __rtruediv__(self, o): return ops.binary(self.tracer, "truediv", o, self)
+    def __floordiv__(self, o): return ops.binary(self.tracer, "floordiv", self, o)
+    def __rfloordiv__(self, o): return ops.binary(self.tracer, "floordiv", o, self)
+    def __mod__(self, o): return ops.binary(self.tracer, "mod", self, o)
+    def __lt__(self, o): return ops.binary(self.tracer, "lt", self, o)
+    def __le__(self, o): return ops.binary(self.tracer, "le", self, o)
+    def __gt__(self, o): return ops.binary(self.tracer, "gt", self, o)
+    def __ge__(self, o): return ops.binary(self.tracer, "ge", self, o)
+    def __eq__(self, o): return ops.binary(self.tracer, "eq", self, o)
+    def __ne__(self, o): return ops.binary(self.tracer, "ne", self, o)
+    def __and__(self, o): return ops.binary(self.tracer, "and", self, o)
+    def __rand__(self, o): return ops.binary(self.tracer, "and", o, self)
+    def __or__(self, o): return ops.binary(self.tracer, "or", self, o)
+    def __ror__(self, o): return ops.binary(self.tracer, "or", o, self)
+    def __xor__(self, o): return ops.binary(self.tracer, "xor", self, o)
+    def __neg__(self): return ops.unary(self.tracer, "neg", self)
+    def __pos__(self): return self
+    def __invert__(self): return ops.unary(self.tracer, "invert", self)
+    def __abs__(self): return ops.unary(self.tracer, "abs", self)
+    def __matmul__(self, o): return ops.dot(self.tracer, self, o)
+    def __rmatmul__(self, o): return ops.dot(self.tracer, o, self)
+
+    def __pow__(self, p):
+        if p == 2:
+            return self * self
+        if p == 1:
+            return self
+        if p == 0.5:
+            return ops.unary(self.tracer, "sqrt", self)
+        if p == -0.5:
+            return ops.unary(self.tracer, "rsqrt", self)
+        if p == -1:
+            return 1.0 / self
+        raise TraceError(f"x ** {p!r} is not supported in a tile loop (2, 0.5, -0.5, -1 are)")
+
+    def __getitem__(self, index):
+        return ops.view(self.tracer, self, index)
+
+    def __setitem__(self, index, value):
+        raise TraceError("tile values are immutable: use torch.where to build a new one")
+
+    # --------------------------------------------------------------- methods
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        r = ops.reduce(self.tracer, "sum", self, dim, keepdim)
+        return r if dtype is None else r.to(dtype)
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        x = self if dtype is None else self.to(dtype)
+        return ops.reduce(self.tracer, "mean", x, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return ops.reduce(self.tracer, "max", self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return ops.reduce(self.tracer, "min", self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        if isinstance(dim, ir.Value):
+            return ops.binary(self.tracer, "maximum", self, dim)
+        if dim is not None:
+            raise TraceError("x.max(dim) returns (values, indices), which tiles do not support: "
+                             "use x.amax(dim)")
+        return ops.reduce(self.tracer, "max", self, None, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        if isinstance(dim, ir.Value):
+            return ops.binary(self.tracer, "minimum", self, dim)
+        if dim is not None:
+            raise TraceError("x.min(dim) returns (values, indices), which tiles do not support: "
+                             "use x.amin(dim)")
+        return ops.reduce(self.tracer, "min", self, None, keepdim)
+
+    def to(self, *args, **kwargs):
+        dtype = kwargs.get("dtype", args[0] if args else None)
+        return ops.cast(self.tracer, self, dtype)
+
+    def type(self, dtype):
+        return ops.cast(self.tracer, self, dtype)
+
+    def float(self): return ops.cast(self.tracer, self, torch.float32)
+    def half(self): return ops.cast(self.tracer, self, torch.float16)
+    def bfloat16(self): return ops.cast(self.tracer, self, torch.bfloat16)
+
+    @property
+    def T(self):
+        return ops.trans(self.tracer, self)
+
+    def t(self):
+        return ops.trans(self.tracer, self)
+
+    def transpose(self, d0, d1):
+        if {d0 % max(self.rank, 1), d1 % max(self.rank, 1)} != {0, 1} or self.rank != 2:
+            raise TraceError("transpose of a tile needs 2 dims")
+        return ops.trans(self.tracer, self)
+
+    def clamp(self, min=None, max=None):
+        return _clamp(self.tracer, self, min, max)
+
+    def where(self, cond, other):
+        return ops.where(self.tracer, cond, self, other)
+
+    @property
+    def ndim(self):
+        return self.rank
+
+
+def _unary_method(fn):
+    def method(self):
+        return ops.unary(self.tracer, fn, self)
+    method.__name__ = fn
+    return method
+
+
+for _fn in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs",
+            "floor", "ceil", "relu", "neg"):
+    setattr(TileValue, _fn, _unary_method(_fn))
+
+
+def _clamp(tracer, x, lo=None, hi=None):
+    if lo is not None:
+        x = ops.binary(tracer, "maximum", x, lo)
+    if hi is not None:
+        x = ops.binary(tracer, "minimum", x, hi)
+    return x
+
+
+def _maxmin(kind):
+    def fn(tracer, x, dim=None, keepdim=False, *, out=None):
+        if isinstance(dim, (ir.Value, torch.Tensor)):
+            return ops.binary(tracer, "maximum" if kind == "max" else "minimum", x, dim)
+        if dim is not None:
+            raise TraceError(f"torch.{kind}(x, dim) returns (values, indices): use torch.a{kind}")
+        return ops.reduce(tracer, kind, x, None, keepdim)
+    return fn
+
+
+def _addmm(tracer, inp, a, b, *, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        raise TraceError("torch.addmm in a tile loop supports beta=1 and alpha=1 only")
+    return ops.binary(tracer, "add", inp, ops.dot(tracer, a, b))
+
+
+def _table():
+    t = {}
+    for fn in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs",
+               "floor", "ceil", "relu", "neg"):
+        t[getattr(torch, fn)] = (lambda f: lambda tr, x: ops.unary(tr, f, x))(fn)
+    t[F.relu] = lambda tr, x, inplace=False: ops.unary(tr, "relu", x)
+    t[F.silu] = lambda tr, x, inplace=False: ops.unary(tr, "silu", x)
+    t[F.sigmoid] = t[torch.sigmoid]
+    t[torch.special.expit] = t[torch.sigmoid]
+    for name, fn in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "truediv"),
+                     ("maximum", "maximum"), ("minimum", "minimum")):
+        t[getattr(torch, name)] = (lambda f: lambda tr, a, b: ops.binary(tr, f, a, b))(fn)
+    for dunder, fn in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "truediv"),
+                       ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("eq", "eq"),
+                       ("ne", "ne"), ("and", "and"), ("or", "or")):
+        t[getattr(torch.Tensor, f"__{dunder}__")] = (lambda f: lambda tr, a, b: ops.binary(tr, f, a, b))(fn)
+        r = getattr(torch.Tensor, f"__r{dunder}__", None)
+        if r is not None:
+            t[r] = (lambda f: lambda tr, a, b: ops.binary(tr, f, b, a))(fn)
+    t[torch.Tensor.__matmul__] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.Tensor.__rmatmul__] = lambda tr, a, b: ops.dot(tr, b, a)
+    t[torch.matmul] = t[torch.mm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.addmm] = _addmm
+    t[torch.where] = lambda tr, c, a, b: ops.where(tr, c, a, b)
+    t[torch.clamp] = lambda tr, x, min=None, max=None: _clamp(tr, x, min, max)
+    t[torch.sum] = lambda tr, x, dim=None, keepdim=False, dtype=None: TileValue.sum(
+        ops.as_operand(tr, x), dim, keepdim, dtype)
+    t[torch.mean] = lambda tr, x, dim=None, keepdim=False, dtype=None: TileValue.mean(
+        ops.as_operand(tr, x), dim, keepdim, dtype)
+    t[torch.amax] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "max", x, dim or None, keepdim)
+    t[torch.amin] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "min", x, dim or None, keepdim)
+    t[torch.max] = _maxmin("max")
+    t[torch.min] = _maxmin("min")
+    t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
+        if x.rank == 0 else _like(tr, x, 0, dtype)
+    t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
+    for m in ("to", "float", "half", "bfloat16", "type", "sum", "mean", "amax", "amin", "exp",
+              "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs", "relu",
+              "floor", "ceil", "neg", "__neg__", "__invert__", "__pow__", "clamp", "t"):
+        t[getattr(torch.Tensor, m)] = (lambda m: lambda tr, x, *a, **k: getattr(TileValue, m)(
+            ops.as_operand(tr, x), *a, **k))(m)
+    return t
+
+
+def _like(tracer, x, value, dtype):
+    return tracer.new("full", [], x.dims, dtype or x.dtype, value, value=value)
+
+
+TORCH_OPS = _table()
+
+
+def dispatch(tracer, func, args, kwargs):
+    """Route a torch function call that met a tile proxy."""
+    if tracer is None or tracer.program is None:
+        raise TraceError("tile values and tiles exist only inside a `for ... in dt.tile(...)` loop")
+    name = getattr(func, "__name__", "")
+    if name == "__getitem__" and isinstance(args[0], torch.Tensor):
+        return tracer.load(args[0], args[1])
+    if name == "__setitem__" and isinstance(args[0], torch.Tensor):
+        return tracer.store(args[0], args[1], args[2])
+    fn = TORCH_OPS.get(func)
+    if fn is None:
+        qual = getattr(func, "__qualname__", None) or repr(func)
+        raise TraceError(f"unsupported torch op in a tile loop: {qual}")
+    return fn(tracer, *args, **kwargs)
