@@ -18,6 +18,7 @@ from .. import dtypes as D
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Param
+from ..ir.verifier import verify
 from .expressions import _unwrap
 from .source import get_source
 from .values import Tensor
@@ -77,6 +78,7 @@ def _build(fn, signature, constexprs, specialization):
     cg = CodeGen(Context(b), pyfn, is_kernel=True)
     cg.scope = scope
     cg.visit_stmts(src.node.body)
+    verify(b.func)   # a failure here is a frontend bug: it names the op and the user's line
     return b.func
 
 

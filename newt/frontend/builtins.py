@@ -202,8 +202,3 @@ PY_BUILTINS = {
     _py.max: lambda b, *a: py_min_max(b, "max", a),
     _py.abs: py_abs, _py.print: py_print, _py.isinstance: py_isinstance, _py.len: py_len,
 }
-
-# Python builtins folded on constexprs (any runtime argument is an error)
-PURE_PY = {_py.int, _py.float, _py.bool, _py.str, _py.tuple, _py.list, _py.zip, _py.enumerate,
-           _py.reversed, _py.getattr, _py.hasattr, _py.round, _py.type, _py.divmod, _py.pow,
-           _py.all, _py.any, _py.sorted, _py.dict, _py.repr, _py.sum, _py.slice}

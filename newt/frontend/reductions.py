@@ -5,8 +5,8 @@
   - sum (and cumsum) of ints narrower than 32 bits accumulates in int32 (uint32 for unsigned) and
     returns that type (Triton's _pick_sum_dtype); sum of fp16/bf16 accumulates in fp32 and the
     result is cast back to the input type;
-  - max/min of types narrower than 32 bits compute in fp32 / int32 and return that type, as
-    Triton does; argmax/argmin return int32, the first index among ties;
+  - max/min keep the input type (exact in any type; the interpreter agrees); argmax/argmin
+    return int32, the first index among ties;
   - dot emits one `dot` op with an explicit accumulator (zeros of fp32 for float inputs, int32
     for int8, when none is given).
 """
@@ -54,19 +54,13 @@ def sum_(b, x, axis=None, keep_dims=False, dtype=None) -> Tensor:
     in_dt = x.dtype
     if dtype is not None:
         x = cast(b, x, check_dtype(dtype))
-    elif in_dt.is_bool() or (in_dt.is_signed() and in_dt.bits < 32):
+    elif in_dt.is_signed() and in_dt.bits < 32:
         x = cast(b, x, D.int32)
-    elif in_dt.kind == "uint" and in_dt.bits < 32:
+    elif in_dt.kind in ("uint", "bool") and in_dt.bits < 32:   # Triton counts int1 unsigned
         x = cast(b, x, D.uint32)
     elif in_dt in (D.float16, D.bfloat16):
         return cast(b, reduce(b, cast(b, x, D.float32), "sum", axis, keep_dims), in_dt)
     return reduce(b, x, "sum", axis, keep_dims)
-
-
-def _widen(b, x: Tensor) -> Tensor:
-    if x.dtype.bits < 32:
-        return cast(b, x, D.float32 if x.dtype.is_floating() else D.int32)
-    return x
 
 
 def max_(b, x, axis=None, return_indices=False, return_indices_tie_break_left=True,
@@ -82,11 +76,9 @@ def min_(b, x, axis=None, return_indices=False, return_indices_tie_break_left=Tr
 def _minmax(b, kind, x, axis, return_indices, keep_dims):
     x = to_tensor(b, x)
     if return_indices:
-        if axis is None:
-            error(f"{kind}(..., return_indices=True) needs an axis")
         return (reduce(b, x, kind, axis, keep_dims),
                 reduce(b, x, "arg" + kind, axis, keep_dims))
-    return reduce(b, _widen(b, x), kind, axis, keep_dims)
+    return reduce(b, x, kind, axis, keep_dims)
 
 
 def argmax(b, x, axis, tie_break_left=True, keep_dims=False) -> Tensor:
@@ -104,9 +96,9 @@ def cumsum(b, x, axis=0, reverse=False, dtype=None) -> Tensor:
     in_dt = x.dtype
     if dtype is not None:
         x = cast(b, x, check_dtype(dtype))
-    elif in_dt.is_bool() or (in_dt.is_signed() and in_dt.bits < 32):
+    elif in_dt.is_signed() and in_dt.bits < 32:
         x = cast(b, x, D.int32)
-    elif in_dt.kind == "uint" and in_dt.bits < 32:
+    elif in_dt.kind in ("uint", "bool") and in_dt.bits < 32:
         x = cast(b, x, D.uint32)
     return Tensor(b.scan(x.v, "sum", _axis(x, axis), bool(reverse)), b)
 

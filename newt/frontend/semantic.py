@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from .. import dtypes as D
 from ..errors import CompilationError
-from ..ir.core import is_block
 from .values import Tensor
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
@@ -386,6 +385,3 @@ def div_rn(b, x, y) -> Tensor:
         x, y = cast(b, x, D.float32), cast(b, y, D.float32)
     return Tensor(b.binary("div", x.v, y.v), b)
 
-
-def is_scalar_block(x) -> bool:
-    return isinstance(x, Tensor) and not is_block(x.type)
