@@ -4,7 +4,7 @@ Each program adds one BLOCK_SIZE-wide slice of two vectors. On the GPU this is t
 workload (fp32, n = 2**27, BLOCK 1024, 4 warps) and prints its bandwidth; without a GPU it runs
 a small size on the CPU interpreter. Either way the result is checked against torch first.
 
-    python examples/01_vector_add.py [--small]
+    python examples/01_vector_add.py [--small] [--sweep [DIR]]
 """
 import sys
 
@@ -64,6 +64,25 @@ def setup_device() -> str:
     return "cpu"
 
 
+def sweep(save_path=None):
+    """GB/s of newt and torch over sizes (Triton tutorial style); needs a GPU."""
+    from newt.testing import Benchmark, perf_report
+
+    @perf_report(Benchmark(x_names=["size"], x_vals=[2**i for i in range(12, 28, 3)],
+                           x_log=True, line_arg="provider", line_vals=["newt", "torch"],
+                           line_names=["newt", "torch"], ylabel="GB/s",
+                           plot_name="vector-add-performance"))
+    def bench(size, provider):
+        x, y = torch.randn(size, device="cuda"), torch.randn(size, device="cuda")
+        out = torch.empty_like(x)
+        fn = (lambda: add(x, y, out)) if provider == "newt" else (lambda: torch.add(x, y, out=out))
+        ms, lo, hi = do_bench(fn, quantiles=[0.5, 0.2, 0.8])
+        gbps = lambda t: bytes_moved(size) / t * 1e-6  # noqa: E731
+        return gbps(ms), gbps(hi), gbps(lo)
+
+    bench.run(print_data=True, save_path=save_path)
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     device = setup_device()
@@ -77,6 +96,9 @@ def main(argv=None):
                          ("torch", lambda: torch.add(x, y, out=out))]:
             ms = do_bench(fn)
             print(f"  {name:6s} {bytes_moved(n) / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
+        if "--sweep" in argv:  # --sweep [DIR]: a table over sizes, and a PNG in DIR
+            i = argv.index("--sweep")
+            sweep(argv[i + 1] if i + 1 < len(argv) else None)
 
 
 if __name__ == "__main__":

@@ -152,3 +152,39 @@ def test_summarize_modes():
     assert testing._summarize(times, None, "all") == times
     assert testing._summarize(times, [0.5], "mean") == pytest.approx(2.5)
     assert testing._summarize(times, [0.0, 1.0], "mean") == pytest.approx([1.0, 10.0])
+
+
+def test_do_bench_method_with_fake_events(monkeypatch):
+    """Triton's method: 1 call, 5 estimate calls, warm-up and repeat counts from the ms budgets,
+    one event pair and one L2 flush per timed call. The clock is faked: each call takes 0.5 ms
+    (the flush takes none)."""
+    clock = {"t": 0.0, "calls": 0, "flushes": 0}
+
+    class FakeEvent:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            self.t = clock["t"]
+
+        def elapsed_time(self, end):
+            return end.t - self.t
+
+    class FakeFlush:
+        def zero_(self):
+            clock["flushes"] += 1
+
+    def fn():
+        clock["t"] += 0.5
+        clock["calls"] += 1
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "Event", FakeEvent)
+    monkeypatch.setattr(testing, "_l2_flush_buffer", lambda: FakeFlush())
+    assert testing.do_bench(fn) == 0.5
+    # 1 + 5 (estimate) + 25/0.5 warm-up + 100/0.5 timed
+    assert clock["calls"] == 1 + 5 + 50 + 200
+    assert clock["flushes"] == 5 + 200
+    times = testing.do_bench(fn, warmup=1, rep=2, return_mode="all")
+    assert times == [0.5] * 4
