@@ -51,6 +51,6 @@ def generate(fn, options) -> tuple[str, str]:
     em.block(fn.body)
     T = options.num_threads
     name = fn.name
-    head = (f'extern "C" __global__ void __launch_bounds__({T}) {name}({", ".join(params)}) {{')
+    head = (f'extern "C" __global__ void __launch_bounds__({T}, 1) {name}({", ".join(params)}) {{')
     parts = [HEADER] + list(em.helpers.values()) + [head] + em.lines + ["}", ""]
     return "\n".join(parts), name

@@ -208,8 +208,8 @@ def _arange(em, op):
 
 @handles("splat")
 def _splat(em, op):
-    x = em.name(op.operands[0])
-    em.elementwise(op, lambda s: x)
+    # no array: every slot reads the scalar (Emitter.at)
+    em.inline[op.result.id] = em.name(op.operands[0])
 
 
 @handles("philox")

@@ -60,6 +60,7 @@ class Emitter:
         self.used: set[str] = set()
         self.tmp = 0
         self.helpers: dict[str, str] = {}   # device functions emitted once (atomics)
+        self.inline: dict[int, str] = {}    # block values that are one scalar in every slot
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -99,6 +100,8 @@ class Emitter:
 
     def alias(self, v: Value, other: Value):
         """`v` is held in the same C variable as `other` (free reshapes, loop results)."""
+        if other.id in self.inline:
+            self.inline[v.id] = self.inline[other.id]
         self.names[v.id] = self.name(other)
 
     def ctype(self, v: Value) -> str:
@@ -127,6 +130,8 @@ class Emitter:
         Index-computable values in another layout are recomputed where they are needed."""
         if not is_block(v.type):
             return self.name(v)
+        if v.id in self.inline:
+            return self.inline[v.id]
         own = v.attrs["layout"]
         if lay is None or lay == own:
             return f"{self.name(v)}[{s}]"
@@ -158,6 +163,13 @@ class Emitter:
         expr_fn receives the slot variable (None for scalars)."""
         r = op.result
         if is_block(r.type):
+            probe = expr_fn("s")
+            for o in op.operands:   # a pure copy (e.g. fp16 -> fp32): share the operand's array
+                if (is_block(o.type) and probe == f"{self.name(o)}[s]" and o.id not in self.inline
+                        and self.ctype(o) == self.ctype(r)
+                        and o.attrs.get("layout") == r.attrs.get("layout")):
+                    self.alias(r, o)
+                    return
             n = self.declare(r)
             with self.slots(self.nslots(r)) as s:
                 self.emit(f"{n}[{s}] = {expr_fn(s)};")

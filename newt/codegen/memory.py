@@ -16,8 +16,7 @@ from __future__ import annotations
 from ..ir.core import is_block
 from .emitter import handles, reg_type, storage_type
 
-_VEC_TYPE = {16: "uint4", 8: "uint2", 4: "u32", 2: "u16", 1: "u8"}
-_FIELDS = {16: ("x", "y", "z", "w"), 8: ("x", "y")}
+_VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
 
 
 def from_bits(dt, bits: str) -> str:
@@ -82,10 +81,6 @@ def _plan(op, lay, dt):
     return vec, width, vec * size // width
 
 
-def _words(width):
-    return [f".{f}" for f in _FIELDS[width]] if width >= 8 else [""]
-
-
 def _element_bits(word_exprs, size, e):
     """Bits of element e (of `size` bytes) inside an access given as 32-bit words."""
     if size == 8:
@@ -98,17 +93,40 @@ def _element_bits(word_exprs, size, e):
     return f"(({w} >> {8 * size * k}) & {mask}u)" if k else f"({w} & {mask}u)"
 
 
+def _mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
+    """C conditions that together say every mask bit of a group is set. Run lengths from the
+    layout pass shrink `offs < n` with contiguous offs to one test of the group's last slot."""
+    at = lambda j: em.at(mask, f"{first} + {j}" if j else first, lay)  # noqa: E731
+    if mask.attrs.get("const", 1) >= vec:
+        return [at(0)]
+    op = mask.owner
+    if getattr(op, "opcode", None) == "binary" and mask.attrs.get("icomp"):
+        k = op.attrs["op"]
+        a, b = op.operands
+        if k == "and":
+            return _mask_all(em, a, lay, first, vec) + _mask_all(em, b, lay, first, vec)
+        if k in ("lt", "le", "gt", "ge"):
+            inc_a = a.attrs.get("contig", 1) >= vec and b.attrs.get("const", 1) >= vec
+            inc_b = b.attrs.get("contig", 1) >= vec and a.attrs.get("const", 1) >= vec
+            if inc_a or inc_b:
+                last = (k in ("lt", "le")) == inc_a
+                return [at(vec - 1 if last else 0)]
+    return [at(j) for j in range(vec)]
+
+
 def _group_check(em, op, lay, ptr, mask, vec, width):
     ok = em.fresh("vok")
     em.emit(f"bool {ok} = true;")
     with em.slots(lay.groups, "g"):
-        p0 = em.at(ptr, "g * %d" % vec, lay)
+        first = f"g * {vec}"
+        p0 = em.at(ptr, first, lay)
         conds = [f"((u64)({p0}) & {width - 1}) == 0"]
-        v = lay.valid("tid", f"g * {vec}")
-        for j in range(1, vec):
-            conds.append(f"{em.at(ptr, f'g * {vec} + {j}', lay)} == {p0} + {j}")
+        v = lay.valid("tid", first)
+        if ptr.attrs.get("contig", 1) < vec:    # not contiguous by construction: test it
+            for j in range(1, vec):
+                conds.append(f"{em.at(ptr, f'{first} + {j}', lay)} == {p0} + {j}")
         if mask is not None:
-            conds += [em.at(mask, f"g * {vec} + {j}", lay) for j in range(vec)]
+            conds += _mask_all(em, mask, lay, first, vec)
         test = " && ".join(f"({c})" for c in conds)
         em.emit(f"{ok} = {ok} && ({f'!{v} || ' if v else ''}({test}));")
     return ok
@@ -153,11 +171,8 @@ def _load(em, op):
             if v:
                 em.emit(f"if (!{v}) continue;")
             p0 = em.at(ptr, f"g * {vec}", lay)
-            vt = _VEC_TYPE[width]
             for a in range(per):
-                t = em.fresh("ld")
-                em.emit(f"{vt} {t} = *(const {vt}*)((const char*)({p0}) + {a * width});")
-                words = [f"{t}{w}" for w in _words(width)]
+                words = _asm_load(em, p0, a * width, width)
                 for e in range(width // size):
                     bits = _element_bits(words, size, e)
                     em.emit(f"{n}[g * {vec} + {a * (width // size) + e}] = {from_bits(dt, bits)};")
@@ -204,9 +219,28 @@ def _store(em, op):
         scalar_path()
 
 
+def _asm_load(em, p0, off, width) -> list[str]:
+    """One vector load through inline PTX (the compiler can neither split nor merge it);
+    returns the C names of the 32-bit words (or the 16/8-bit value)."""
+    addr = f"(const char*)({p0}) + {off}"
+    if width < 4:
+        t = em.fresh("ld")
+        em.emit(f"{_VEC_TYPE[width]} {t} = *(const {_VEC_TYPE[width]}*)({addr});")
+        return [t]
+    k = width // 4
+    ws = [em.fresh("ld") for _ in range(k)]
+    em.emit(f"u32 {', '.join(ws)};")
+    regs = ", ".join(f"%{i}" for i in range(k))
+    vec = f".v{k}" if k > 1 else ""
+    outs = ", ".join(f'"=r"({w})' for w in ws)
+    em.emit(f'asm volatile("ld.global{vec}.b32 {{{regs}}}, [%{k}];" : {outs} : "l"({addr}) : "memory");'
+            if k > 1 else
+            f'asm volatile("ld.global.b32 %0, [%1];" : {outs} : "l"({addr}) : "memory");')
+    return ws
+
+
 def _pack_store(p0, off, width, size, elems):
-    vt = _VEC_TYPE[width]
-    dst = f"*({vt}*)((char*)({p0}) + {off})"
+    addr = f"(char*)({p0}) + {off}"
     if size == 8:
         words = []
         for e in elems:
@@ -220,6 +254,12 @@ def _pack_store(p0, off, width, size, elems):
             parts = [f"(({e}) << {8 * size * k})" if k else f"({e})"
                      for k, e in enumerate(elems[w * per:(w + 1) * per])]
             words.append("(" + " | ".join(parts) + ")")
-    if width >= 8:
-        return f"{dst} = make_{vt}({', '.join(words)});"
-    return f"{dst} = ({vt})({words[0]});"
+    if width < 4:
+        vt = _VEC_TYPE[width]
+        return f"*({vt}*)({addr}) = ({vt})({words[0]});"
+    k = width // 4
+    regs = ", ".join(f"%{i + 1}" for i in range(k))
+    ins = ", ".join(f'"r"((u32)({w}))' for w in words)
+    vec = f".v{k}" if k > 1 else ""
+    body = f"{{{regs}}}" if k > 1 else "%1"
+    return f'asm volatile("st.global{vec}.b32 [%0], {body};" :: "l"({addr}), {ins} : "memory");'

@@ -73,7 +73,7 @@ def exchange(em, op, x, r, src_coords_fn):
     xl, rl = x.attrs["layout"], r.attrs["layout"]
     with em.slots(xl.nslots) as s:
         v = xl.valid("tid", s)
-        st = f"{buf}[{xl.flat('tid', s)}] = {em.name(x)}[{s}];"
+        st = f"{buf}[{xl.flat('tid', s)}] = {em.at(x, s)};"
         em.emit(f"if ({v}) {st}" if v else st)
     em.barrier()
     n = em.declare(r)

@@ -219,6 +219,51 @@ def _mark_icomp(block, known: set):
                 r.attrs.pop("icomp", None)
 
 
+def _run_lengths(op):
+    """(contig, const) of a block result: the length of aligned runs of the flat index over
+    which the value increases by exactly 1 per element / stays constant (powers of two). The
+    memory codegen uses them to drop run-time tests that hold by construction."""
+    c, r = op.opcode, op.results[0]
+    info = [(o.attrs.get("contig", 1), o.attrs.get("const", 1)) if is_block(o.type)
+            else (1, 1 << 30) for o in op.operands]
+    if c == "arange":
+        return r.type.numel, 1
+    if c == "splat":
+        return 1, r.type.numel
+    if c in ("reshape", "convert_layout"):
+        return info[0]
+    if c == "broadcast":
+        src, dst = op.operands[0].shape, r.shape
+        if src[-1] == 1 and dst[-1] > 1:
+            return 1, dst[-1]
+        return min(info[0][0], dst[-1]), min(info[0][1], dst[-1])
+    if c == "permute" or not info:
+        return 1, 1
+    const = min(k for _, k in info)
+    if c == "binary" and op.attrs["op"] in ("add", "sub"):
+        (ca, ka), (cb, kb) = info
+        contig = min(ca, kb) if op.attrs["op"] == "sub" else max(min(ca, kb), min(cb, ka))
+        return contig, const
+    if c == "addptr":
+        (cp, kp), (co, ko) = info
+        return max(min(co, kp), min(cp, ko)), const
+    if c == "cast" and r.dtype.is_int() and op.operands[0].dtype.is_int():
+        return info[0]
+    return 1, const
+
+
+def _mark_runs(fn):
+    for op in fn.walk():
+        for r in op.results[:1]:
+            if is_block(r.type) and (r.dtype.is_int() or r.dtype.is_ptr()):
+                contig, const = _run_lengths(op) if r.attrs.get("icomp") else (1, 1)
+                contig, const = min(contig, r.type.numel), min(const, r.type.numel)
+                if contig > 1:
+                    r.attrs["contig"] = contig
+                if const > 1:
+                    r.attrs["const"] = const
+
+
 def _decide_movement(fn):
     for op in fn.walk():
         if op.opcode not in SHAPE_OPS:
@@ -238,6 +283,7 @@ def assign_layouts(fn, options):
     """Run the layout pass on `fn` in place (see the module docstring)."""
     _Assigner(fn, options.num_threads).run()
     _mark_icomp(fn.body, set())
+    _mark_runs(fn)
     _decide_movement(fn)
     fn.attrs["num_threads"] = options.num_threads
     return fn
