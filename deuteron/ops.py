@@ -53,8 +53,15 @@ def _pad(x):
     return x.pad if isinstance(x, ir.Value) else x
 
 
-def _fold(fn, *xs):
-    """The op applied to the operands' pad constants (None if any is unknown)."""
+def _fold(fn, *xs, dims=None):
+    """The op applied to the operands' pad constants (None if any is unknown). An operand that
+    is broadcast along some dim of the result brings its real values, not its pad, to that
+    dim's padded lanes, so the result's pad is then unknown."""
+    if dims is not None:
+        full = {id(d) for d in dims if d is not ONE}
+        for x in xs:
+            if isinstance(x, ir.Value) and {id(d) for d in x.dims if d is not ONE} != full:
+                return None
     pads = [_pad(x) for x in xs]
     if any(p is None for p in pads):
         return None
@@ -103,15 +110,15 @@ def unary(tracer, fn, x):
 def binary(tracer, fn, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
     dims = _bcast(a, b)
-    return tracer.new("binary", [a, b], dims, _infer(BINARY[fn], a, b), _fold(BINARY[fn], a, b),
-                      fn=fn)
+    return tracer.new("binary", [a, b], dims, _infer(BINARY[fn], a, b),
+                      _fold(BINARY[fn], a, b, dims=dims), fn=fn)
 
 
 def where(tracer, c, a, b):
     c, a, b = (as_operand(tracer, v) for v in (c, a, b))
     dims = _bcast(c, a, b)
     return tracer.new("where", [c, a, b], dims, _infer(torch.where, c, a, b),
-                      _fold(torch.where, c, a, b))
+                      _fold(torch.where, c, a, b, dims=dims))
 
 
 def cast(tracer, x, dtype):

@@ -257,5 +257,7 @@ def dispatch(tracer, func, args, kwargs):
     fn = TORCH_OPS.get(func)
     if fn is None:
         qual = getattr(func, "__qualname__", None) or repr(func)
-        raise TraceError(f"unsupported torch op in a tile loop: {qual}")
+        qual = qual.replace("_VariableFunctionsClass.", "torch.").replace("TensorBase.", "Tensor.")
+        raise TraceError(f"unsupported torch op in a tile loop: {qual} (supported: elementwise "
+                         f"math, where, sum/mean/amax/amin, matmul/addmm, .to)")
     return fn(tracer, *args, **kwargs)

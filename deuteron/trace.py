@@ -17,7 +17,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import ir
+from . import ir, ops  # noqa: F401  (ops first: it completes proxy.py)
 from .errors import Loc, TraceError, user_loc
 
 

@@ -1,0 +1,235 @@
+"""deuteron on the CPU: tracing, the generated newt source, the eager oracle, and the generated
+kernels run on the newt interpreter against torch (odd shapes, poisoned outputs)."""
+import math
+
+import pytest
+import torch
+
+import deuteron as dt
+from deuteron.kernel import exec_source
+from deuteron.lower import lower
+
+import newt
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+
+
+@dt.kernel
+def matmul(x, y, out):
+    for tile_m, tile_n in dt.tile([x.shape[0], y.shape[1]]):
+        acc = dt.zeros([tile_m, tile_n], dtype=dt.float32)
+        for tile_k in dt.tile(x.shape[1]):
+            acc += x[tile_m, tile_k] @ y[tile_k, tile_n]
+        out[tile_m, tile_n] = acc
+
+
+@dt.kernel
+def softmax(x):
+    out = torch.empty_like(x)
+    for tile_m in dt.tile(x.shape[0]):
+        row = x[tile_m, :]
+        num = torch.exp(row - row.amax(dim=1, keepdim=True))
+        out[tile_m, :] = num / num.sum(dim=1, keepdim=True)
+    return out
+
+
+@dt.kernel
+def layernorm(x, w, b, eps: float = 1e-5):
+    out = torch.empty_like(x)
+    for tile_m in dt.tile(x.shape[0]):
+        row = x[tile_m, :].float()
+        mean = row.mean(dim=-1, keepdim=True)
+        xc = row - mean
+        var = (xc * xc).mean(dim=-1, keepdim=True)
+        out[tile_m, :] = (xc * torch.rsqrt(var + eps) * w[:].float() + b[:].float()).to(x.dtype)
+    return out
+
+
+@dt.kernel
+def gated(x, bias):
+    out = torch.empty_like(x)
+    for tile_m, tile_n in dt.tile([x.shape[0], x.shape[1]]):
+        v = x[tile_m, tile_n] + bias[tile_n]
+        out[tile_m, tile_n] = torch.where(v > 0, torch.sigmoid(v) * 2.0, torch.relu(-v) - 1.5)
+    return out
+
+
+@dt.kernel
+def row_stats(x, out_sum, out_max):
+    """Inner tile loops that reduce (no dot): sums need no mask, maxes need -inf lanes."""
+    for tile_m in dt.tile(x.shape[0]):
+        s = dt.zeros([tile_m], dtype=dt.float32)
+        m = dt.full([tile_m], float("-inf"), dtype=dt.float32)
+        for tile_k in dt.tile(x.shape[1]):
+            blk = x[tile_m, tile_k]
+            s = s + blk.sum(dim=1)
+            m = torch.maximum(m, blk.amax(dim=1))
+        out_sum[tile_m] = s
+        out_max[tile_m] = m
+
+
+def _run(k, *args, config=None):
+    """Run a kernel on the newt interpreter (CPU tensors), pinned to `config` if given."""
+    if config is None:
+        return k(*args)
+    return k.run(args, {}, config)
+
+
+def _poisoned(*shape, dtype=torch.float32):
+    return torch.full(shape, float("nan"), dtype=dtype)
+
+
+# ----------------------------------------------------------------------------- generated source
+
+def test_matmul_source_is_the_tutorial_kernel():
+    x, y = torch.randn(37, 29, dtype=torch.float16), torch.randn(29, 45, dtype=torch.float16)
+    src = matmul.to_newt_source(x, y, torch.empty(37, 45, dtype=torch.float16))
+    for piece in ("@newt.jit", "def matmul_kernel(", "BLOCK_SIZE_M: nl.constexpr",
+                  "BLOCK_SIZE_N: nl.constexpr", "BLOCK_SIZE_K: nl.constexpr",
+                  "GROUP_SIZE_M: nl.constexpr", "pid = nl.program_id(0)",
+                  "offs_m = pid_m * BLOCK_SIZE_M + nl.arange(0, BLOCK_SIZE_M)",
+                  "for start_k in range(0, K, BLOCK_SIZE_K):",
+                  "acc = nl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=nl.float32)",
+                  "acc = nl.dot(x_tile, y_tile, acc)",
+                  "mask=mask_m[:, None] & mask_k[None, :], other=0.0",
+                  "nl.store(out_ptr + offs_m[:, None] * stride_out0 + offs_n[None, :] * stride_out1, acc, "
+                  "mask=mask_m[:, None] & mask_n[None, :])"):
+        assert piece in src, f"missing {piece!r} in\n{src}"
+    compile(src, "<test>", "exec")
+
+
+def test_softmax_source_masks_reductions_with_identities():
+    src = softmax.to_newt_source(torch.randn(5, 1500))
+    assert 'nl.max(nl.where(mask_n[None, :], row, float("-inf")), axis=1, keep_dims=True)' in src
+    assert "nl.sum(nl.where(mask_n[None, :], num, 0.0), axis=1, keep_dims=True)" in src
+    assert "offs_n = nl.arange(0, BLOCK_SIZE_N)" in src and "nl.dot" not in src
+
+
+def test_layernorm_source_masks_only_where_padding_is_not_zero():
+    x = torch.randn(5, 1500, dtype=torch.float16)
+    src = layernorm.to_newt_source(x, torch.randn(1500, dtype=torch.float16),
+                                   torch.randn(1500, dtype=torch.float16))
+    assert "mean = nl.sum(row, axis=1, keep_dims=True) / N" in src      # loads pad with 0
+    assert "nl.sum(nl.where(mask_n[None, :], xc * xc, 0.0), axis=1, keep_dims=True) / N" in src
+    assert "w_tile = nl.load(w_ptr + offs_n * stride_w0, mask=mask_n, other=0.0)" in src
+
+
+def test_generated_source_execs_into_a_newt_kernel():
+    x = torch.randn(5, 100)
+    prog = softmax.trace(x).programs[0]
+    low = lower(prog)
+    jf = exec_source(low.source, low.name)
+    assert isinstance(jf, newt.JITFunction)
+    import inspect
+    assert inspect.getsource(jf.fn) == low.source      # linecache serves the frontend
+
+
+def test_config_prints_as_code():
+    cfg = dt.Config(block_sizes=[64, 128, 32], num_warps=8, num_stages=4, group_size=8)
+    assert str(cfg) == "dt.Config(block_sizes=[64, 128, 32], num_warps=8, num_stages=4, group_size=8)"
+    assert eval(str(cfg), {"dt": dt}) == cfg
+
+
+# ----------------------------------------------------------------------------- the oracle
+
+def test_ref_is_eager_pytorch():
+    x, y = torch.randn(37, 29), torch.randn(29, 45)
+    out = _poisoned(37, 45)
+    matmul.ref(x, y, out)
+    torch.testing.assert_close(out, x @ y)
+    s = torch.randn(6, 300)
+    torch.testing.assert_close(softmax.ref(s), torch.softmax(s, -1))
+    xb, b = torch.randn(9, 33), torch.randn(33)
+    v = xb + b
+    torch.testing.assert_close(gated.ref(xb, b),
+                               torch.where(v > 0, torch.sigmoid(v) * 2, torch.relu(-v) - 1.5))
+
+
+# ----------------------------------------------------------------------------- interpreter runs
+
+@pytest.mark.parametrize("blocks", [(16, 16, 16), (32, 16, 32), (16, 64, 16)])
+def test_matmul_on_interpreter_odd_shapes(blocks):
+    x, y = torch.randn(37, 29), torch.randn(29, 45)
+    out = _poisoned(37, 45)
+    _run(matmul, x, y, out, config=dt.Config(block_sizes=blocks, num_warps=4, num_stages=2,
+                                              group_size=2))
+    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_matmul_fp16_default_config():
+    x = torch.randn(40, 70, dtype=torch.float16)
+    y = torch.randn(70, 24, dtype=torch.float16)
+    out = _poisoned(40, 24, dtype=torch.float16)
+    matmul(x, y, out)
+    torch.testing.assert_close(out.float(), x.float() @ y.float(), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("rows", [1, 2])
+def test_softmax_on_interpreter(rows):
+    x = torch.randn(7, 1500) * 3 - 5      # all-negative rows would expose a missing -inf mask
+    got = _run(softmax, x, config=dt.Config(block_sizes=[rows], num_warps=4))
+    torch.testing.assert_close(got, torch.softmax(x, -1))
+
+
+def test_layernorm_rows_of_1500_no_mask_in_user_code():
+    x = torch.randn(5, 1500, dtype=torch.float16) * 2 + 1
+    w, b = torch.randn(1500, dtype=torch.float16), torch.randn(1500, dtype=torch.float16)
+    got = layernorm(x, w, b)
+    want = torch.nn.functional.layer_norm(x.float(), (1500,), w.float(), b.float(), 1e-5)
+    torch.testing.assert_close(got.float(), want, rtol=1e-2, atol=1e-2)
+
+
+def test_elementwise_broadcast_where_on_interpreter():
+    x, b = torch.randn(19, 70), torch.randn(70)
+    got = _run(gated, x, b, config=dt.Config(block_sizes=[4, 32]))
+    v = x + b
+    torch.testing.assert_close(got, torch.where(v > 0, torch.sigmoid(v) * 2, torch.relu(-v) - 1.5))
+
+
+def test_inner_loop_reductions_are_masked_right():
+    x = -torch.rand(11, 50) - 0.5                   # negative: padded zeros would win a max
+    s, m = _poisoned(11), _poisoned(11)
+    _run(row_stats, x, s, m, config=dt.Config(block_sizes=[4, 16]))
+    torch.testing.assert_close(s, x.sum(1))
+    torch.testing.assert_close(m, x.amax(1))
+    src = row_stats.to_newt_source(x, s, m)
+    assert 'nl.max(nl.where(mask_k[None, :], blk, float("-inf")), axis=1)' in src
+    assert "nl.sum(blk, axis=1)" in src
+
+
+@dt.kernel
+def scale_rows(x, scale, out):
+    for tile_m in dt.tile(x.shape[0], block_size=8):
+        v = x[tile_m, :] * scale[tile_m][:, None]
+        out[tile_m, :] = v - v.mean(dim=1)[:, None] + x[tile_m, 0][:, None]
+
+
+def test_pinned_block_size_int_index_and_keepdim_false():
+    x, scale = torch.randn(21, 37), torch.randn(21)
+    out = _poisoned(21, 37)
+    scale_rows(x, scale, out)
+    v = x * scale[:, None]
+    torch.testing.assert_close(out, v - v.mean(1, keepdim=True) + x[:, :1])
+    src = scale_rows.to_newt_source(x, scale, out)
+    assert "x_ptr + offs_m * stride_x0" in src   # x[tile_m, 0]: the int index folds away
+
+
+@dt.kernel
+def two_loops(x):
+    """Two outer tile loops: two kernels, launched in order."""
+    y = torch.empty_like(x)
+    z = torch.empty_like(x)
+    for t in dt.tile(x.shape[0]):
+        y[t] = x[t] * 2.0
+    for t in dt.tile(x.shape[0]):
+        z[t] = y[t] + 1.0
+    return z
+
+
+def test_two_tile_loops_make_two_kernels():
+    x = torch.randn(333)
+    torch.testing.assert_close(two_loops(x), x * 2 + 1)
+    assert two_loops.to_newt_source(x).count("@newt.jit") == 2
