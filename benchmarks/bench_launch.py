@@ -57,16 +57,16 @@ def launch_matmul_shaped(k, a, b, c):
                     c.stride(0), c.stride(1), BLOCK_K=64, num_warps=4)
 
 
-def host_us_per_launch(fn, n=2000, batches=5) -> float:
+def host_us_per_launch(fn, n=2000, batches=5, sync=torch.cuda.synchronize) -> float:
     for _ in range(100):
         fn()
-    torch.cuda.synchronize()
+    sync()
     per = []
     for _ in range(batches):
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
-        torch.cuda.synchronize()
+        sync()
         per.append((time.perf_counter() - t0) / n * 1e6)
     return statistics.median(per)
 
@@ -78,13 +78,15 @@ def _row(workload, unit, **kw):
     return row
 
 
-def _warm_rows(providers):
-    x = torch.randn(4096, device="cuda")
-    y = torch.randn(4096, device="cuda")
+def warm_rows(providers, dev="cuda", n=2000, sync=torch.cuda.synchronize):
+    """The two warm-launch rows; `providers` maps a name to {"add": kernel, "mm": kernel}."""
+    x = torch.randn(4096, device=dev)
+    y = torch.randn(4096, device=dev)
     out = torch.full_like(x, float("nan"))
-    a = torch.randn(64, 64, device="cuda")
-    b = torch.randn(64, 64, device="cuda")
-    c = torch.zeros(64, 64, device="cuda")
+    a = torch.randn(64, 64, device=dev)
+    b = torch.randn(64, 64, device=dev)
+    c = torch.zeros(64, 64, device=dev)
+    timed = lambda fn: host_us_per_launch(fn, n=n, sync=sync)  # noqa: E731
     tiny = _row("warm launch: 4-arg vector add (host us)", "us", target_abs=6.0,
                 target_ratio=0.35)
     wide = _row("warm launch: 12-arg matmul-shaped kernel (host us)", "us", target_abs=8.0)
@@ -93,7 +95,7 @@ def _warm_rows(providers):
             out.fill_(float("nan"))
             common.launch_add(ks["add"], x, y, out)
             assert_close(out, x + y, msg=f"{p} add")
-            tiny[p] = host_us_per_launch(lambda: common.launch_add(ks["add"], x, y, out))
+            tiny[p] = timed(lambda: common.launch_add(ks["add"], x, y, out))
         except Exception as exc:
             tiny["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
         try:
@@ -101,10 +103,10 @@ def _warm_rows(providers):
             launch_matmul_shaped(ks["mm"], a, b, c)
             assert_close(c.diagonal(), (a @ b).diagonal(), atol=1e-4, rtol=1e-4,
                          msg=f"{p} matmul-shaped")
-            wide[p] = host_us_per_launch(lambda: launch_matmul_shaped(ks["mm"], a, b, c))
+            wide[p] = timed(lambda: launch_matmul_shaped(ks["mm"], a, b, c))
         except Exception as exc:
             wide["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    tiny["torch"] = host_us_per_launch(lambda: torch.add(x, y, out=out))
+    tiny["torch"] = timed(lambda: torch.add(x, y, out=out))
     return [tiny, wide]
 
 
@@ -148,7 +150,7 @@ def run(out_dir=None, quick=False):
                                    "mm": common.triton_twin(matmul_shaped_kernel)}
         except Exception as exc:
             print(f"note: Triton twins failed: {exc}")
-    rows = _warm_rows(providers)
+    rows = warm_rows(providers)
     rows += _process_rows(providers)
     return rows
 

@@ -21,37 +21,46 @@ from newt.testing import assert_close, do_bench
 NAN = float("nan")
 
 
-def _workloads(quick: bool):
-    """(name, bytes moved, make(), {provider: fn(k, inputs)}, reference(inputs), target)."""
-    n_add = (1 << 22) if quick else (1 << 27)
-    sm = (4096, 4096) if quick else (32768, 4096)
-    ln = (4096, 4096) if quick else (32768, 4096)
-    sl = (2048, 8192) if quick else (8192, 8192)
+# Problem sizes: "full" is TARGETS.md; "quick" a smoke run on a GPU; "tiny" for the CPU
+# interpreters (tests exercise this file's logic there, with a fake timer).
+SIZES = {
+    "full": dict(add=1 << 27, softmax=(32768, 4096), layernorm=(32768, 4096), silu=(8192, 8192),
+                 ln1500=1023),
+    "quick": dict(add=1 << 22, softmax=(4096, 4096), layernorm=(4096, 4096), silu=(2048, 8192),
+                  ln1500=1023),
+    "tiny": dict(add=5003, softmax=(3, 781), layernorm=(2, 4096), silu=(3, 1500), ln1500=2),
+}
+
+
+def _workloads(sizes, dev):
+    """One dict per workload: name, nbytes, make() -> inputs, out (key of the output),
+    kernel(k, inputs), torch(inputs), ref(inputs), optional target_ratio and tol."""
+    n_add, sm, ln, sl = sizes["add"], sizes["softmax"], sizes["layernorm"], sizes["silu"]
 
     def add_inputs():
-        x, y = torch.randn(n_add, device="cuda"), torch.randn(n_add, device="cuda")
+        x, y = torch.randn(n_add, device=dev), torch.randn(n_add, device=dev)
         return dict(x=x, y=y, out=torch.full_like(x, NAN))
 
     def sm_inputs():
-        x = torch.randn(*sm, device="cuda")
+        x = torch.randn(*sm, device=dev)
         return dict(x=x, out=torch.full_like(x, NAN))
 
-    def ln_inputs(n=ln[1]):
-        m = ln[0]
-        x = torch.randn(m, n, device="cuda").half()
-        return dict(x=x, w=torch.randn(n, device="cuda").half(),
-                    b=torch.randn(n, device="cuda").half(), y=torch.full_like(x, NAN),
-                    mean=torch.full((m,), NAN, device="cuda"),
-                    rstd=torch.full((m,), NAN, device="cuda"))
+    def ln_inputs():
+        m, n = ln
+        x = torch.randn(m, n, device=dev).half()
+        return dict(x=x, w=torch.randn(n, device=dev).half(),
+                    b=torch.randn(n, device=dev).half(), y=torch.full_like(x, NAN),
+                    mean=torch.full((m,), NAN, device=dev),
+                    rstd=torch.full((m,), NAN, device=dev))
 
     def sl_inputs():
-        x = torch.randn(sl[0], 2 * sl[1], device="cuda").half()
-        return dict(x=x, out=torch.full((sl[0], sl[1]), NAN, device="cuda", dtype=torch.half))
+        x = torch.randn(sl[0], 2 * sl[1], device=dev).half()
+        return dict(x=x, out=torch.full((sl[0], sl[1]), NAN, device=dev, dtype=torch.half))
 
     ln_ref = lambda d: torch.nn.functional.layer_norm(  # noqa: E731
         d["x"], (d["x"].shape[1],), d["w"], d["b"], 1e-5)
     return [
-        dict(name=f"vector add fp32 n=2^{n_add.bit_length() - 1}", nbytes=3 * n_add * 4,
+        dict(name=f"vector add fp32 n={_pow2(n_add)}", nbytes=3 * n_add * 4,
              make=add_inputs, out="out", target_ratio=1.0,
              kernel=lambda k, d: common.launch_add(k, d["x"], d["y"], d["out"]),
              torch=lambda d: torch.add(d["x"], d["y"], out=d["out"]),
@@ -76,14 +85,18 @@ def _workloads(quick: bool):
     ]
 
 
-def _check_layernorm_1500(kernel):
+def _pow2(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n & (n - 1) == 0 else str(n)
+
+
+def _check_layernorm_1500(kernel, m, dev):
     """N = 1,500 with the benchmark's BLOCK 4096: masking and the variance of padded rows."""
-    m, n = 1023, 1500
-    x = torch.randn(m, n, device="cuda").half()
-    w, b = torch.randn(n, device="cuda").half(), torch.randn(n, device="cuda").half()
+    n = 1500
+    x = torch.randn(m, n, device=dev).half()
+    w, b = torch.randn(n, device=dev).half(), torch.randn(n, device=dev).half()
     y = torch.full_like(x, NAN)
-    mean = torch.empty(m, device="cuda")
-    rstd = torch.empty(m, device="cuda")
+    mean = torch.empty(m, device=dev)
+    rstd = torch.empty(m, device=dev)
     common.launch_layernorm(kernel, x, w, b, y, mean, rstd, block=4096)
     ref = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5).half()
     assert_close(y, ref, atol=1e-2, rtol=1e-2, msg="layernorm N=1500")
@@ -91,15 +104,22 @@ def _check_layernorm_1500(kernel):
 
 def run(out_dir=None, quick=False):
     """Rows for run_all.py (see its docstring for the row format)."""
-    providers = {"newt": common.kernels("newt")}
+    return measure(SIZES["quick" if quick else "full"])
+
+
+def measure(sizes, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.synchronize):
+    """Check then time every workload for every provider; `providers` maps a name to a
+    {workload key: kernel} dict (default: newt, and Triton when importable)."""
     errors = {}
-    if common.have_triton():
-        try:
-            providers["triton"] = common.kernels("triton")
-        except Exception as exc:
-            errors["triton"] = f"twin kernels failed: {type(exc).__name__}: {exc}"
+    if providers is None:
+        providers = {"newt": common.kernels("newt")}
+        if common.have_triton():
+            try:
+                providers["triton"] = common.kernels("triton")
+            except Exception as exc:
+                errors["triton"] = f"twin kernels failed: {type(exc).__name__}: {exc}"
     rows = []
-    for w in _workloads(quick):
+    for w in _workloads(sizes, dev):
         row = dict(bench="memory", workload=w["name"], unit="GB/s", higher_is_better=True,
                    newt=None, triton=None, torch=None, errors=dict(errors))
         if "target_ratio" in w:
@@ -114,18 +134,20 @@ def run(out_dir=None, quick=False):
                 if p != "torch":
                     d[w["out"]].fill_(NAN)
                     fn()
-                    torch.cuda.synchronize()
+                    sync()
                     assert_close(d[w["out"]], expected, atol=w.get("tol"), rtol=w.get("tol"),
                                  msg=f"{p} {w['name']}")
                     if key == "layernorm":
-                        _check_layernorm_1500(providers[p]["layernorm"])
-                row[p] = common.gbps(w["nbytes"], do_bench(fn))
+                        _check_layernorm_1500(providers[p]["layernorm"], sizes["ln1500"], dev)
+                row[p] = common.gbps(w["nbytes"], bench(fn))
             except Exception as exc:  # report and go on: one broken provider hides nothing
                 row["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
         rows.append(row)
-        del d, expected
-        torch.cuda.empty_cache()
-    rows.append(_timer_agreement())
+        del d, expected, calls  # the lambdas hold the inputs too
+        if dev == "cuda":
+            torch.cuda.empty_cache()
+    if dev == "cuda":
+        rows.append(_timer_agreement())
     return rows
 
 

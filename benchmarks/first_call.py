@@ -44,7 +44,8 @@ def main():
         launches[name](ks[name])
         torch.cuda.synchronize()
         result[name] = (time.perf_counter() - t0) * 1e3
-    torch.testing.assert_close(o, x + y)  # the timed launches computed something real
+    if "add" in names:  # the timed launch computed something real
+        torch.testing.assert_close(o, x + y)
     print(json.dumps(result))
 
 

@@ -103,3 +103,63 @@ def test_kernel_compiles_without_spills(entry, arch):
     assert k.n_spills == 0, f"{k.name} spills on {arch}:\n{k.log}"
     assert k.local_bytes == 0, f"{k.name} uses {k.local_bytes} B of local memory on {arch}"
     assert k.num_threads == 32 * e["num_warps"]
+
+
+# ----------------------------------------------------------------------------- benchmark logic
+# The benchmarks time on a GPU only, but their checking and bookkeeping run here: tiny sizes on
+# the interpreter, a fake timer. A typo in a benchmark must not cost a GPU run to find.
+
+def _fake_bench(fn):
+    fn()
+    return 1.0  # ms
+
+
+def test_bench_memory_logic_on_interpreter(monkeypatch):
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    mem = common.load_file(os.path.join(ROOT, "benchmarks", "bench_memory.py"),
+                           "newt_bench_memory")
+    providers = {"newt": common.kernels("newt")}
+    rows = mem.measure(mem.SIZES["tiny"], dev="cpu", bench=_fake_bench, providers=providers,
+                       sync=lambda: None)
+    assert [r["workload"].split()[0] for r in rows] == ["vector", "softmax", "layernorm",
+                                                        "silu-and-mul"]
+    for r in rows:
+        assert r["errors"] == {}, r
+        assert r["newt"] is not None and r["torch"] is not None and r["triton"] is None
+    assert rows[0]["newt"] == pytest.approx(3 * 5003 * 4 / 1e-3 / 1e9)  # bytes / 1 ms
+
+
+def test_bench_memory_reports_a_wrong_kernel(monkeypatch):
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    mem = common.load_file(os.path.join(ROOT, "benchmarks", "bench_memory.py"),
+                           "newt_bench_memory")
+    ks = common.kernels("newt")
+    ks["add"] = ks["silu"]  # the wrong kernel: fails the check, so it is never timed
+    sizes = dict(mem.SIZES["tiny"], softmax=(1, 16), layernorm=(1, 4096), silu=(1, 16))
+    rows = mem.measure(sizes, dev="cpu", bench=_fake_bench, providers={"newt": ks},
+                       sync=lambda: None)
+    assert rows[0]["newt"] is None and "newt" in rows[0]["errors"]
+
+
+def test_bench_launch_logic_on_interpreter(monkeypatch):
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    bl = _bench_launch()
+    providers = {"newt": {"add": common.newt_kernel("add"), "mm": bl.matmul_shaped_kernel}}
+    rows = bl.warm_rows(providers, dev="cpu", n=2, sync=lambda: None)
+    assert [r["unit"] for r in rows] == ["us", "us"]
+    assert all(r["errors"] == {} and r["newt"] > 0 for r in rows), rows
+
+
+def test_run_all_table_and_verdicts():
+    run_all = common.load_file(os.path.join(ROOT, "benchmarks", "run_all.py"), "newt_run_all")
+    rows = [dict(workload="softmax", unit="GB/s", higher_is_better=True, newt=4100.0,
+                 triton=4000.0, torch=2500.0, target_ratio=1.0),
+            dict(workload="launch", unit="us", higher_is_better=False, newt=7.0, triton=20.0,
+                 torch=8.0, target_abs=6.0),
+            dict(workload="broken", unit="ms", higher_is_better=False, newt=None, triton=3.0,
+                 torch=None, target_abs=50.0)]
+    assert [run_all.verdict(r) for r in rows] == ["ok", "MISS", "MISS"]
+    table = run_all.format_table([rows, rows])
+    assert "newt/triton r1" in table and "newt/triton r2" in table and "1.025x" in table
+    names = [n for n, _ in run_all.discover()]
+    assert names[:2] == ["memory", "launch"]
