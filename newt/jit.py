@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 import types
 
 from . import options
@@ -258,7 +259,7 @@ def launch(_n_grid, {params}):
         # A zero-sized grid launches nothing (as in Triton): an empty tensor needs no work.
 
     def source_key(self) -> str:
-        """Hash of this kernel's source, of every @newt.jit function it calls (found by name in
+        """Hash of this kernel's code, of every @newt.jit function it calls (found by name in
         its globals and closure) and of the plain constants it reads. Computed once."""
         if self._source_key is None:
             from .runtime.cache import digest
@@ -280,16 +281,24 @@ def _code_names(code, out: set):
             _code_names(c, out)
 
 
+def _code_identity(code) -> tuple:
+    """What a code object computes: bytecode, constants (nested code objects recursively), names.
+    Comments, blank lines and line numbers do not change it; any edit to an expression does."""
+    consts = tuple(_code_identity(c) if isinstance(c, types.CodeType) else repr(c)
+                   for c in code.co_consts)
+    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
+            code.co_argcount, code.co_kwonlyargcount)
+
+
 def _collect_sources(jf, seen: set, parts: list):
+    """Identity of a kernel for the disk cache, from its bytecode rather than its source text:
+    no file reading or tokenizing on the warm path (inspect.getsource costs milliseconds)."""
     if id(jf) in seen:
         return
     seen.add(id(jf))
     fn = jf.fn
-    try:
-        src = inspect.getsource(fn)
-    except (OSError, TypeError):
-        src = fn.__code__.co_code.hex() + repr(fn.__code__.co_consts)
-    parts.append((fn.__module__, fn.__qualname__, src))
+    parts.append((fn.__module__, fn.__qualname__, str(jf.signature), sys.version_info[:2],
+                  _code_identity(fn.__code__)))
     names: set = set()
     _code_names(fn.__code__, names)
     scope = dict(fn.__globals__)
@@ -304,8 +313,6 @@ def _collect_sources(jf, seen: set, parts: list):
             parts.append((name, repr(v.value)))
         elif isinstance(v, (bool, int, float, str)):
             parts.append((name, repr(v)))
-
-
 def _cell_ok(c) -> bool:
     try:
         c.cell_contents

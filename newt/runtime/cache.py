@@ -179,7 +179,7 @@ def compiler_fingerprint() -> str:
                     if fn.endswith(".py"):
                         p = os.path.join(dirpath, fn)
                         st = os.stat(p)
-                        items.append((os.path.relpath(p, pkg), st.st_size, st.st_mtime_ns))
+                        items.append((p[len(pkg):], st.st_size, st.st_mtime_ns))
         for fn in ("compiler.py", "language.py", "dtypes.py", "options.py",
                    os.path.join("runtime", "nvrtc.py")):
             p = os.path.join(pkg, fn)

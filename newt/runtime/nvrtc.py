@@ -288,21 +288,31 @@ def compile_cuda(source: str, name: str, arch: str, options=()) -> NVRTCResult:
     return NVRTCResult(name=name, arch=arch, ptx=ptx, cubin=cubin, log=log)
 
 
-_RE_FUNC = re.compile(r"Compiling entry function '([^']+)'")
-_RE_REGS = re.compile(r"Used (\d+) registers")
-_RE_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
-_RE_STACK = re.compile(r"(\d+) bytes stack frame")
-_RE_SMEM = re.compile(r"(\d+) bytes smem")
-_RE_LMEM = re.compile(r"(\d+) bytes lmem")
+_RE = None
+
+
+def _regexes():
+    """Compiled on first use: the warm launch path imports this module only for fingerprint()."""
+    global _RE
+    if _RE is None:
+        _RE = dict(func=re.compile(r"Compiling entry function '([^']+)'"),
+                   regs=re.compile(r"Used (\d+) registers"),
+                   spill=re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads"),
+                   stack=re.compile(r"(\d+) bytes stack frame"),
+                   smem=re.compile(r"(\d+) bytes smem"),
+                   lmem=re.compile(r"(\d+) bytes lmem"),
+                   split=re.compile(r"(?=ptxas info\s*: Compiling entry function)"))
+    return _RE
 
 
 def parse_ptxas_report(log: str, name: str | None = None) -> dict:
     """Registers, spills (store + load bytes), local memory and static shared memory of one entry
     function from a `ptxas -v` log. With several entries, `name` picks one (else the first)."""
-    sections = re.split(r"(?=ptxas info\s*: Compiling entry function)", log)
+    rx = _regexes()
+    sections = rx["split"].split(log)
     chosen = None
     for sec in sections:
-        m = _RE_FUNC.search(sec)
+        m = rx["func"].search(sec)
         if m and (name is None or m.group(1) == name or name in m.group(1)):
             chosen = sec
             break
@@ -312,8 +322,8 @@ def parse_ptxas_report(log: str, name: str | None = None) -> dict:
         m = rx.search(text)
         return int(m.group(1)) if m else default
 
-    m = _RE_SPILL.search(text)
+    m = rx["spill"].search(text)
     spills = int(m.group(1)) + int(m.group(2)) if m else 0
-    return dict(n_regs=first(_RE_REGS, -1), n_spills=spills,
-                local_bytes=max(first(_RE_STACK), first(_RE_LMEM)),
-                shared_bytes=first(_RE_SMEM))
+    return dict(n_regs=first(rx["regs"], -1), n_spills=spills,
+                local_bytes=max(first(rx["stack"]), first(rx["lmem"])),
+                shared_bytes=first(rx["smem"]))
