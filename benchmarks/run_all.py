@@ -76,20 +76,24 @@ def _fmt(v):
 
 
 def format_table(runs) -> str:
-    """runs: list (one per run) of lists of rows, same workloads in the same order."""
-    last = runs[-1]
+    """runs: list (one per run) of lists of rows; rows are matched across runs by workload.
+    Values shown are from the last run that has the row; one ratio column per run."""
+    by_run = [{r["workload"]: r for r in run} for run in runs]
+    order = list(dict.fromkeys(r["workload"] for run in runs for r in run))
     head = ["workload", "unit", "newt", "triton", "torch"]
     head += [f"newt/triton r{i + 1}" for i in range(len(runs))] + ["target"]
     lines = [head]
-    for j, row in enumerate(last):
+    for w in order:
+        present = [b[w] for b in by_run if w in b]
+        row = present[-1]
         ratios = []
-        for run in runs:
-            r = ratio(run[j]) if j < len(run) else None
+        for b in by_run:
+            r = ratio(b[w]) if w in b else None
             ratios.append(f"{r:.3f}x" if r else "-")
-        vs = [verdict(run[j]) for run in runs if j < len(run)]
+        vs = [verdict(r) for r in present]
         v = "MISS" if "MISS" in vs else ("ok" if "ok" in vs else "")
-        lines.append([row["workload"], row["unit"], _fmt(row.get("newt")),
-                      _fmt(row.get("triton")), _fmt(row.get("torch")), *ratios, v])
+        lines.append([w, row["unit"], _fmt(row.get("newt")), _fmt(row.get("triton")),
+                      _fmt(row.get("torch")), *ratios, v])
     widths = [max(len(str(r[i])) for r in lines) for i in range(len(head))]
     out = []
     for i, r in enumerate(lines):
@@ -139,6 +143,26 @@ def plot(rows, path):
     plt.close(fig)
 
 
+def report(out, env, runs, failures):
+    """The table and error lines of the results so far; written under `out` when given."""
+    runs = [r for r in runs if r] or [[]]
+    table = format_table(runs)
+    errs = [f"  {r['workload']}: {p}: {m.splitlines()[0] if m else m}"
+            for r in runs[-1] for p, m in r.get("errors", {}).items()]
+    errs += [f"  bench_{n} failed: {tb.strip().splitlines()[-1]}" for n, tb in failures.items()]
+    if out:
+        with open(os.path.join(out, "results.json"), "w") as f:
+            json.dump({"env": env, "runs": runs, "failures": failures}, f, indent=1)
+        with open(os.path.join(out, "benchmarks.md"), "w") as f:
+            f.write(f"Measured {env['date']} on {env['gpu']} (torch {env['torch']}, "
+                    f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians.\n\n```\n"
+                    f"{table}\n```\n")
+        with open(os.path.join(out, "table.txt"), "w") as f:
+            f.write(table + "\n" + ("errors:\n" + "\n".join(errs) + "\n" if errs else ""))
+        plot(runs[-1], os.path.join(out, "newt_vs_triton.png"))
+    return table, errs
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=None, help="folder for results.json, benchmarks.md, .png")
@@ -171,26 +195,13 @@ def main(argv=None):
                 failures[name] = traceback.format_exc()
                 print(failures[name], file=sys.stderr)
                 break
-    runs = [r for r in runs if r] or [[]]
-    table = format_table(runs)
-    errs = [f"  {r['workload']}: {p}: {m.splitlines()[0] if m else m}"
-            for r in runs[-1] for p, m in r.get("errors", {}).items()]
-    if args.out:
-        with open(os.path.join(args.out, "results.json"), "w") as f:
-            json.dump({"env": env, "runs": runs, "failures": failures}, f, indent=1)
-        with open(os.path.join(args.out, "benchmarks.md"), "w") as f:
-            f.write(f"Measured {env['date']} on {env['gpu']} (torch {env['torch']}, "
-                    f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians.\n\n```\n"
-                    f"{table}\n```\n")
-        with open(os.path.join(args.out, "table.txt"), "w") as f:
-            f.write(table + "\n" + ("errors:\n" + "\n".join(errs) + "\n" if errs else ""))
-        plot(runs[-1], os.path.join(args.out, "newt_vs_triton.png"))
+            finally:  # results so far survive a later crash or a timeout
+                report(args.out, env, runs, failures)
+    table, errs = report(args.out, env, runs, failures)
     print()
     print(table)
     if errs:
         print("errors:\n" + "\n".join(errs))
-    for name, tb in failures.items():
-        print(f"bench_{name} failed: {tb.strip().splitlines()[-1]}")
     return 1 if failures else 0
 
 

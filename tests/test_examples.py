@@ -150,7 +150,7 @@ def test_bench_launch_logic_on_interpreter(monkeypatch):
     assert all(r["errors"] == {} and r["newt"] > 0 for r in rows), rows
 
 
-def test_run_all_table_and_verdicts():
+def test_run_all_table_and_verdicts(tmp_path):
     run_all = common.load_file(os.path.join(ROOT, "benchmarks", "run_all.py"), "newt_run_all")
     rows = [dict(workload="softmax", unit="GB/s", higher_is_better=True, newt=4100.0,
                  triton=4000.0, torch=2500.0, target_ratio=1.0),
@@ -163,3 +163,11 @@ def test_run_all_table_and_verdicts():
     assert "newt/triton r1" in table and "newt/triton r2" in table and "1.025x" in table
     names = [n for n, _ in run_all.discover()]
     assert names[:2] == ["memory", "launch"]
+    # a run that lost a row (a crash in run 2) still lines up by workload
+    table = run_all.format_table([rows, rows[1:]])
+    assert [ln.split()[0] for ln in table.splitlines()[2:]] == ["softmax", "launch", "broken"]
+    env = {"date": "d", "gpu": "g", "torch": "t", "triton": "tr", "nvrtc": "n"}
+    run_all.report(str(tmp_path), env, [rows], {"x": "Traceback\nValueError: boom"})
+    assert "softmax" in (tmp_path / "benchmarks.md").read_text()
+    assert "bench_x failed: ValueError: boom" in (tmp_path / "table.txt").read_text()
+    assert (tmp_path / "results.json").exists()
