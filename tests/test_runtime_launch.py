@@ -20,11 +20,7 @@ def fake_lib_path(tmp_path_factory):
     return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
 
 
-@pytest.fixture
-def gpu(fake_lib_path, monkeypatch, tmp_cache):
-    """A stand-in GPU: returns (cu, fake_compile)."""
-    import newt.compiler
-    cu = driver.load_library(fake_lib_path)
+def _install(cu, monkeypatch):
     ctypes.c_int.in_dll(cu, "fake_nparams").value = 8
     ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
     ctypes.c_int.in_dll(cu, "fake_sync_result").value = 0
@@ -35,9 +31,25 @@ def gpu(fake_lib_path, monkeypatch, tmp_cache):
                         functools.partial(specialize.specialize, allow_cpu=True))
     monkeypatch.setattr(launch, "_raw_stream_getter", lambda: (lambda i: 0x5000 + i))
     monkeypatch.setattr(newt.options.flags, "interpret", False)
+
+
+@pytest.fixture
+def gpu(fake_lib_path, monkeypatch, tmp_cache):
+    """A stand-in GPU and a fake compile(): returns (cu, fake_compile)."""
+    import newt.compiler
+    cu = driver.load_library(fake_lib_path)
+    _install(cu, monkeypatch)
     fc = FakeCompile()
-    monkeypatch.setattr(newt.compiler, "compile", fc, raising=False)
+    monkeypatch.setattr(newt.compiler, "compile", fc)
     return cu, fc
+
+
+@pytest.fixture
+def gpu_real_compiler(fake_lib_path, monkeypatch, tmp_cache):
+    """A stand-in GPU with the real compiler behind it."""
+    cu = driver.load_library(fake_lib_path)
+    _install(cu, monkeypatch)
+    return cu
 
 
 def make_add():
@@ -222,3 +234,17 @@ def test_device_facts(gpu):
     assert driver.arch_of(8, 0) == "sm_80" and driver.arch_of(8, 9) == "sm_89"
     tm = driver.encode_tensor_map_tiled(0, 2, 0x1000, [64, 64], [128], [32, 32])
     assert tm.opaque[0] == 0xABABABABABABABAB
+
+
+def test_real_compiler_through_the_launch_path(gpu_real_compiler):
+    """The compiler's CompiledKernel (params with .index, equal-to-1 params dropped) drives the
+    launcher: the cubin reaches cuModuleLoadData and the slots hold the right values."""
+    cu = gpu_real_compiler
+    add = make_add()
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    add[(3,)](x, y, out, 300, BLOCK=128)
+    st = fake_state(cu)
+    assert st.params[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+    assert st.params[3] & 0xFFFFFFFF == 300 and st.block == (128, 1, 1)
+    launcher = next(iter(add.cache.values()))
+    assert launcher.binary.cubin[:4] == b"\x7fELF" and launcher.name.startswith("add_kernel")

@@ -1,0 +1,162 @@
+"""@autotune and @heuristics: Triton semantics, timed with a fake bench on a stand-in GPU, and on
+the interpreter (first config, untimed)."""
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+
+from runtime_fakes import fake_state
+from test_runtime_launch import fake_lib_path, gpu  # noqa: F401  (fixtures)
+
+
+def bench_by_threads(cu, times, log):
+    """A do_bench stand-in: runs the call once, 'measures' by the block size it launched."""
+    def bench(fn, warmup=25, rep=100):
+        fn()
+        threads = fake_state(cu).block[0]
+        log.append(threads)
+        return times[threads]
+    return bench
+
+
+def make(configs, key, cu, times, log, **kw):
+    @newt.autotune(configs, key=key, do_bench=bench_by_threads(cu, times, log), **kw)
+    @newt.jit
+    def k(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+        pass
+    return k
+
+
+CONFIGS = [newt.Config({"BLOCK": 128}, num_warps=4), newt.Config({"BLOCK": 256}, num_warps=8),
+           newt.Config({"BLOCK": 64}, num_warps=2)]
+
+
+def test_picks_fastest_and_caches_per_key(gpu):
+    cu, fc = gpu
+    log = []
+    k = make(CONFIGS, ["n"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, log)
+    x = torch.randn(100)
+    k[lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)](x, x, 100)
+    assert sorted(log) == [64, 128, 256]
+    assert k.best_config.kwargs == {"BLOCK": 256} and k.best_config.num_warps == 8
+    st = fake_state(cu)
+    assert st.block == (256, 1, 1) and st.grid == (1, 1, 1)     # the real launch uses the winner
+    k[lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)](x, x, 100)
+    assert len(log) == 3                                          # cached: no new timing
+    k[(1,)](x, x, 5000)                                           # new key value
+    assert len(log) == 6
+    k[(1,)](x.double(), x.double(), 5000)                         # dtypes are part of the key
+    assert len(log) == 9
+    assert set(k.cache) == {(100, "torch.float32", "torch.float32"),
+                            (5000, "torch.float32", "torch.float32"),
+                            (5000, "torch.float64", "torch.float64")}
+
+
+def test_failing_config_is_skipped(gpu, monkeypatch):
+    cu, fc = gpu
+    big = newt.Config({"BLOCK": 32}, num_warps=1)
+    log = []
+    k = make(CONFIGS + [big], ["n"], cu, {128: 3.0, 256: 2.0, 64: 4.0, 32: 0.1}, log)
+    real_compile = fc.__call__
+
+    def compile_with_smem(fn, sig, cx=None, **kw):
+        fc.shared_bytes = 10**6 if cx["BLOCK"] == 32 else 0      # more than any GPU has
+        return real_compile(fn, sig, cx, **kw)
+    import sys
+    monkeypatch.setattr(sys.modules["newt.compiler"], "compile", compile_with_smem)
+    x = torch.randn(8)
+    k[(1,)](x, x, 8)
+    assert k.best_config.kwargs == {"BLOCK": 256}
+
+
+def test_reset_to_zero_and_restore_value(gpu):
+    cu, fc = gpu
+    log = []
+    bump = lambda a: a["x_ptr"].add_(1)   # noqa: E731  stands in for a kernel updating x in place
+    configs = [newt.Config({"BLOCK": 128}, num_warps=4, pre_hook=bump),
+               newt.Config({"BLOCK": 256}, num_warps=8, pre_hook=bump)]
+    k = make(configs, ["n"], cu, {128: 2.0, 256: 1.0}, log, reset_to_zero=["out_ptr"],
+             restore_value=["x_ptr"])
+    x, out = torch.randn(64), torch.randn(64)
+    x0 = x.clone()
+    k[(1,)](x, out, 64)
+    assert len(log) == 2
+    assert torch.equal(out, torch.zeros(64))        # zeroed before the real launch
+    assert torch.equal(x, x0 + 1)                   # timing runs undone; the real run's hook kept
+
+
+def test_prune_configs(gpu):
+    cu, fc = gpu
+    log = []
+    early = lambda configs, named: [c for c in configs if c.kwargs["BLOCK"] <= named["n"]]  # noqa
+    k = make(CONFIGS, ["n"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, log,
+             prune_configs_by={"early_config_prune": early})
+    x = torch.randn(8)
+    k[(1,)](x, x, 128)
+    assert sorted(log) == [64, 128] and k.best_config.kwargs == {"BLOCK": 64}
+    log.clear()
+    model = lambda **kw: -kw["BLOCK"]                                    # noqa: E731
+    k2 = make(CONFIGS, ["n"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, log,
+              prune_configs_by={"perf_model": model, "top_k": 2})
+    k2[(1,)](x, x, 128)
+    assert sorted(log) == [128, 256]
+
+
+def test_conflicting_meta_parameter(gpu):
+    cu, fc = gpu
+    k = make(CONFIGS, ["n"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, [])
+    x = torch.randn(8)
+    with pytest.raises(newt.LaunchError, match="BLOCK"):
+        k[(1,)](x, x, 8, BLOCK=32)
+
+
+def test_bad_key_name():
+    with pytest.raises(ValueError, match="'m' is not a parameter"):
+        @newt.autotune(CONFIGS, key=["m"])
+        @newt.jit
+        def k(x_ptr, n, BLOCK: nl.constexpr):
+            pass
+
+
+def test_heuristics_under_autotune(gpu):
+    cu, fc = gpu
+    log = []
+
+    @newt.autotune([newt.Config({"BLOCK": 64}, num_warps=2), newt.Config({"BLOCK": 128})],
+                   key=["n"], do_bench=bench_by_threads(cu, {64: 1.0, 128: 2.0}, log))
+    @newt.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
+    @newt.jit
+    def k(x_ptr, n, BLOCK: nl.constexpr, EVEN: nl.constexpr):
+        pass
+    x = torch.randn(8)
+    k[(1,)](x, 192)
+    assert [c["constexprs"] for c in fc.calls] == [{"BLOCK": 64, "EVEN": True},
+                                                  {"BLOCK": 128, "EVEN": False}]
+
+
+@newt.jit
+def _scale(x_ptr, out_ptr, n, BLOCK: nl.constexpr, FACTOR: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) * FACTOR, mask=mask)
+
+
+def test_interpreter_uses_first_config(monkeypatch):
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+
+    def no_bench(*a, **k):
+        raise AssertionError("no timing under the interpreter")
+    tuned = newt.autotune([newt.Config({"BLOCK": 32}), newt.Config({"BLOCK": 64})], key=["n"],
+                          do_bench=no_bench)(newt.heuristics({"FACTOR": lambda a: 3.0})(_scale))
+    x = torch.randn(77)
+    out = torch.full((77,), float("nan"))
+    tuned[lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)](x, out, 77)
+    torch.testing.assert_close(out, x * 3.0)
+    assert tuned.best_config.kwargs == {"BLOCK": 32}
+
+
+def test_config_str():
+    c = newt.Config({"BLOCK_M": 64}, num_warps=8, num_stages=2)
+    assert str(c) == "BLOCK_M: 64, num_warps: 8, num_stages: 2"
+    assert c.all_kwargs() == {"BLOCK_M": 64, "num_warps": 8, "num_stages": 2}
