@@ -35,18 +35,42 @@ BINARY = {
 }
 
 
-def _meta(x):
+_FLOAT_RESULT = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "silu"}
+_BOOL_RESULT = {"lt", "le", "gt", "ge", "eq", "ne"}
+
+
+def _proto(x):
+    """Stand-in for torch's promotion rules: an empty tensor for a tile value, the number itself
+    for a Python scalar (weak, as in torch)."""
     if isinstance(x, ir.Value):
-        return torch.empty((1,) * x.rank, dtype=x.dtype, device="meta")
+        return torch.empty(0, dtype=x.dtype)
     return x
 
 
-def _infer(fn, *xs):
-    try:
-        with torch._C.DisableTorchFunction():
-            return fn(*[_meta(x) for x in xs]).dtype
-    except Exception as e:  # the oracle would fail the same way
-        raise TraceError(f"invalid operands for this op: {e}") from None
+def _promote(*xs):
+    with torch._C.DisableTorchFunction():
+        protos = [_proto(x) for x in xs]
+        dt = protos[0] if len(protos) == 1 else None
+        if dt is None:
+            r = torch.result_type(protos[0], protos[1])
+            for p in protos[2:]:
+                r = torch.result_type(torch.empty(0, dtype=r), p)
+            return r
+        return dt.dtype if isinstance(dt, torch.Tensor) else torch.result_type(torch.empty(0), dt)
+
+
+def _infer(fn: str, *xs):
+    """The dtype torch would give `fn(*xs)` (the oracle's dtype), without running torch ops."""
+    if fn in _BOOL_RESULT:
+        return torch.bool
+    if fn == "where":
+        xs = xs[1:]
+    r = _promote(*xs)
+    if (fn in _FLOAT_RESULT or fn == "truediv") and not r.is_floating_point:
+        return torch.get_default_dtype()
+    if fn == "invert" and r != torch.bool and r.is_floating_point:
+        raise TraceError("~ of a floating-point tile")
+    return r
 
 
 def _pad(x):
@@ -104,20 +128,20 @@ def _bcast(*xs):
 
 def unary(tracer, fn, x):
     x = as_operand(tracer, x)
-    return tracer.new("unary", [x], x.dims, _infer(UNARY[fn], x), _fold(UNARY[fn], x), fn=fn)
+    return tracer.new("unary", [x], x.dims, _infer(fn, x), _fold(UNARY[fn], x), fn=fn)
 
 
 def binary(tracer, fn, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
     dims = _bcast(a, b)
-    return tracer.new("binary", [a, b], dims, _infer(BINARY[fn], a, b),
+    return tracer.new("binary", [a, b], dims, _infer(fn, a, b),
                       _fold(BINARY[fn], a, b, dims=dims), fn=fn)
 
 
 def where(tracer, c, a, b):
     c, a, b = (as_operand(tracer, v) for v in (c, a, b))
     dims = _bcast(c, a, b)
-    return tracer.new("where", [c, a, b], dims, _infer(torch.where, c, a, b),
+    return tracer.new("where", [c, a, b], dims, _infer("where", c, a, b),
                       _fold(torch.where, c, a, b, dims=dims))
 
 
@@ -181,7 +205,7 @@ def dot(tracer, a, b):
         return not (x.pad == 0 or (other.pad == 0 and x.pad is not None and math.isfinite(x.pad)))
 
     pad = 0 if a.pad == 0 and b.pad == 0 else None
-    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer(torch.matmul, a, b), pad,
+    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), pad,
                       mask_a=unsafe(a, b), mask_b=unsafe(b, a), kdim=a.dims[1],
                       precision=_fp32_precision(a.dtype))
 

@@ -84,7 +84,15 @@ class Space:
     def valid(self, cfg: Config) -> bool:
         if len(cfg.block_sizes) != len(self.tiles):
             return False
-        for pi in range(len(self.programs)):
+        for pi, prog in enumerate(self.programs):
+            if prog.has_dot:     # accumulator registers and the shared-memory ring must fit
+                mine = [(b, t) for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi]
+                grid = math.prod(b for b, t in mine if t.kind == "grid")
+                k = math.prod(b for b, t in mine if t.kind == "loop") or 1
+                if grid > 32768 or cfg.num_stages * (sum(b for b, t in mine if t.kind == "grid")
+                                                     * k * (4 if prog.fp32_dot else 2)) > 200 * 1024:
+                    return False
+                continue
             n = self.program_elems(cfg, pi)
             if n > (1 << 16):
                 return False

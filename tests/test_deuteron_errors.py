@@ -1,0 +1,92 @@
+"""dt.TraceError points at the user's line (file:line, the line, a caret)."""
+import inspect
+
+import pytest
+import torch
+
+import deuteron as dt
+
+
+def _line_of(fn, text):
+    lines, start = inspect.getsourcelines(fn.fn)
+    for i, line in enumerate(lines):
+        if text in line:
+            return start + i
+    raise AssertionError(text)
+
+
+@dt.kernel
+def branch_on_data(x, out):
+    for t in dt.tile(x.shape[0]):
+        v = x[t]
+        if v.sum() > 0:
+            out[t] = v
+
+
+@dt.kernel
+def unsupported_op(x, out):
+    for t in dt.tile(x.shape[0]):
+        out[t] = torch.cumsum(x[t], 0)
+
+
+@dt.kernel
+def mismatched(x, y, out):
+    for tm in dt.tile(x.shape[0]):
+        for tn in dt.tile(y.shape[0]):
+            out[tm] = x[tm] + y[tn]
+
+
+@dt.kernel
+def bad_matmul(x, y, out):
+    for tm, tn in dt.tile([x.shape[0], y.shape[1]]):
+        for tk in dt.tile(x.shape[1]):
+            out[tm, tn] = x[tm, tk] @ y[tm, tn]
+
+
+@dt.kernel
+def float_of_tile(x, out):
+    for t in dt.tile(x.shape[0]):
+        out[t] = x[t] * float(x[t])
+
+
+@pytest.mark.parametrize("kernel, args, line, words", [
+    (branch_on_data, (torch.randn(10), torch.empty(10)), "if v.sum() > 0:", "control flow"),
+    (unsupported_op, (torch.randn(10), torch.empty(10)), "torch.cumsum", "torch.cumsum"),
+    (mismatched, (torch.randn(10), torch.randn(12), torch.empty(10)), "x[tm] + y[tn]",
+     "mismatched tile shapes"),
+    (bad_matmul, (torch.randn(8, 8), torch.randn(8, 8), torch.empty(8, 8)), "@ y[tm, tn]",
+     "mismatched tile shapes in matmul"),
+    (float_of_tile, (torch.randn(10), torch.empty(10)), "float(x[t])", "no data"),
+])
+def test_trace_error_points_at_user_line(kernel, args, line, words):
+    with pytest.raises(dt.TraceError) as ei:
+        kernel.to_newt_source(*args)
+    e = ei.value
+    assert e.loc.file == __file__
+    assert e.loc.line == _line_of(kernel, line)
+    text = str(e)
+    assert f"{__file__}:{e.loc.line}:" in text and words in text
+    assert line in text.splitlines()[1]             # the source line, then a caret
+    assert text.splitlines()[2].strip() == "^"
+
+
+def test_the_same_errors_on_launch():
+    with pytest.raises(dt.TraceError, match="control flow"):
+        branch_on_data(torch.randn(10), torch.empty(10))
+
+
+def test_tile_outside_a_kernel_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="inside a @dt.kernel"):
+        dt.tile(10)
+
+
+@dt.kernel
+def value_escapes(x, out):
+    for t in dt.tile(x.shape[0]):
+        v = x[t]
+    out[0] = v.sum()
+
+
+def test_tile_values_do_not_escape_the_loop():
+    with pytest.raises(dt.TraceError, match="only inside"):
+        value_escapes.to_newt_source(torch.randn(10), torch.empty(10))
