@@ -237,3 +237,33 @@ def test_max_return_indices(target, device):
     max_with_indices_kernel[(1,)](x, v, i, BM=8, BN=32)
     check(v, torch.full((8,), 10.0))
     check(i, torch.full((8,), 5, dtype=torch.int32))
+
+
+@newt.jit
+def center_rows_kernel(x_ptr, out_ptr, s_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    """Reduce along each axis, then broadcast the results back across the block (the values
+    cross threads and warps), for every num_warps."""
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    x = nl.load(x_ptr + offs, mask=mask, other=0.0)
+    row_max = nl.max(nl.where(mask, x, -float("inf")), axis=1, keep_dims=True)   # [BM, 1]
+    col_sum = nl.sum(x, axis=0)                                                  # [BN]
+    y = x - row_max + col_sum[None, :]
+    nl.store(out_ptr + offs, y, mask=mask)
+    total = nl.sum(x, keep_dims=True)                                            # [1, 1]
+    nl.store(s_ptr + rm[:, None] * 0 + rn[None, :] * 0, total, mask=(rm[:, None] == 0) & (rn[None, :] == 0))
+
+
+@pytest.mark.parametrize("num_warps", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("M,N", [(32, 64), (3, 1000), (64, 16)])
+def test_reductions_across_warps(target, device, M, N, num_warps):
+    x = rand((M, N), torch.float32, device)
+    out, s = poison((M, N), torch.float32, device), poison(1, torch.float32, device)
+    BM, BN = 1 << (M - 1).bit_length(), 1 << (N - 1).bit_length()
+    center_rows_kernel[(1,)](x, out, s, M, N, BM=BM, BN=BN, num_warps=num_warps)
+    xs = x.cpu().double()
+    ref = xs - xs.amax(1, keepdim=True) + xs.sum(0)[None, :]
+    check(out, ref.float(), rtol=1e-5, atol=1e-4)
+    check(s, xs.sum().reshape(1).float(), rtol=1e-5, atol=1e-3)
