@@ -72,17 +72,8 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
     from .ir.printer import format_function
     from .passes import run_passes
     from .runtime import nvrtc
-    spec = specialization or {}
-    for p in ir_fn.params:                       # the specialization facts passes rely on
-        s = spec.get(p.name, {})
-        p.divisible_by_16 = p.divisible_by_16 or bool(s.get("divisible_by_16"))
-        p.large = p.large or bool(s.get("large"))
-        if p.value is not None:
-            for k in ("divisible_by_16", "large"):
-                if getattr(p, k):
-                    p.value.attrs[k] = True
-    eq1 = {n for n, s in spec.items() if s.get("equal_to_1")}
-    ir_fn.attrs["equal_to_1"] = eq1
+    _apply_specialization(ir_fn, specialization or {})
+    eq1 = ir_fn.attrs["equal_to_1"]
     ir_fn.attrs["num_warps"] = options.num_warps
     run_passes(ir_fn, options)                                          # stage: passes
     ir_text = format_function(ir_fn)
@@ -99,3 +90,17 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         options=options, num_threads=options.num_threads,
         shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
         n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log)
+
+
+def _apply_specialization(ir_fn, spec: dict):
+    """Record the specialization facts the passes rely on (alignment, 64-bit offsets, params
+    compiled as the constant 1) on the IR."""
+    for p in ir_fn.params:
+        s = spec.get(p.name, {})
+        p.divisible_by_16 = p.divisible_by_16 or bool(s.get("divisible_by_16"))
+        p.large = p.large or bool(s.get("large"))
+        if p.value is not None:
+            for k in ("divisible_by_16", "large"):
+                if getattr(p, k):
+                    p.value.attrs[k] = True
+    ir_fn.attrs["equal_to_1"] = {n for n, s in spec.items() if s.get("equal_to_1")}

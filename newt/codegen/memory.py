@@ -220,7 +220,7 @@ def _store(em, op):
 
 
 def _asm_load(em, p0, off, width) -> list[str]:
-    """One vector load through inline PTX (the compiler can neither split nor merge it);
+    """One vector load (header.py: inline PTX the compiler can neither split nor merge);
     returns the C names of the 32-bit words (or the 16/8-bit value)."""
     addr = f"(const char*)({p0}) + {off}"
     if width < 4:
@@ -230,12 +230,7 @@ def _asm_load(em, p0, off, width) -> list[str]:
     k = width // 4
     ws = [em.fresh("ld") for _ in range(k)]
     em.emit(f"u32 {', '.join(ws)};")
-    regs = ", ".join(f"%{i}" for i in range(k))
-    vec = f".v{k}" if k > 1 else ""
-    outs = ", ".join(f'"=r"({w})' for w in ws)
-    em.emit(f'asm volatile("ld.global{vec}.b32 {{{regs}}}, [%{k}];" : {outs} : "l"({addr}) : "memory");'
-            if k > 1 else
-            f'asm volatile("ld.global.b32 %0, [%1];" : {outs} : "l"({addr}) : "memory");')
+    em.emit(f"nt_ld{k}({addr}, {', '.join(ws)});")
     return ws
 
 
@@ -257,9 +252,5 @@ def _pack_store(p0, off, width, size, elems):
     if width < 4:
         vt = _VEC_TYPE[width]
         return f"*({vt}*)({addr}) = ({vt})({words[0]});"
-    k = width // 4
-    regs = ", ".join(f"%{i + 1}" for i in range(k))
-    ins = ", ".join(f'"r"((u32)({w}))' for w in words)
-    vec = f".v{k}" if k > 1 else ""
-    body = f"{{{regs}}}" if k > 1 else "%1"
-    return f'asm volatile("st.global{vec}.b32 [%0], {body};" :: "l"({addr}), {ins} : "memory");'
+    ins = ", ".join(f"(u32)({w})" for w in words)
+    return f"nt_st{width // 4}({addr}, {ins});"

@@ -1,0 +1,335 @@
+"""Runs generated CUDA C++ on the CPU: a check of codegen semantics that needs no GPU.
+
+The kernel source newt generates (passes + codegen, exactly as compile() produces it) is built
+with the host C++ compiler against a small emulation header: one OS thread per CUDA thread,
+std::barrier for __syncthreads, a per-warp exchange buffer for __shfl_xor_sync, a shared
+array for the dynamic shared memory, and C++ versions of the few helpers newt writes in PTX
+(header.PTX_HELPERS, atomics). Blocks run one after another. Results are compared with torch
+(and, in the op-suite mode below, with the interpreter).
+
+Op-suite mode: `python -m pytest -p test_codegen_emulator tests/test_ops_*.py -k interp` runs
+every op-suite kernel through the interpreter and through emulated generated code and fails
+when they differ (set NEWT_EMULATE=1 to enable the hook).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+from newt import dtypes as D
+from newt.options import Options
+
+HAS_CXX = shutil.which("g++") is not None
+pytestmark = pytest.mark.skipif(not HAS_CXX, reason="no host C++ compiler")
+
+EMU_PRELUDE = r"""
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <thread>
+#include <vector>
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__
+#define __align__(n) __attribute__((aligned(n)))
+struct nt_dim3 { unsigned x, y, z; };
+static thread_local nt_dim3 threadIdx;
+static nt_dim3 blockIdx, gridDim;
+alignas(16) unsigned char nt_smem[1 << 18];
+static std::barrier<>* nt_bar;
+struct nt_warp { std::barrier<>* bar; unsigned long long slot[32]; };
+static nt_warp* nt_warps;
+static std::mutex nt_mu;
+static int nt_failed;
+static void __syncthreads() { nt_bar->arrive_and_wait(); }
+template <class T> static T __shfl_xor_sync(unsigned, T v, int m) {
+  int t = threadIdx.x; nt_warp& w = nt_warps[t / 32];
+  unsigned long long b = 0; memcpy(&b, &v, sizeof(T)); w.slot[t % 32] = b;
+  w.bar->arrive_and_wait();
+  unsigned long long o = w.slot[(t % 32) ^ m];
+  w.bar->arrive_and_wait();
+  T r; memcpy(&r, &o, sizeof(T)); return r;
+}
+static void __assertfail(const char* msg, const char* file, unsigned line, const char* fn, size_t) {
+  std::lock_guard<std::mutex> g(nt_mu); nt_failed = 1;
+  fprintf(stderr, "%s:%u: %s: Assertion `%s` failed.\n", file, line, fn, msg);
+}
+template <class A, class B> static A nt_bits(B b) { A a; memcpy(&a, &b, sizeof(A)); return a; }
+static float __uint_as_float(unsigned x) { return nt_bits<float>(x); }
+static unsigned __float_as_uint(float x) { return nt_bits<unsigned>(x); }
+static float __int_as_float(int x) { return nt_bits<float>(x); }
+static int __float_as_int(float x) { return nt_bits<int>(x); }
+static double __longlong_as_double(long long x) { return nt_bits<double>(x); }
+static long long __double_as_longlong(double x) { return nt_bits<long long>(x); }
+static unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
+static unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
+static float __fsqrt_rn(float x) { return sqrtf(x); }
+static double __dsqrt_rn(double x) { return sqrt(x); }
+static float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static double rsqrt(double x) { return 1.0 / sqrt(x); }
+"""
+
+EMU_HELPERS = r"""
+NT_INLINE float nt_h2f(u16 h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
+NT_INLINE u16 nt_f2h(float f) { _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }
+NT_INLINE u16 nt_f2b(float f) {
+  u32 x = nt_bits<u32>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x40);
+  return (u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }
+NT_INLINE float nt_exp2(float x) { return exp2f(x); }
+NT_INLINE void nt_ld4(const void* p, u32& a, u32& b, u32& c, u32& d) {
+  const u32* q = (const u32*)p; a = q[0]; b = q[1]; c = q[2]; d = q[3]; }
+NT_INLINE void nt_ld2(const void* p, u32& a, u32& b) { const u32* q = (const u32*)p; a = q[0]; b = q[1]; }
+NT_INLINE void nt_ld1(const void* p, u32& a) { a = *(const u32*)p; }
+NT_INLINE void nt_st4(void* p, u32 a, u32 b, u32 c, u32 d) {
+  u32* q = (u32*)p; q[0] = a; q[1] = b; q[2] = c; q[3] = d; }
+NT_INLINE void nt_st2(void* p, u32 a, u32 b) { u32* q = (u32*)p; q[0] = a; q[1] = b; }
+NT_INLINE void nt_st1(void* p, u32 a) { *(u32*)p = a; }
+"""
+
+
+def _emu_atomic_function(em, kind, dt, sem, scope):
+    """CPU stand-in for codegen.atomics.atomic_function: the same read-modify-write under a lock."""
+    from newt.codegen.elementwise import binary_expr
+    from newt.codegen.emitter import reg_type, storage_type
+    from newt.codegen.memory import load_conv, store_conv
+    name = f"nt_atom_{kind}_{dt.short}"
+    if name in em.helpers:
+        return name
+    rt, st = reg_type(dt), storage_type(dt)
+    new = {"add": binary_expr("add", dt, "old", "v"), "max": "(v > old ? v : old)",
+           "min": "(v < old ? v : old)", "xchg": "v", "cas": "(old == cmp ? v : old)"}.get(kind)
+    if new is None:
+        new = binary_expr(kind, dt, "old", "v")
+    args = f"{st}* p, {rt} cmp, {rt} v" if kind == "cas" else f"{st}* p, {rt} v"
+    em.helpers[name] = (f"NT_INLINE {rt} {name}({args}) {{ std::lock_guard<std::mutex> g(nt_mu);\n"
+                        f"  {rt} old = {load_conv(dt, '*p')}; *p = {store_conv(dt, new)}; return old; }}")
+    return name
+
+
+_CTYPES = {"fp32": ctypes.c_float, "fp64": ctypes.c_double, "i1": ctypes.c_bool,
+           "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
+           "i8": ctypes.c_int8, "i16": ctypes.c_int16, "u8": ctypes.c_uint8,
+           "u16": ctypes.c_uint16, "u32": ctypes.c_uint32}
+_LIBS: dict = {}
+_DIR = tempfile.mkdtemp(prefix="newt-emu-")
+
+
+def build(jitfn, signature, constexprs, spec, num_warps):
+    """(ctypes library, runtime params) of the kernel's generated code, built for the CPU."""
+    from newt.codegen import atomics, generate
+    from newt.codegen.emitter import reg_type
+    from newt.codegen.header import HEADER, PORTABLE, TYPES
+    from newt.compiler import _apply_specialization
+    from newt.frontend import build_ir
+    from newt.passes import run_passes
+    sig = {k: D.from_signature(v) if isinstance(v, str) else v for k, v in signature.items()}
+    fn = build_ir(jitfn.fn, sig, dict(constexprs), spec)
+    _apply_specialization(fn, spec)
+    opts = Options(arch="sm_90a", num_warps=num_warps)
+    run_passes(fn, opts)
+    saved = atomics.atomic_function
+    atomics.atomic_function = _emu_atomic_function
+    try:
+        source, name = generate(fn, opts)
+    finally:
+        atomics.atomic_function = saved
+    assert source.startswith(HEADER)
+    params = [p for p in fn.params if p.name not in fn.attrs["equal_to_1"]]
+    body = source[len(HEADER):]
+    unpack = ", ".join(f"*({reg_type(p.dtype)}*)args[{i}]" for i, p in enumerate(params))
+    T = opts.num_threads
+    launcher = f"""
+extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
+  gridDim = {{(unsigned)gx, (unsigned)gy, (unsigned)gz}};
+  std::barrier<> bar({T}); nt_bar = &bar;
+  std::vector<nt_warp> warps({T // 32});
+  for (auto& w : warps) w.bar = new std::barrier<>(32);
+  nt_warps = warps.data(); nt_failed = 0;
+  for (int z = 0; z < gz; ++z) for (int y = 0; y < gy; ++y) for (int x = 0; x < gx; ++x) {{
+    blockIdx = {{(unsigned)x, (unsigned)y, (unsigned)z}};
+    std::vector<std::thread> ts;
+    for (int t = 0; t < {T}; ++t)
+      ts.emplace_back([&, t] {{ threadIdx = {{(unsigned)t, 0, 0}}; {name}({unpack}); }});
+    for (auto& th : ts) th.join();
+  }}
+  for (auto& w : warps) delete w.bar;
+  return nt_failed;
+}}
+"""
+    full = (TYPES.replace("static __device__ __forceinline__", "static inline") + EMU_PRELUDE
+            + EMU_HELPERS + PORTABLE + body + launcher)
+    key = hashlib.sha256(full.encode()).hexdigest()[:20]
+    if key not in _LIBS:
+        src = os.path.join(_DIR, key + ".cpp")
+        lib = os.path.join(_DIR, key + ".so")
+        with open(src, "w") as f:
+            f.write(full)
+        r = subprocess.run(["g++", "-std=c++20", "-O0", "-shared", "-fPIC", "-pthread", "-w",
+                            "-o", lib, src], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise RuntimeError(f"emulation build failed:\n{r.stderr[:4000]}\n--- source: {src}")
+        _LIBS[key] = ctypes.CDLL(lib)
+    return _LIBS[key], params
+
+
+def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
+    """Launch `jitfn` on CPU tensors through its generated CUDA C++ (like kernel[grid](...))."""
+    from newt.runtime import specialize as S
+    arguments, nw, _ = S.bind(jitfn, args, dict(kwargs, num_warps=num_warps))
+    sig, cx, spec, _ = S.specialize(jitfn, arguments, allow_cpu=True)
+    lib, params = build(jitfn, sig, cx, spec, nw)
+    if callable(grid):
+        grid = grid(dict(arguments))
+    grid = tuple(grid) + (1,) * (3 - len(grid))
+    holders = []
+    for p in params:
+        v = arguments[p.name]
+        if isinstance(v, torch.Tensor):
+            holders.append(ctypes.c_void_p(v.data_ptr()))
+        else:
+            holders.append(_CTYPES[sig[p.name]](v))
+    argv = (ctypes.c_void_p * max(1, len(holders)))(
+        *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+    if lib.nt_launch(argv, *grid):
+        raise AssertionError(f"device assert failed in {jitfn.__name__}")
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@newt.jit
+def _softmax2d(out_ptr, in_ptr, n_rows, n_cols, ROWS: nl.constexpr, BLOCK: nl.constexpr):
+    rows = nl.program_id(0) * ROWS + nl.arange(0, ROWS)
+    cols = nl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    offs = rows[:, None] * n_cols + cols[None, :]
+    x = nl.load(in_ptr + offs, mask=mask, other=-float("inf"))
+    x = x - nl.max(x, axis=1)[:, None]
+    num = nl.exp(x)
+    nl.store(out_ptr + offs, num / nl.sum(num, axis=1)[:, None], mask=mask)
+
+
+@newt.jit
+def _colsum(out_ptr, in_ptr, n_rows, n_cols, ROWS: nl.constexpr, BLOCK: nl.constexpr):
+    rows = nl.arange(0, ROWS)
+    cols = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    x = nl.load(in_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+    nl.store(out_ptr + cols, nl.sum(x, axis=0), mask=cols < n_cols)
+
+
+@newt.jit
+def _argmax_rows(out_ptr, in_ptr, n_cols, BLOCK: nl.constexpr):
+    row = nl.program_id(0)
+    cols = nl.arange(0, BLOCK)
+    x = nl.load(in_ptr + row * n_cols + cols, mask=cols < n_cols, other=-float("inf"))
+    nl.store(out_ptr + row, nl.argmax(x, axis=0))
+
+
+@newt.jit
+def _cumsum_loop(out_ptr, in_ptr, n, BLOCK: nl.constexpr):
+    carry = nl.zeros([1], dtype=nl.float32)
+    for start in range(0, n, BLOCK):
+        offs = start + nl.arange(0, BLOCK)
+        x = nl.load(in_ptr + offs, mask=offs < n, other=0.0)
+        c = nl.cumsum(x, axis=0) + nl.sum(carry, axis=0)
+        nl.store(out_ptr + offs, c, mask=offs < n)
+        carry = nl.zeros([1], dtype=nl.float32) + nl.sum(x, axis=0) + nl.sum(carry, axis=0)
+
+
+@newt.jit
+def _histogram(out_ptr, in_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    v = nl.load(in_ptr + offs, mask=offs < n, other=0)
+    nl.atomic_add(out_ptr + v, 1, mask=offs < n)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+@pytest.mark.parametrize("shape,ROWS,BLOCK", [((7, 37), 4, 64), ((5, 300), 2, 512),
+                                             ((9, 3), 16, 4)])
+def test_softmax_2d_blocks(num_warps, shape, ROWS, BLOCK):
+    x = torch.randn(shape) * 3
+    out = torch.full_like(x, float("nan"))
+    emulate(_softmax2d, (newt.cdiv(shape[0], ROWS),), out, x, shape[0], shape[1], ROWS=ROWS,
+            BLOCK=BLOCK, num_warps=num_warps)
+    torch.testing.assert_close(out, torch.softmax(x, 1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,ROWS,BLOCK", [((13, 37), 16, 8), ((3, 129), 4, 128)])
+def test_column_sums_axis0(shape, ROWS, BLOCK):
+    x = torch.randn(shape)
+    out = torch.full((shape[1],), float("nan"))
+    emulate(_colsum, (newt.cdiv(shape[1], BLOCK),), out, x, shape[0], shape[1], ROWS=ROWS,
+            BLOCK=BLOCK)
+    torch.testing.assert_close(out, x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_argmax_ties_take_the_first_index():
+    x = torch.randint(0, 5, (6, 300)).float()
+    out = torch.full((6,), -1, dtype=torch.int32)
+    emulate(_argmax_rows, (6,), out, x, 300, BLOCK=512)
+    ref = torch.tensor([int((r == r.max()).nonzero()[0]) for r in x], dtype=torch.int32)
+    assert torch.equal(out, ref)
+
+
+def test_cumsum_with_loop_carried_block():
+    x = torch.randn(1000)
+    out = torch.full_like(x, float("nan"))
+    emulate(_cumsum_loop, (1,), out, x, 1000, BLOCK=256)
+    torch.testing.assert_close(out, torch.cumsum(x, 0), rtol=1e-4, atol=1e-4)
+
+
+def test_atomic_add_histogram_counts_each_element_once():
+    v = torch.randint(0, 10, (77,), dtype=torch.int32)
+    out = torch.zeros(10, dtype=torch.int32)
+    emulate(_histogram, (3,), out, v, 77, BLOCK=32)   # 32 elements < 128 threads: invalid slots
+    assert torch.equal(out, torch.bincount(v, minlength=10).int())
+
+
+# ----------------------------------------------------------------------------- op-suite mode
+
+def pytest_configure(config):
+    """With NEWT_EMULATE=1 (as a plugin: -p test_codegen_emulator), every interpreter launch is
+    also run through emulated generated code and the tensors are compared."""
+    if os.environ.get("NEWT_EMULATE") != "1":
+        return
+    import newt.interpreter as interp
+    orig = interp.launch
+
+    def both(jitfn, grid, args, kwargs):
+        kw = dict(kwargs)
+        nw = kw.pop("num_warps", 4)
+        kw.pop("num_stages", None)
+        clones = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        kclones = {k: (v.clone() if isinstance(v, torch.Tensor) else v) for k, v in kw.items()}
+        result = orig(jitfn, grid, args, kwargs)
+        try:
+            emulate(jitfn, grid, *clones, num_warps=nw, **kclones)
+        except newt.CompilationError as e:
+            if "not supported yet" in str(e):
+                return result
+            raise
+        for a, c in list(zip(args, clones)) + [(kwargs[k], kclones[k]) for k in kclones]:
+            if isinstance(a, torch.Tensor) and a.dtype.is_floating_point:
+                torch.testing.assert_close(c, a, rtol=2e-3, atol=2e-3, equal_nan=True,
+                                           msg=lambda m: f"emulated {jitfn.__name__}: {m}")
+            elif isinstance(a, torch.Tensor):
+                assert torch.equal(c, a), f"emulated {jitfn.__name__}: {c} != {a}"
+        return result
+
+    interp.launch = both
