@@ -2,13 +2,14 @@
 # One command for the GPU machine: versions, the whole test suite on the GPU, the benchmarks
 # twice (so a margin can be told from noise), and a summary table printed last.
 # Installs nothing; runs from the checkout. Logs and results go under $OUT (a temp folder if
-# unset). Budget: under ~9 minutes (pytest <= 270 s, benchmarks <= 240 s by default).
+# unset). Budget: under ~9 minutes (pytest <= 240 s, examples <= 90 s, benchmarks <= 210 s
+# by default); --sanitize adds up to a few minutes: pair it with --no-tests or --no-bench.
 #
-#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--no-tests] [--no-bench]
+#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--no-tests] [--no-examples] [--no-bench]
 #
-# Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (25),
-# TEST_TIMEOUT (120 s per test), PYTEST_BUDGET (270 s), BENCH_BUDGET (240 s),
-# BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2).
+# Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (25;
+# 1 stops at the first failure), TEST_TIMEOUT (120 s per test), PYTEST_BUDGET (240 s),
+# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -16,13 +17,14 @@ export NEWT_CACHE_DIR="${NEWT_CACHE_DIR:-${TMPDIR:-/tmp}/newt-gpu-check-cache}"
 OUT="${OUT:-$(mktemp -d -t newt-gpu-check-XXXXXX)}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-SANITIZE=0 TESTS=1 BENCH=1
+SANITIZE=0 TESTS=1 BENCH=1 EXAMPLES=1
 for a in "$@"; do
   case "$a" in
     --sanitize) SANITIZE=1 ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
-    *) echo "unknown flag: $a (use --sanitize, --no-tests, --no-bench)"; exit 2 ;;
+    --no-examples) EXAMPLES=0 ;;
+    *) echo "unknown flag: $a (use --sanitize, --no-tests, --no-examples, --no-bench)"; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -55,11 +57,27 @@ if [ "$TESTS" = 1 ]; then
   args=(tests -p no:cacheprovider -rfE --maxfail="${MAXFAIL:-25}")
   "$PY" -c "import xdist" 2>/dev/null && args+=(-n "${JOBS:-8}")
   "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout="${TEST_TIMEOUT:-120}")
-  timeout -k 10 "${PYTEST_BUDGET:-270}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1
+  timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1
   rc=$?
   tail -n 30 "$OUT/pytest.log"
   pytest_status="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest.log" | tail -n 1) (rc=$rc)"
-  [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-270} s; $pytest_status"
+  [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-240} s; $pytest_status"
+fi
+
+example_status=()
+if [ "$EXAMPLES" = 1 ]; then
+  section "examples at full size (logs: $OUT/example_*.log)"
+  deadline=$(( $(date +%s) + ${EXAMPLES_BUDGET:-90} ))
+  for ex in examples/0[1-4]_*.py; do
+    left=$(( deadline - $(date +%s) ))
+    name="$(basename "$ex" .py)"
+    if [ "$left" -le 5 ]; then example_status+=("$name: skipped (budget)"); continue; fi
+    timeout -k 5 "$left" "$PY" "$ex" >"$OUT/example_$name.log" 2>&1
+    rc=$?
+    example_status+=("$name: rc=$rc $(grep -E 'matches torch' "$OUT/example_$name.log" | tail -n 1)")
+    echo "${example_status[-1]}"
+    sed -n '/GB\/s/p' "$OUT/example_$name.log"
+  done
 fi
 
 bench_status="not run"
@@ -67,12 +85,12 @@ if [ "$BENCH" = 1 ]; then
   section "benchmarks, ${BENCH_RUNS:-2} runs (log: $OUT/bench.log)"
   only=()
   [ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
-  timeout -k 10 "${BENCH_BUDGET:-240}" "$PY" benchmarks/run_all.py --runs "${BENCH_RUNS:-2}" \
+  timeout -k 10 "${BENCH_BUDGET:-210}" "$PY" benchmarks/run_all.py --runs "${BENCH_RUNS:-2}" \
     --out "$OUT/bench" "${only[@]}" >"$OUT/bench.log" 2>&1
   rc=$?
   tail -n 25 "$OUT/bench.log"
   bench_status="rc=$rc"
-  [ "$rc" = 124 ] && bench_status="TIMED OUT after ${BENCH_BUDGET:-240} s"
+  [ "$rc" = 124 ] && bench_status="TIMED OUT after ${BENCH_BUDGET:-210} s"
 fi
 
 sanitize_status=()
@@ -102,6 +120,7 @@ fi
 
 section "summary"
 echo "pytest:     $pytest_status"
+for s in "${example_status[@]}"; do echo "example:    $s"; done
 echo "benchmarks: $bench_status"
 for s in "${sanitize_status[@]}"; do echo "sanitize:   $s"; done
 if [ -f "$OUT/bench/table.txt" ]; then
