@@ -91,7 +91,7 @@ def _default_bench():
 class Autotuner(_Wrapper):
     def __init__(self, fn, configs, key, prune_configs_by=None, reset_to_zero=None,
                  restore_value=None, pre_hook=None, post_hook=None, warmup=25, rep=100,
-                 do_bench=None):
+                 do_bench=None, compile_workers=None):
         self.fn = fn
         self.jit = _innermost(fn)
         self.__name__ = getattr(self.jit, "__name__", "kernel")
@@ -111,6 +111,7 @@ class Autotuner(_Wrapper):
         self.early_config_prune = prune.get("early_config_prune")
         self.warmup, self.rep = warmup, rep
         self.do_bench = do_bench
+        self.compile_workers = compile_workers   # None: one per core; 0: compile in-process
         self.cache: dict = {}          # key tuple -> best Config
         self.best_config = None
         self.bench_times: dict = {}    # last tuning: Config -> ms
@@ -137,8 +138,39 @@ class Autotuner(_Wrapper):
             raise LaunchError(f"autotune of {self.__name__}: {', '.join(clash)} are given by the "
                               "caller and by the configs; remove them from the call")
 
+    def _precompile(self, args, kwargs, configs) -> dict:
+        """Compile every config's specialization in parallel worker processes (disk cache);
+        returns {config: reason} for configs whose compiler process crashed."""
+        from .jit import JITFunction
+        from .runtime import driver, precompile, specialize
+        if self.compile_workers == 0 or not precompile.available():
+            return {}
+        jobs, which = [], []
+        for c in configs:
+            fn, kw = self.fn, {**kwargs, **c.all_kwargs()}
+            while not isinstance(fn, JITFunction):
+                if not isinstance(fn, Heuristics):
+                    return {}
+                kw = fn.expand(args, kw)
+                fn = fn.fn
+            try:
+                arguments, nw, ns = specialize.bind(fn, args, kw)
+                sig, cx, spec, dev = specialize.specialize(fn, arguments)
+                arch = driver.Device.get(dev if dev is not None
+                                         else driver.current_device_index()).arch
+            except LaunchError:
+                continue   # the timed launch reports it
+            jobs.append((fn, sig, cx, spec, arch, nw, ns))
+            which.append(c)
+        results = precompile.compile_in_workers(jobs, self.compile_workers)
+        return {c: r for c, r in zip(which, results) if r and r.startswith(("crashed", "skipped"))}
+
     def _bench(self, args, kwargs, named, config, grid, bench):
         self._check_conflicts(kwargs, config)
+        if config in self._crashed:
+            self._errors.append((config, CompilationError(
+                f"{self.__name__} with config [{config}]: {self._crashed[config]}")))
+            return math.inf
         full = {**kwargs, **config.all_kwargs()}
         hook_args = {**named, **full}
         saved = {n: named[n].clone() for n in self.restore_value}
@@ -178,6 +210,9 @@ class Autotuner(_Wrapper):
             else:
                 bench = self.do_bench or _default_bench()
                 self._errors = []
+                for c in configs:
+                    self._check_conflicts(kwargs, c)
+                self._crashed = self._precompile(args, kwargs, configs)
                 times = {c: self._bench(args, kwargs, named, c, grid, bench) for c in configs}
                 config = min(configs, key=times.__getitem__)
                 if math.isinf(times[config]):
@@ -195,11 +230,15 @@ class Autotuner(_Wrapper):
 
 
 def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,
-             pre_hook=None, post_hook=None, warmup=25, rep=100, do_bench=None, **_triton_kwargs):
-    """Decorator: time `configs` on the first call per value of the `key` arguments."""
+             pre_hook=None, post_hook=None, warmup=25, rep=100, do_bench=None,
+             compile_workers=None, **_triton_kwargs):
+    """Decorator: time `configs` on the first call per value of the `key` arguments.
+    Before timing, the configs compile in parallel worker processes (`compile_workers`, default
+    one per core; 0 compiles in-process), so a crashing compile costs one config, not the
+    process."""
     def deco(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
-                         pre_hook, post_hook, warmup, rep, do_bench)
+                         pre_hook, post_hook, warmup, rep, do_bench, compile_workers)
     return deco
 
 
@@ -210,14 +249,19 @@ class Heuristics(_Wrapper):
         self.__name__ = getattr(self.jit, "__name__", "kernel")
         self.arg_names = list(self.jit.arg_names)
 
-    def run(self, *args, grid, **kwargs):
+    def expand(self, args, kwargs) -> dict:
+        """kwargs plus the values this decorator computes."""
+        kwargs = dict(kwargs)
         named = {**dict(zip(self.arg_names, args)), **kwargs}
         for name, p in self.jit.signature.parameters.items():
             if name not in named and p.default is not p.empty:
                 named[name] = p.default
         for name, f in self.values.items():
             kwargs[name] = named[name] = f(named)
-        return self.fn.run(*args, grid=grid, **kwargs)
+        return kwargs
+
+    def run(self, *args, grid, **kwargs):
+        return self.fn.run(*args, grid=grid, **self.expand(args, kwargs))
 
 
 def heuristics(values: dict):

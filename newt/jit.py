@@ -203,9 +203,8 @@ def launch(_n_grid, {params}):
     try:
         _n_r = _n_L.cu_launch(_n_L.func, _n_gx, _n_gy, _n_gz, _n_L.block, 1, 1, _n_L.shared,
                               _n_L.stream(_n_L.device_index), _n_L.params_addr, None)
-    except Exception:  # a grid that is not made of ints
-        _n_self._bad_grid(_n_L, _n_grid)
-        raise
+    except Exception:  # a grid of numpy/torch integers (or of something that is no int)
+        return _n_self._launch_converted(_n_L, _n_grid)
     _n_last[0] = _n_L.name
     if _n_r:
         _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
@@ -250,6 +249,28 @@ def launch(_n_grid, {params}):
         launcher = specialize.resolve(self, key, (), arguments)
         self.cache[key] = launcher
         return launcher
+
+    def _launch_converted(self, launcher, grid):
+        import operator
+        try:
+            g = tuple(operator.index(v) for v in grid) + (1,) * (3 - len(grid))
+        except TypeError:
+            g = None
+        if g is None or not all(0 < v <= m for v, m in zip(g, launcher.max_grid)):
+            self._bad_grid(launcher, tuple(grid))
+            if g is None:
+                raise LaunchError(f"kernel {self.__name__}: grid {tuple(grid)!r} must hold ints")
+            return None
+        return self.run_launcher(launcher, g)
+
+    @staticmethod
+    def run_launcher(launcher, grid):
+        """Launch a prepared Launcher whose buffer is already packed (slow path helper)."""
+        gx, gy, gz = grid
+        res = launcher.cu_launch(launcher.func, gx, gy, gz, launcher.block, 1, 1, launcher.shared,
+                                 launcher.stream(launcher.device_index), launcher.params_addr, None)
+        if res:
+            launcher.failed(res, gx, gy, gz)
 
     def _bad_grid(self, launcher, grid):
         if not 1 <= len(grid) <= 3:

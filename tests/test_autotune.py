@@ -124,7 +124,8 @@ def test_heuristics_under_autotune(gpu):
     log = []
 
     @newt.autotune([newt.Config({"BLOCK": 64}, num_warps=2), newt.Config({"BLOCK": 128})],
-                   key=["n"], do_bench=bench_by_threads(cu, {64: 1.0, 128: 2.0}, log))
+                   key=["n"], do_bench=bench_by_threads(cu, {64: 1.0, 128: 2.0}, log),
+                   compile_workers=0)
     @newt.heuristics({"EVEN": lambda a: a["n"] % a["BLOCK"] == 0})
     @newt.jit
     def k(x_ptr, n, BLOCK: nl.constexpr, EVEN: nl.constexpr):
@@ -133,6 +134,33 @@ def test_heuristics_under_autotune(gpu):
     k[(1,)](x, 192)
     assert [c["constexprs"] for c in fc.calls] == [{"BLOCK": 64, "EVEN": True},
                                                   {"BLOCK": 128, "EVEN": False}]
+
+
+def test_configs_compile_in_worker_processes(gpu, monkeypatch):
+    """Each config compiles in a forked child into the disk cache; a child that crashes costs
+    its config only."""
+    from newt.runtime import precompile
+    if not precompile.available():
+        pytest.skip("no fork on this platform")
+    import os
+    import sys
+    cu, fc = gpu
+    real = fc.__call__
+
+    def crashy(fn, sig, cx=None, **kw):
+        if cx["BLOCK"] == 256:
+            os._exit(11)                      # stands in for a compiler segfault
+        return real(fn, sig, cx, **kw)
+    monkeypatch.setattr(sys.modules["newt.compiler"], "compile", crashy)
+    log = []
+    k = make(CONFIGS, ["n"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, log)
+    x = torch.randn(8)
+    k[(1,)](x, x, 8)
+    assert fc.calls == []                     # nothing compiled in this process
+    assert k.best_config.kwargs == {"BLOCK": 64}
+    assert sorted(log) == [64, 128]           # the crashed config was never launched
+    entries = [f for _, _, fs in os.walk(newt.options.cache_dir()) for f in fs]
+    assert len(entries) == 2
 
 
 @newt.jit

@@ -248,3 +248,16 @@ def test_real_compiler_through_the_launch_path(gpu_real_compiler):
     assert st.params[3] & 0xFFFFFFFF == 300 and st.block == (128, 1, 1)
     launcher = next(iter(add.cache.values()))
     assert launcher.binary.cubin[:4] == b"\x7fELF" and launcher.name.startswith("add_kernel")
+
+
+def test_grid_of_numpy_and_torch_ints(gpu):
+    import numpy as np
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    add[(np.int64(3), torch.tensor(2).item())](x, x, x, 16)
+    assert fake_state(cu).grid == (3, 2, 1)
+    add[(np.int32(5),)](x, x, x, 16)
+    assert fake_state(cu).grid == (5, 1, 1)
+    with pytest.raises(newt.LaunchError, match="grid x must be an int"):
+        add[(2.5,)](x, x, x, 16)
