@@ -168,9 +168,9 @@ def assert_close(actual, expected, atol=None, rtol=None, msg: str = ""):
         # integers and bool compare as int64 (float64 cannot hold every int64)
         a64, e64 = a_c.to(torch.int64), e_c.to(torch.int64)
         a_nan = e_nan = torch.zeros(a64.shape, dtype=torch.bool)
-        diff = (a64 - e64).abs().to(torch.float64)  # for the report; may wrap at the extremes
-        bound = atol + rtol * e64.abs().to(torch.float64)
-        ok = (a64 == e64) if atol == 0 and rtol == 0 else (diff <= bound) & (diff >= 0)
+        diff = (a64.to(torch.float64) - e64.to(torch.float64)).abs()  # no int64 wrap-around
+        bound = atol + rtol * e64.to(torch.float64).abs()
+        ok = (a64 == e64) if atol == 0 and rtol == 0 else diff <= bound
     if bool(ok.all()):
         return
     bad = (~ok).nonzero().reshape(-1)
