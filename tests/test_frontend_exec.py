@@ -33,6 +33,16 @@ def _wrap(x, dt):
     return torch.where(x >= m >> 1, x - m, x) if dt.is_signed() else x
 
 
+_SIGNED_TWIN = {torch.uint16: torch.int16, torch.uint32: torch.int32, torch.uint64: torch.int64}
+
+
+def _flat(buf):
+    """A 1-D view of a buffer that torch can index (its uint16/32/64 indexing is missing)."""
+    data = buf.view(-1)
+    twin = _SIGNED_TWIN.get(data.dtype)
+    return data.view(twin) if twin is not None else data
+
+
 class Eval:
     def __init__(self, fn, buffers, scalars, grid):
         self.fn, self.buffers, self.grid = fn, buffers, grid
@@ -74,7 +84,10 @@ class Eval:
         c, a, res = op.opcode, op.attrs, op.results
         t = res[0].dtype if res else None
         if c == "constant":
-            return [_wrap(torch.tensor(a["value"], dtype=torch.float64 if t.is_floating()
+            v = a["value"]
+            if not t.is_floating() and v >= 1 << 63:   # uint64 bit pattern in an int64
+                v -= 1 << 64
+            return [_wrap(torch.tensor(v, dtype=torch.float64 if t.is_floating()
                                        else torch.int64), t)]
         if c == "program_id":
             return [torch.tensor(self.pid[a["axis"]])]
@@ -96,6 +109,8 @@ class Eval:
                 x = xs[0].to(src.to_torch()).view(t.to_torch())
                 return [_wrap(x.to(torch.float64 if t.is_floating() else torch.int64), t)]
             x = xs[0]
+            if t.is_bool():
+                return [(x != 0).to(torch.int64)]
             if t.is_int() and src.is_floating():
                 x = torch.trunc(x)
             return [_wrap(x, t)]
@@ -152,18 +167,21 @@ class Eval:
             return getattr(torch, o)(x, y).to(torch.int64)
         if o == "div":
             return _wrap(x / y, t)
-        if o == "idiv":
-            return _wrap(torch.div(x, y, rounding_mode="trunc"), t)
+        if o in ("idiv", "mod") and not t.is_floating():
+            zero = y == 0    # masked-off lanes divide by zero: any value will do
+            y = torch.where(zero, torch.ones_like(y), y)
+            r = torch.div(x, y, rounding_mode="trunc") if o == "idiv" else torch.fmod(x, y)
+            return _wrap(torch.where(zero, torch.full_like(r, -1), r), t)
         if o == "mod":
             return _wrap(torch.fmod(x, y), t)
         if o == "shr" and dt.kind == "uint":
             return _wrap(x >> y, t)
+        if o == "umulhi":
+            return _wrap((x * y) >> 32, t)
         f = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "and": torch.bitwise_and,
              "or": torch.bitwise_or, "xor": torch.bitwise_xor, "shl": torch.bitwise_left_shift,
              "shr": torch.bitwise_right_shift, "maximum": torch.maximum,
              "minimum": torch.minimum}[o]
-        if o == "umulhi":
-            return _wrap((x * y) >> 32, t)
         return _wrap(f(x, y), t)
 
     def unary(self, o, x, t):
@@ -188,9 +206,8 @@ class Eval:
         buf, idx = self._addr(ptr)
         for k in buf[mask].unique().tolist():
             sel = mask & (buf == k)
-            data = self.buffers[k].reshape(-1)
-            vals = data[idx[sel]]
-            out[sel] = vals.to(out.dtype) if t.is_floating() else vals.to(torch.int64)
+            vals = _flat(self.buffers[k])[idx[sel]]
+            out[sel] = vals.to(out.dtype) if t.is_floating() else _wrap(vals.to(torch.int64), t)
         return out
 
     def store(self, op, xs):
@@ -199,7 +216,7 @@ class Eval:
         buf, idx = self._addr(ptr)
         for k in buf[mask].unique().tolist():
             sel = mask & (buf == k)
-            data = self.buffers[k].view(-1)
+            data = _flat(self.buffers[k])
             data[idx[sel]] = val.expand(ptr.shape)[sel].to(data.dtype)
 
     def atomic(self, op, xs, t):
@@ -210,8 +227,8 @@ class Eval:
             if not bool(m.reshape(-1)[i]):
                 continue
             k, j = (int(v) for v in self._addr(ptr.reshape(-1)[i]))
-            data = self.buffers[k].view(-1)
-            cur = torch.tensor(data[j].item(), dtype=old.dtype)
+            data = _flat(self.buffers[k])
+            cur = _wrap(torch.tensor(data[j].item(), dtype=old.dtype), t)
             old.view(-1)[i] = cur
             v = val.reshape(-1)[i]
             kind = op.attrs["kind"]

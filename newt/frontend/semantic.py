@@ -186,15 +186,8 @@ def promote(b, x, y, div_or_mod=False, what="operands"):
         ct = D.computation_type(xt, xw, yt, yw, div_or_mod)
     except TypeError as e:
         error(str(e))
-    for s, w in ((x, xw), (y, yw)):
-        if w and ct.is_int() and not isinstance(s, bool):
-            if s < 0 and ct.kind == "uint":
-                error(f"{what}: cannot combine an unsigned block ({ct.name}) with the negative "
-                      f"number {s}; cast one of them explicitly")
-            lo, hi = (-(1 << (ct.bits - 1)), (1 << (ct.bits - 1)) - 1) if ct.is_signed() \
-                else (0, (1 << ct.bits) - 1)
-            if isinstance(s, int) and not lo <= s <= hi:
-                error(f"{what}: the number {s} is out of range for {ct.name}")
+    # Python ints outside ct's range wrap (two's complement), as the interpreter does; Triton
+    # raises instead ("Scalar out of range", "unsigned tensor and a negative scalar")
     x = cast(b, x, ct)
     y = cast(b, y, ct)
     x, y = broadcast_all(b, x, y)
