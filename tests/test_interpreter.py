@@ -200,3 +200,14 @@ def test_cpu_tensor_without_interpret_names_the_switch():
     x = torch.randn(16)
     with pytest.raises(newt.NewtError, match="NEWT_INTERPRET"):
         oob_kernel[(1,)](x, x, 16, BLOCK=16)
+
+
+def test_newt_language_through_the_package():
+    @newt.jit
+    def spelled_out(x_ptr, B: newt.language.constexpr):
+        offs = newt.language.arange(0, B)
+        newt.language.store(x_ptr + offs, offs * nl.constexpr(2) + newt.cdiv(B, 3))
+
+    x = poison(8, torch.int32, "cpu")
+    spelled_out[(1,)](x, B=8)
+    check(x, torch.arange(8, dtype=torch.int32) * 2 + 3)

@@ -100,6 +100,19 @@ def _build_namespace() -> types.ModuleType:
 
 NL = _build_namespace()
 _BY_STUB = {id(getattr(L, k)): getattr(NL, k) for k in L.BUILTINS}
+_BY_STUB.update({id(L.constexpr): _constexpr, id(L.tensor): Tensor})
+
+
+class _NewtProxy(types.ModuleType):
+    """`newt` as a kernel sees it: `newt.language` is the interpreter's namespace."""
+
+    def __init__(self, real):
+        super().__init__(real.__name__)
+        self._real = real
+        self.language = NL
+
+    def __getattr__(self, name):
+        return getattr(self._real, name)
 
 
 # ----------------------------------------------------------------------------- rebinding
@@ -114,6 +127,8 @@ class _Rebinder:
         from ..jit import JITFunction
         if v is L:
             return NL
+        if isinstance(v, types.ModuleType) and getattr(v, "language", None) is L:
+            return _NewtProxy(v)
         if isinstance(v, L.constexpr):
             return v.value
         if isinstance(v, JITFunction):

@@ -69,7 +69,7 @@ def arange(start, end=None):
 
 
 def full(shape, value, dtype):
-    shape = _shape([shape]) if not isinstance(unwrap(shape), (tuple, list)) else _shape([shape])
+    shape = _shape([shape])
     for s in shape:
         if not _is_pow2(s):
             raise CompilationError(f"block dimensions must be powers of two, got {list(shape)}", _loc())
@@ -100,7 +100,7 @@ def cast_(input, dtype, bitcast=False, fp_downcast_rounding=None):
 def reshape(input, *shape, can_reorder=False):
     x = to_tensor(input)
     shape = _shape(shape)
-    if builtins.abs(torch.Size(shape).numel() - x.numel) != 0:
+    if torch.Size(shape).numel() != x.numel:
         raise CompilationError(f"cannot reshape a block of shape {list(x.shape)} to {list(shape)}",
                                _loc())
     return Tensor(x.data.reshape(shape), x.dtype, x.buf)
