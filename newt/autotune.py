@@ -91,7 +91,7 @@ def _default_bench():
 class Autotuner(_Wrapper):
     def __init__(self, fn, configs, key, prune_configs_by=None, reset_to_zero=None,
                  restore_value=None, pre_hook=None, post_hook=None, warmup=25, rep=100,
-                 do_bench=None, compile_workers=None):
+                 do_bench=None, compile_workers=None, cache_results=False):
         self.fn = fn
         self.jit = _innermost(fn)
         self.__name__ = getattr(self.jit, "__name__", "kernel")
@@ -112,6 +112,7 @@ class Autotuner(_Wrapper):
         self.warmup, self.rep = warmup, rep
         self.do_bench = do_bench
         self.compile_workers = compile_workers   # None: one per core; 0: compile in-process
+        self.cache_results = cache_results       # winners also on disk, for later processes
         self.cache: dict = {}          # key tuple -> best Config
         self.best_config = None
         self.bench_times: dict = {}    # last tuning: Config -> ms
@@ -120,6 +121,23 @@ class Autotuner(_Wrapper):
         key = [named[k] for k in self.keys if k in named]
         key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype") and hasattr(v, "data_ptr")]
         return tuple(key)
+
+    def _disk_winner(self, key, winner=None):
+        """Read (or, with `winner`, write) the best config of `key` in the disk cache. The record
+        is keyed by the kernel's code, the key values, the config list and the GPU."""
+        from .runtime import cache
+        import torch
+        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+        h = cache.digest("autotune", self.jit.source_key(), key, [str(c) for c in self.configs],
+                         gpu)
+        disk = cache.disk_cache()
+        if winner is not None:
+            disk.store_json(h, {"config": str(winner)})
+            return winner
+        rec = disk.load_json(h)
+        if rec is None:
+            return None
+        return next((c for c in self.configs if str(c) == rec.get("config")), None)
 
     def prune_configs(self, named: dict) -> list:
         configs = self.configs
@@ -203,6 +221,8 @@ class Autotuner(_Wrapper):
                 named[name] = p.default
         key = self._key(named)
         config = self.cache.get(key)
+        if config is None and self.cache_results and not options.flags.interpret:
+            config = self._disk_winner(key)
         if config is None:
             configs = self.prune_configs(named)
             if options.flags.interpret or len(configs) == 1:
@@ -220,6 +240,8 @@ class Autotuner(_Wrapper):
                 self.bench_times = times
                 for n in self.reset_to_zero:  # the real launch starts from zeros too
                     named[n].zero_()
+                if self.cache_results:
+                    self._disk_winner(key, config)
             self.cache[key] = config
         self.best_config = config
         self._check_conflicts(kwargs, config)
@@ -231,14 +253,15 @@ class Autotuner(_Wrapper):
 
 def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_value=None,
              pre_hook=None, post_hook=None, warmup=25, rep=100, do_bench=None,
-             compile_workers=None, **_triton_kwargs):
+             compile_workers=None, cache_results=False, **_triton_kwargs):
     """Decorator: time `configs` on the first call per value of the `key` arguments.
     Before timing, the configs compile in parallel worker processes (`compile_workers`, default
     one per core; 0 compiles in-process), so a crashing compile costs one config, not the
-    process."""
+    process. `cache_results=True` also keeps winners in the disk cache for later processes."""
     def deco(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
-                         pre_hook, post_hook, warmup, rep, do_bench, compile_workers)
+                         pre_hook, post_hook, warmup, rep, do_bench, compile_workers,
+                         cache_results)
     return deco
 
 

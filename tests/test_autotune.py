@@ -188,3 +188,16 @@ def test_config_str():
     c = newt.Config({"BLOCK_M": 64}, num_warps=8, num_stages=2)
     assert str(c) == "BLOCK_M: 64, num_warps: 8, num_stages: 2"
     assert c.all_kwargs() == {"BLOCK_M": 64, "num_warps": 8, "num_stages": 2}
+
+
+def test_winner_cached_on_disk(gpu):
+    cu, fc = gpu
+    log = []
+    times = {128: 3.0, 256: 1.0, 64: 2.0}
+    k = make(CONFIGS, ["n"], cu, times, log, cache_results=True)
+    x = torch.randn(8)
+    k[(1,)](x, x, 8)
+    assert len(log) == 3 and k.best_config.kwargs == {"BLOCK": 256}
+    k2 = make(CONFIGS, ["n"], cu, times, log, cache_results=True)   # "a later process"
+    k2[(1,)](x, x, 8)
+    assert len(log) == 3 and k2.best_config.kwargs == {"BLOCK": 256}

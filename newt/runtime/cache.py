@@ -19,7 +19,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 import warnings
 
 from .. import options
@@ -120,6 +119,7 @@ class DiskCache:
     def store(self, key: str, kb: KernelBinary) -> bool:
         path = self._path(key)
         folder = os.path.dirname(path)
+        import tempfile
         try:
             os.makedirs(folder, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=self.SUFFIX)
@@ -142,6 +142,14 @@ class DiskCache:
             return False
         self.stats["store"] += 1
         return True
+
+    def load_json(self, key: str):
+        """A small JSON record (autotune winners); None when missing or unreadable."""
+        kb = self.load(key)
+        return kb.meta if kb is not None and not kb.cubin else None
+
+    def store_json(self, key: str, record: dict) -> bool:
+        return self.store(key, KernelBinary(record, b""))
 
     def clear(self):
         import shutil
