@@ -14,13 +14,29 @@ _DEUTERON_DIR = os.path.dirname(os.path.abspath(__file__))
 _TORCH_DIR = None
 
 
+_INTERNAL: dict = {}
+_POSITIONS: dict = {}
+
+
 def _internal(filename: str) -> bool:
-    global _TORCH_DIR
-    if _TORCH_DIR is None:
-        import torch
-        _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
-    f = os.path.abspath(filename)
-    return f.startswith(_DEUTERON_DIR) or f.startswith(_TORCH_DIR) or filename.startswith("<frozen")
+    r = _INTERNAL.get(filename)
+    if r is None:
+        global _TORCH_DIR
+        if _TORCH_DIR is None:
+            import torch
+            _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__))
+        f = os.path.abspath(filename)
+        r = _INTERNAL[filename] = (f.startswith(_DEUTERON_DIR + os.sep) or f.startswith(_TORCH_DIR)
+                                   or filename.startswith("<frozen"))
+    return r
+
+
+def user_frame(frame=None):
+    """The innermost frame of user code on the current stack."""
+    f = frame or sys._getframe(1)
+    while f is not None and _internal(f.f_code.co_filename):
+        f = f.f_back
+    return f
 
 
 class Loc:
@@ -41,14 +57,14 @@ class Loc:
 
 def user_loc(frame=None) -> Loc | None:
     """The position of the innermost frame of user code on the current stack."""
-    f = frame or sys._getframe(1)
-    while f is not None and _internal(f.f_code.co_filename):
-        f = f.f_back
+    f = user_frame(frame or sys._getframe(1))
     if f is None:
         return None
     col = 0
     try:  # Python 3.11+: exact column of the instruction being executed
-        positions = list(f.f_code.co_positions())
+        positions = _POSITIONS.get(f.f_code)
+        if positions is None:
+            positions = _POSITIONS[f.f_code] = list(f.f_code.co_positions())
         pos = positions[f.f_lasti // 2]
         if pos[0] == f.f_lineno and pos[2] is not None:
             col = pos[2]

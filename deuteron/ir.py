@@ -73,6 +73,7 @@ class TensorRef:
     name: str = ""
     loaded: bool = False
     stored: bool = False
+    local: str | None = None      # the user's variable holding it when the loop ended
 
 
 class Value:

@@ -27,6 +27,7 @@ from .errors import TraceError
 from .ir import next_pow2
 from .language import Config, RefRun
 from .lower import lower
+from .plan import PlanBuilder, plan_key
 from .trace import Tracer
 
 EFFORTS = ("none", "quick", "full")
@@ -92,6 +93,7 @@ class Kernel:
         self.source_hash = hashlib.sha256(src.encode()).hexdigest()[:20]
         self._chosen: dict = {}        # cache key string -> Config (this process)
         self._jit: dict = {}           # generated source -> @newt.jit function
+        self._plans: dict = {}         # argument metadata -> Plan (the launch fast path)
         self.last_summary = None       # the autotuner's last summary line
 
     # ------------------------------------------------------------------ the three ways to run
@@ -115,7 +117,16 @@ class Kernel:
         return "\n\n".join(lower(p).source for p in self.trace(*args, **kwargs).programs)
 
     def __call__(self, *args, **kwargs):
-        return self.run(args, kwargs, self.config_for(args, kwargs))
+        pkey = plan_key(args, kwargs)
+        plan = self._plans.get(pkey)
+        if plan is not None and plan.valid:
+            return plan.replay(self, args, kwargs)
+        config = self.config_for(args, kwargs)
+        builder = PlanBuilder(config, args, kwargs)
+        ret = self.run(args, kwargs, config, plan=builder)
+        if builder.ok:
+            self._plans[pkey] = builder.plan
+        return ret
 
     # ------------------------------------------------------------------ configs
     def cache_key(self, args, kwargs=None) -> dict:
@@ -159,10 +170,40 @@ class Kernel:
         self._chosen[dcache.key_string(key)] = cfg
         return cfg
 
+    def compile(self, *args, config=None, arch="sm_90a", **kwargs):
+        """Compile the generated kernels ahead of time with newt.compile (no GPU needed):
+        [CompiledKernel] for these arguments under `config` (default: the heuristic one)."""
+        import newt
+        from newt import dtypes as D
+        tracer = self.trace(*args, **kwargs)
+        if config is None:
+            from .autotune.space import Space
+            config = Space(tracer).default()
+        out = []
+        for prog in tracer.programs:
+            low = lower(prog)
+            call = bind(low, config, self.jit_function(low))
+            sig = {}
+            for (name, _), a in zip(low.params, call.args):
+                if isinstance(a, torch.Tensor):
+                    sig[name] = "*" + D.from_torch(a.dtype).short
+                else:
+                    sig[name] = "i32" if -2**31 <= a < 2**31 else "i64"
+            consts = {k: v for k, v in call.kwargs.items() if k not in ("num_warps", "num_stages")}
+            out.append(newt.compile(call.jitfn, sig, consts, arch=arch,
+                                    num_warps=config.num_warps, num_stages=config.num_stages))
+        return out
+
     # ------------------------------------------------------------------ launching
-    def run(self, args, kwargs, config, record=None, poison=False):
+    def run(self, args, kwargs, config, record=None, poison=False, plan=None):
         """Run the function with every tile loop launched under `config`. `record` collects the
-        launches (for timing); `poison` fills write-only tensors with NaN/sentinels first."""
+        launches (for timing); `poison` fills write-only tensors with NaN/sentinels first;
+        `plan` (a PlanBuilder) remembers them for replay."""
+        tracer = Tracer(self.fn.__name__, self._loop_vars,
+                        on_program=self.launcher(config, record, poison, plan))
+        return self._run_with(tracer, args, kwargs)
+
+    def launcher(self, config, record=None, poison=False, plan=None):
         def launch(prog):
             low = lower(prog)
             jitfn = self.jit_function(low)
@@ -174,9 +215,9 @@ class Kernel:
             call()
             if record is not None:
                 record.append(call)
-
-        tracer = Tracer(self.fn.__name__, self._loop_vars, on_program=launch)
-        return self._run_with(tracer, args, kwargs)
+            if plan is not None:
+                plan.add(prog, low, call)
+        return launch
 
     def jit_function(self, low):
         jf = self._jit.get(low.source)

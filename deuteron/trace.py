@@ -18,15 +18,12 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import ir, ops  # noqa: F401  (ops first: it completes proxy.py)
-from .errors import Loc, TraceError, user_loc
+from .errors import Loc, TraceError, user_frame, user_loc
 
 
 def _user_frame():
-    f = sys._getframe(1)
-    loc = user_loc(f)
-    while f is not None and (f.f_code.co_filename != loc.file or f.f_lineno != loc.line):
-        f = f.f_back
-    return f, loc
+    f = user_frame(sys._getframe(1))
+    return f, user_loc(f)
 
 
 class Tile:
@@ -121,6 +118,7 @@ class Tracer:
         self.current_block = None
         self.tunable: list[ir.Dim] = []   # tunable tile dims of the whole run, config order
         self._ids = itertools.count()
+        self.tunable_offset = 0           # tile dims of loops replayed before this tracer began
         self.parents = {}                 # id(loop items) -> enclosing items list
         self._mode = None
 
@@ -170,7 +168,7 @@ class Tracer:
         for d in dims:
             self.program.dims.append(d)
             if d.tunable:
-                d.index = len(self.tunable)
+                d.index = self.tunable_offset + len(self.tunable)
                 self.tunable.append(d)
         tiles = tuple(Tile(self, d) for d in dims)
         start = dict(sys._getframe(1).f_locals) if not outer else None
@@ -213,7 +211,7 @@ class Tracer:
         for ref in prog.tensors:
             for name, v in end.items():
                 if v is ref.tensor:
-                    ref.name = name
+                    ref.name = ref.local = name
                     break
         self.programs.append(prog)
         self.program, self.current_block = None, None

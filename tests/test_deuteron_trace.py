@@ -1,6 +1,7 @@
 """deuteron on the CPU: tracing, the generated newt source, the eager oracle, and the generated
 kernels run on the newt interpreter against torch (odd shapes, poisoned outputs)."""
 import math
+import sys
 
 import pytest
 import torch
@@ -233,3 +234,70 @@ def test_two_tile_loops_make_two_kernels():
     x = torch.randn(333)
     torch.testing.assert_close(two_loops(x), x * 2 + 1)
     assert two_loops.to_newt_source(x).count("@newt.jit") == 2
+
+
+# ----------------------------------------------------------------------------- NVRTC, no GPU
+
+def _nvrtc_or_skip():
+    try:
+        from newt.runtime import nvrtc
+        nvrtc.version()
+    except Exception as e:   # no NVRTC on this machine
+        pytest.skip(f"NVRTC unavailable: {e}")
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "gated", "matmul"])
+def test_generated_kernels_compile_with_nvrtc(name, arch):
+    _nvrtc_or_skip()
+    h = torch.float16
+    args = {
+        "softmax": (torch.randn(64, 4096),),
+        "layernorm": (torch.randn(64, 1500, dtype=h), torch.randn(1500, dtype=h),
+                      torch.randn(1500, dtype=h)),
+        "gated": (torch.randn(64, 100), torch.randn(100)),
+        "matmul": (torch.randn(512, 512, dtype=h), torch.randn(512, 512, dtype=h),
+                   torch.empty(512, 512, dtype=h)),
+    }[name]
+    kernel = globals()[name]
+    # matmul at a mid-size config: register use of big dot tiles is the compiler's business
+    config = dt.Config([64, 64, 32], num_warps=4, num_stages=3) if name == "matmul" else None
+    for ck in kernel.compile(*args, config=config, arch=arch):
+        assert ck.cubin and ck.n_spills == 0, ck.log
+
+
+# ----------------------------------------------------------------------------- the fast path
+
+def test_second_call_replays_without_tracing(monkeypatch):
+    K = sys.modules["deuteron.kernel"]
+    x = torch.randn(7, 300)
+    torch.testing.assert_close(softmax(x), torch.softmax(x, -1))     # traces, records a plan
+    x2 = torch.randn(7, 300) * 2                                       # same metadata
+    monkeypatch.setattr(K, "lower", lambda *a: (_ for _ in ()).throw(AssertionError("traced")))
+    got = softmax(x2)                                                  # new output from host code
+    torch.testing.assert_close(got, torch.softmax(x2, -1))
+    a, b = torch.randn(37, 29), torch.randn(29, 45)
+    with pytest.raises(AssertionError, match="traced"):                # other shapes: trace again
+        matmul(a, b, _poisoned(37, 45))
+    monkeypatch.undo()
+    out = _poisoned(37, 45)
+    matmul(a, b, out)
+    out2 = _poisoned(37, 45)
+    monkeypatch.setattr(K, "lower", lambda *a: (_ for _ in ()).throw(AssertionError("traced")))
+    matmul(a * 3, b, out2)                                             # explicit out argument
+    torch.testing.assert_close(out2, (a * 3) @ b, rtol=1e-4, atol=1e-4)
+
+
+@dt.kernel
+def host_dependent(x, n: int):
+    out = torch.empty(n, dtype=x.dtype)
+    for t in dt.tile(n):
+        out[t] = x[t] + 1.0
+    return out
+
+
+def test_replay_guard_falls_back_to_tracing():
+    x = torch.randn(50)
+    torch.testing.assert_close(host_dependent(x, 20), x[:20] + 1)
+    torch.testing.assert_close(host_dependent(x, 20), x[:20] + 1)     # replayed
+    torch.testing.assert_close(host_dependent(x, 30), x[:30] + 1)     # new key: traced
