@@ -277,3 +277,45 @@ def test_python_min_max_abs(target, device, v):
     trunc = int(v / 2)
     check(out, torch.tensor([max(v, 0), min(v, 0), abs(v), 64, 128, max(v, 3, -2), trunc, 42],
                             dtype=torch.int32))
+
+
+@newt.jit
+def strong_scalar_kernel(h_ptr, out_ptr, n, f, i, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    h = nl.load(h_ptr + offs, mask=mask)                  # fp16
+    nl.store(out_ptr + offs, h * f, mask=mask)            # fp32 runtime scalar: strong -> fp32
+    nl.store(out_ptr + n + offs, h * i, mask=mask)        # int32 runtime scalar: -> fp16
+
+
+def test_runtime_scalars_are_strong(target, device):
+    n = 300
+    h = rand(n, torch.float16, device)
+    out = poison(2 * n, torch.float32, device)
+    strong_scalar_kernel[(newt.cdiv(n, 128),)](h, out, n, 0.1, 3, BLOCK=128)
+    hs = h.cpu().float()
+    f = torch.tensor(0.1, dtype=torch.float32)
+    check(out[:n], hs * f, rtol=1e-6, atol=0)
+    check(out[n:], (hs * 3).half().float(), rtol=0, atol=0)
+
+
+@newt.jit
+def bool_logic_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + offs, mask=mask)
+    y = nl.load(y_ptr + offs, mask=mask)
+    nl.store(out_ptr + offs * 4 + 0, x & y, mask=mask)
+    nl.store(out_ptr + offs * 4 + 1, x | y, mask=mask)
+    nl.store(out_ptr + offs * 4 + 2, x ^ y, mask=mask)
+    nl.store(out_ptr + offs * 4 + 3, ~x | (y & (x != y)), mask=mask)
+
+
+def test_bool_logic(target, device):
+    n = 333
+    x, y = rand(n, torch.bool, device), rand(n, torch.bool, device)
+    out = poison(4 * n, torch.bool, device)
+    out.zero_()
+    bool_logic_kernel[(newt.cdiv(n, 128),)](x, y, out, n, BLOCK=128)
+    a, b = x.cpu(), y.cpu()
+    check(out, torch.stack([a & b, a | b, a ^ b, ~a | (b & (a != b))], 1).reshape(-1))

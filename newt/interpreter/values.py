@@ -107,8 +107,9 @@ class Tensor:
         caller = sys._getframe(1)
         if caller.f_lasti in _assert_jumps(caller.f_code) or _on_assert_line(caller):
             return bool(self.data.bool().all())  # `assert block_cond` = device_assert, per element
-        raise TypeError(f"a block of shape {list(self.shape)} has no single truth value: use it "
-                        "in nl.where, or reduce it first (conditions of if/while must be scalars)")
+        raise TypeError(f"a block of shape {list(self.shape)} has no single truth value: "
+                        "conditions of if/while and Python's min/max need scalars; use "
+                        "nl.where / nl.minimum / nl.maximum on blocks, or reduce first")
 
     def __index__(self):
         if self.data.dim() != 0 or not self.dtype.is_int():
