@@ -32,14 +32,10 @@ HAS_CXX = shutil.which("g++") is not None
 pytestmark = pytest.mark.skipif(not HAS_CXX, reason="no host C++ compiler")
 
 EMU_PRELUDE = r"""
-#include <barrier>
-#include <cmath>
-#include <cstdio>
-#include <cstdint>
-#include <cstring>
-#include <mutex>
-#include <thread>
-#include <vector>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -50,23 +46,24 @@ struct nt_dim3 { unsigned x, y, z; };
 static thread_local nt_dim3 threadIdx;
 static nt_dim3 blockIdx, gridDim;
 alignas(16) unsigned char nt_smem[1 << 18];
-static std::barrier<>* nt_bar;
-struct nt_warp { std::barrier<>* bar; unsigned long long slot[32]; };
-static nt_warp* nt_warps;
-static std::mutex nt_mu;
+static pthread_barrier_t nt_bar;
+struct nt_warp { pthread_barrier_t bar; unsigned long long slot[32]; };
+static nt_warp nt_warps[32];
+static pthread_mutex_t nt_mu = PTHREAD_MUTEX_INITIALIZER;
 static int nt_failed;
-static void __syncthreads() { nt_bar->arrive_and_wait(); }
+static void __syncthreads() { pthread_barrier_wait(&nt_bar); }
 template <class T> static T __shfl_xor_sync(unsigned, T v, int m) {
   int t = threadIdx.x; nt_warp& w = nt_warps[t / 32];
   unsigned long long b = 0; memcpy(&b, &v, sizeof(T)); w.slot[t % 32] = b;
-  w.bar->arrive_and_wait();
+  pthread_barrier_wait(&w.bar);
   unsigned long long o = w.slot[(t % 32) ^ m];
-  w.bar->arrive_and_wait();
+  pthread_barrier_wait(&w.bar);
   T r; memcpy(&r, &o, sizeof(T)); return r;
 }
 static void __assertfail(const char* msg, const char* file, unsigned line, const char* fn, size_t) {
-  std::lock_guard<std::mutex> g(nt_mu); nt_failed = 1;
+  pthread_mutex_lock(&nt_mu); nt_failed = 1;
   fprintf(stderr, "%s:%u: %s: Assertion `%s` failed.\n", file, line, fn, msg);
+  pthread_mutex_unlock(&nt_mu);
 }
 template <class A, class B> static A nt_bits(B b) { A a; memcpy(&a, &b, sizeof(A)); return a; }
 static float __uint_as_float(unsigned x) { return nt_bits<float>(x); }
@@ -100,6 +97,14 @@ NT_INLINE void nt_st4(void* p, u32 a, u32 b, u32 c, u32 d) {
   u32* q = (u32*)p; q[0] = a; q[1] = b; q[2] = c; q[3] = d; }
 NT_INLINE void nt_st2(void* p, u32 a, u32 b) { u32* q = (u32*)p; q[0] = a; q[1] = b; }
 NT_INLINE void nt_st1(void* p, u32 a) { *(u32*)p = a; }
+NT_INLINE u16 nt_ldp8(const void* p, bool m, u16 o) { return m ? *(const u8*)p : o; }
+NT_INLINE u16 nt_ldp16(const void* p, bool m, u16 o) { return m ? *(const u16*)p : o; }
+NT_INLINE u32 nt_ldp32(const void* p, bool m, u32 o) { return m ? *(const u32*)p : o; }
+NT_INLINE u64 nt_ldp64(const void* p, bool m, u64 o) { return m ? *(const u64*)p : o; }
+NT_INLINE void nt_stp8(void* p, bool m, u16 v) { if (m) *(u8*)p = (u8)v; }
+NT_INLINE void nt_stp16(void* p, bool m, u16 v) { if (m) *(u16*)p = v; }
+NT_INLINE void nt_stp32(void* p, bool m, u32 v) { if (m) *(u32*)p = v; }
+NT_INLINE void nt_stp64(void* p, bool m, u64 v) { if (m) *(u64*)p = v; }
 """
 
 
@@ -117,8 +122,9 @@ def _emu_atomic_function(em, kind, dt, sem, scope):
     if new is None:
         new = binary_expr(kind, dt, "old", "v")
     args = f"{st}* p, {rt} cmp, {rt} v" if kind == "cas" else f"{st}* p, {rt} v"
-    em.helpers[name] = (f"NT_INLINE {rt} {name}({args}) {{ std::lock_guard<std::mutex> g(nt_mu);\n"
-                        f"  {rt} old = {load_conv(dt, '*p')}; *p = {store_conv(dt, new)}; return old; }}")
+    em.helpers[name] = (f"NT_INLINE {rt} {name}({args}) {{ pthread_mutex_lock(&nt_mu);\n"
+                        f"  {rt} old = {load_conv(dt, '*p')}; *p = {store_conv(dt, new)};\n"
+                        f"  pthread_mutex_unlock(&nt_mu); return old; }}")
     return name
 
 
@@ -155,20 +161,26 @@ def build(jitfn, signature, constexprs, spec, num_warps):
     unpack = ", ".join(f"*({reg_type(p.dtype)}*)args[{i}]" for i, p in enumerate(params))
     T = opts.num_threads
     launcher = f"""
+static void** nt_args;
+static void* nt_thread(void* t) {{
+  threadIdx = {{(unsigned)(size_t)t, 0, 0}};
+  void** args = nt_args; (void)args;
+  {name}({unpack});
+  return 0;
+}}
 extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
   gridDim = {{(unsigned)gx, (unsigned)gy, (unsigned)gz}};
-  std::barrier<> bar({T}); nt_bar = &bar;
-  std::vector<nt_warp> warps({T // 32});
-  for (auto& w : warps) w.bar = new std::barrier<>(32);
-  nt_warps = warps.data(); nt_failed = 0;
+  nt_args = args; nt_failed = 0;
+  pthread_barrier_init(&nt_bar, 0, {T});
+  for (int w = 0; w < {T // 32}; ++w) pthread_barrier_init(&nt_warps[w].bar, 0, 32);
+  pthread_t ts[{T}];
   for (int z = 0; z < gz; ++z) for (int y = 0; y < gy; ++y) for (int x = 0; x < gx; ++x) {{
     blockIdx = {{(unsigned)x, (unsigned)y, (unsigned)z}};
-    std::vector<std::thread> ts;
-    for (int t = 0; t < {T}; ++t)
-      ts.emplace_back([&, t] {{ threadIdx = {{(unsigned)t, 0, 0}}; {name}({unpack}); }});
-    for (auto& th : ts) th.join();
+    for (int t = 0; t < {T}; ++t) pthread_create(&ts[t], 0, nt_thread, (void*)(size_t)t);
+    for (int t = 0; t < {T}; ++t) pthread_join(ts[t], 0);
   }}
-  for (auto& w : warps) delete w.bar;
+  pthread_barrier_destroy(&nt_bar);
+  for (int w = 0; w < {T // 32}; ++w) pthread_barrier_destroy(&nt_warps[w].bar);
   return nt_failed;
 }}
 """

@@ -78,7 +78,9 @@ class Emitter:
 
     @contextlib.contextmanager
     def slots(self, n: int, var: str = "s"):
-        """An unrolled loop over slots 0..n-1 (constant bound)."""
+        """A loop over slots 0..n-1 with a constant bound, fully unrolled by NVRTC, so arrays
+        are indexed by constants only (no local memory). Emitting the loop rather than n
+        copies measured cheaper to compile."""
         self.emit("#pragma unroll")
         with self.scope(f"for (int {var} = 0; {var} < {n}; ++{var})"):
             yield var

@@ -39,6 +39,22 @@ NT_INLINE void nt_st2(void* p, u32 a, u32 b) {
 NT_INLINE void nt_st1(void* p, u32 a) {
   asm volatile("st.global.b32 [%0], %1;" :: "l"(p), "r"(a) : "memory"); }
 
+// predicated scalar accesses (the fallback path): no branches, masked-off lanes touch nothing
+#define NT_LDP(name, ty, reg, bits)                                                          \
+  NT_INLINE ty name(const void* p, bool m, ty other) {                                      \
+    ty r = other;                                                                           \
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %2, 0; @q ld.global.b" #bits " %0, [%1]; }" \
+                 : "+" reg(r) : "l"(p), "r"((u32)m) : "memory");                            \
+    return r; }
+#define NT_STP(name, ty, reg, bits)                                                          \
+  NT_INLINE void name(void* p, bool m, ty v) {                                              \
+    asm volatile("{ .reg .pred q; setp.ne.b32 q, %1, 0; @q st.global.b" #bits " [%0], %2; }" \
+                 :: "l"(p), "r"((u32)m), reg(v) : "memory"); }
+NT_LDP(nt_ldp8, u16, "h", 8) NT_LDP(nt_ldp16, u16, "h", 16) NT_LDP(nt_ldp32, u32, "r", 32)
+NT_LDP(nt_ldp64, u64, "l", 64)
+NT_STP(nt_stp8, u16, "h", 8) NT_STP(nt_stp16, u16, "h", 16) NT_STP(nt_stp32, u32, "r", 32)
+NT_STP(nt_stp64, u64, "l", 64)
+
 """
 
 PORTABLE = r"""NT_INLINE float nt_b2f(u16 h) { return __uint_as_float(((u32)h) << 16); }

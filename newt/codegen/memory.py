@@ -50,6 +50,14 @@ def to_bits(dt, x: str) -> str:
     return f"({'u64' if dt.bits == 64 else 'u32'})({ut})({x})"
 
 
+def _bits(dt) -> int:
+    return max(8, dt.bits)
+
+
+def _utype(bits) -> str:
+    return {8: "u16", 16: "u16", 32: "u32", 64: "u64"}[bits]
+
+
 def load_conv(dt, x: str) -> str:
     """Register value from an element read through a storage-typed pointer."""
     if dt.name == "float16":
@@ -154,10 +162,16 @@ def _load(em, op):
     def scalar_path():
         with em.slots(lay.nslots) as s:
             conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
-            read = load_conv(dt, f"*({vol}const {st}*)({em.at(ptr, s, lay)})")
             alt = em.at(other, s, lay) if other is not None else f"({em.ctype(r)})0"
-            em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
-                    else f"{n}[{s}] = {read};")
+            if vol or not conds:
+                read = load_conv(dt, f"*({vol}const {st}*)({em.at(ptr, s, lay)})")
+                em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
+                        else f"{n}[{s}] = {read};")
+            else:
+                b = _bits(dt)
+                bits = (f"nt_ldp{b}({em.at(ptr, s, lay)}, {' && '.join(conds)}, "
+                        f"({_utype(b)})({to_bits(dt, alt)}))")
+                em.emit(f"{n}[{s}] = {from_bits(dt, bits)};")
 
     if plan is None:
         scalar_path()
@@ -196,8 +210,12 @@ def _store(em, op):
     def scalar_path():
         with em.slots(lay.nslots) as s:
             conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
-            st_ = f"*({st}*)({em.at(ptr, s, lay)}) = {store_conv(dt, em.at(val, s, lay))};"
-            em.emit(f"if ({' && '.join(conds)}) {st_}" if conds else st_)
+            if conds:
+                b = _bits(dt)
+                em.emit(f"nt_stp{b}({em.at(ptr, s, lay)}, {' && '.join(conds)}, "
+                        f"({_utype(b)})({to_bits(dt, em.at(val, s, lay))}));")
+            else:
+                em.emit(f"*({st}*)({em.at(ptr, s, lay)}) = {store_conv(dt, em.at(val, s, lay))};")
 
     if plan is None:
         scalar_path()

@@ -264,17 +264,23 @@ def _mark_runs(fn):
                     r.attrs["const"] = const
 
 
+def _keeps_order(op) -> bool:
+    dims = [d for d in op.attrs["order"] if op.operands[0].shape[d] != 1]
+    return dims == sorted(dims)
+
+
 def _decide_movement(fn):
     for op in fn.walk():
         if op.opcode not in SHAPE_OPS:
             continue
         x, r = op.operands[0], op.result
-        if op.opcode in ("reshape", "convert_layout") and x.attrs["layout"] == r.attrs["layout"]:
+        same = x.attrs["layout"] == r.attrs["layout"]
+        if op.opcode in ("reshape", "convert_layout") and same:
             op.attrs["movement"] = "none"
+        elif op.opcode == "permute" and same and _keeps_order(op):
+            op.attrs["movement"] = "none"     # only size-1 dims move: the flat order is kept
         elif x.attrs.get("icomp"):
             op.attrs["movement"] = "recompute"
-        elif op.opcode == "broadcast" and x.type.numel == 1:
-            op.attrs["movement"] = "smem"   # one element to every thread
         else:
             op.attrs["movement"] = "smem"
 
