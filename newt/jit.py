@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import textwrap
 import types
 
 from . import options
@@ -85,6 +86,7 @@ class JITFunction:
         self._launch_fn = None       # generated per kernel, on the first launch
         self._binder = self._meta_of = None
         self.runtime_positions = None
+        self._kinds = None
         self._source_key = None      # hash of this kernel's source and its callees'
 
     # ---- launch ------------------------------------------------------------------------------
@@ -109,17 +111,21 @@ class JITFunction:
         return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
 
     # ---- the generated launch function -------------------------------------------------------
-    def _generate(self):
+    def _generate(self, kinds=None):
         """Generate, once per kernel, `launch(grid, <the kernel's parameters>, *, num_warps=4,
         num_stages=3)`: one branch per parameter builds the flat key tuple, one dict lookup finds
         the Launcher, one pack_into fills its argument buffer, one cuLaunchKernel. No loops, no
         signature binding, no per-call ctypes objects. Also `binder` (key and values only) and
-        `meta` (the dict a grid callable receives). Internal names start with `_n_`."""
+        `meta` (the dict a grid callable receives). Internal names start with `_n_`.
+
+        `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
+        branch that builds the same key as one flat tuple, without per-parameter tuples."""
         import torch
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_cx": _constexpr,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING}
         sig, body, keys, vals, rt_pos = [], [], [], [], []
+        guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
         for i, (a, p) in enumerate(self.signature.parameters.items()):
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
@@ -134,6 +140,7 @@ class JITFunction:
             if a in self.constexpr_names:
                 body.append(f"    _n_k{i} = {a}.value if {a}.__class__ is _n_cx else {a},")
                 keys.append(f"*_n_k{i}")
+                fast_keys.append(f"{a}.value if {a}.__class__ is _n_cx else {a}")
                 continue
             # The key is one flat tuple: each parameter adds elements whose first one tells its
             # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
@@ -156,12 +163,36 @@ class JITFunction:
             keys.append(f"*_n_k{i}")
             vals.append(f"_n_v{i}")
             rt_pos.append(i)
+            kind = (kinds or {}).get(a)
+            if kind is torch.Tensor:
+                guard.append(f"{a}.__class__ is _n_Tensor")
+                fast_vals.append(f"_n_v{i} = {a}.data_ptr()")
+                fast_keys.append(tkey)
+            elif kind is int:
+                guard.append(f"{a}.__class__ is int and -2147483648 <= {a} <= 2147483647")
+                fast_vals.append(f"_n_v{i} = {a}")
+                fast_keys.append("0" if dns else f"1 if {a} == 1 else 0 if {a} & 15 else 16")
+            elif kind in (float, bool):
+                guard.append(f"{a}.__class__ is {kind.__name__}")
+                fast_vals.append(f"_n_v{i} = {a}")
+                fast_keys.append('"fp32"' if kind is float else '"i1"')
+            else:
+                guard.append("False")
         self.runtime_positions = rt_pos
         params = ", ".join(sig + ["*_n_more", "num_warps=4", "num_stages=3", "**_n_extra"])
         check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
         by_name = "{" + ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"]) + "}"
         key = f"    _n_key = ({', '.join(keys + ['num_warps', 'num_stages'])},)"
         v = ", ".join(vals)
+        slow = "\n".join(body) + "\n" + key
+        if kinds is not None and "False" not in guard:
+            fv = "".join(f"        {e}\n" for e in fast_vals)
+            fk = ", ".join(fast_keys + ["num_warps", "num_stages"])
+            kernel_body = (f"    if {' and '.join(guard) or 'True'}:\n{fv}"
+                           f"        _n_key = ({fk},)\n"
+                           "    else:\n" + textwrap.indent(slow, "    "))
+        else:
+            kernel_body = slow
         src = f"""
 def binder({params}):
 {check}
@@ -174,8 +205,7 @@ def meta({params}):
 
 def launch(_n_grid, {params}):
 {check}
-{chr(10).join(body)}
-{key}
+{kernel_body}
     try:
         _n_L = _n_cache[_n_key]
     except (KeyError, TypeError):
@@ -248,6 +278,9 @@ def launch(_n_grid, {params}):
         from .runtime import specialize
         launcher = specialize.resolve(self, key, (), arguments)
         self.cache[key] = launcher
+        if self._kinds is None:   # now the argument classes are known: add the fast branch
+            self._kinds = {n: type(v) for n, v in arguments.items()}
+            self._generate(self._kinds)
         return launcher
 
     def _launch_converted(self, launcher, grid):
