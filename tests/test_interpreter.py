@@ -73,6 +73,8 @@ def test_bad_launches():
         oob_kernel[(1,)](x, x, BLOCK=16)               # missing n
     with pytest.raises(newt.LaunchError, match="1 to 3"):
         oob_kernel[(1, 1, 1, 1)](x, x, 16, BLOCK=16)
+    with pytest.raises(newt.LaunchError, match="num_warps"):
+        oob_kernel[(1,)](x, x, 16, BLOCK=16, num_warps=3)
 
 
 def test_block_truth_value_and_float_floordiv_are_errors():

@@ -18,6 +18,7 @@ import torch
 from .. import dtypes as D
 from .. import language as L
 from ..errors import LaunchError
+from ..options import Options
 from . import context, memory, ops, philox
 from .values import Tensor, const, unwrap
 
@@ -201,6 +202,10 @@ def launch(jitfn, grid, args, kwargs):
     meta = dict(bound.arguments)
     meta.setdefault("num_warps", opts.get("num_warps", 4))
     meta.setdefault("num_stages", opts.get("num_stages", 3))
+    try:  # the same checks the compiled path makes, though the interpreter ignores both
+        Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
+    except ValueError as e:
+        raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
     grid = _grid(grid, meta)
 
     prog = context.current
