@@ -1,0 +1,38 @@
+"""The deuteron examples check themselves against torch (on the interpreter without a GPU)."""
+import importlib.util
+import os
+
+import pytest
+import torch
+
+import newt.options
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _load(name):
+    spec = importlib.util.spec_from_file_location(f"dt_example_{name}",
+                                                  os.path.join(ROOT, "examples", f"{name}.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("name", ["dt_matmul", "dt_softmax", "dt_layernorm"])
+def test_example_main(name, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(newt.options.flags, "interpret", not torch.cuda.is_available())
+    _load(name).main(["--small"])
+    out = capsys.readouterr().out
+    assert "matches torch" in out and "@newt.jit" in out and "nl.constexpr" in out
+    if not torch.cuda.is_available():
+        assert out.startswith("note: no CUDA device: running on the CPU interpreter")
+
+
+def test_example_check_catches_a_wrong_kernel(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(newt.options.flags, "interpret", not torch.cuda.is_available())
+    mod = _load("dt_softmax")
+    monkeypatch.setattr(mod, "softmax", lambda x: torch.softmax(x, dim=0))
+    with pytest.raises(AssertionError):
+        mod.check("cuda" if torch.cuda.is_available() else "cpu", small=True)
