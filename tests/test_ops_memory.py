@@ -157,3 +157,45 @@ def test_offsets_past_2_31_elements(target, device, dt):
     assert float(big[:base].abs().sum()) == 0.0  # nothing written below: no wrapped offsets
     del big
     torch.cuda.empty_cache()
+
+
+@newt.jit
+def pattern_kernel(x_ptr, out_ptr, n, PATTERN: nl.constexpr, BLOCK: nl.constexpr):
+    """Access patterns that must fall off the vector path of the runtime contiguity check:
+    reversed, strided, holes in the mask, and (through the arguments) misaligned bases."""
+    base = nl.program_id(0) * BLOCK
+    r = nl.arange(0, BLOCK)
+    if PATTERN == "reversed":
+        offs = base + (BLOCK - 1 - r)
+        mask = offs < n
+    elif PATTERN == "strided":
+        offs = base + (r % 2) * (BLOCK // 2) + r // 2     # interleave the two halves
+        mask = offs < n
+    elif PATTERN == "holes":
+        offs = base + r
+        mask = (offs < n) & (offs % 3 != 1)
+    else:
+        nl.static_assert(PATTERN == "contiguous")
+        offs = base + r
+        mask = offs < n
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) + 1, mask=mask)
+
+
+@pytest.mark.parametrize("shift", [0, 1, 3])
+@pytest.mark.parametrize("pattern", ["contiguous", "reversed", "strided", "holes"])
+@pytest.mark.parametrize("dt", [torch.float16, torch.float32, torch.int8, torch.float64], ids=name)
+def test_access_patterns_and_misaligned_bases(target, device, dt, pattern, shift):
+    n = 1000
+    xbig = rand(n + 8, dt, device)
+    outbig = poison(n + 8, dt, device)
+    x, out = xbig[shift:shift + n], outbig[shift:shift + n]   # bases off the 16-byte grid
+    pattern_kernel[(newt.cdiv(n, 256),)](x, out, n, PATTERN=pattern, BLOCK=256)
+    ref = (x.cpu().to(torch.float64) + 1).to(dt)
+    if pattern == "holes":
+        keep = torch.arange(n) % 3 != 1
+        check(out.cpu()[keep], ref[keep])
+        check_untouched(out.cpu()[~keep])
+    else:
+        check(out, ref)
+    check_untouched(outbig[:shift])
+    check_untouched(outbig[shift + n:])
