@@ -163,6 +163,9 @@ def py_min_max(b, which, args):
         error(f"{which}() needs at least one argument")
     if not _py.any(isinstance(a, Tensor) for a in args):
         return (_py.min if which == "min" else _py.max)(args)
+    if _py.any(isinstance(a, Tensor) and a.is_block() for a in args):
+        error(f"Python's {which}() needs scalars, got a block; use nl.{which}imum(x, y) for an "
+              f"elementwise {which}imum, or nl.{which}(x, axis) to reduce")
     op = "minimum" if which == "min" else "maximum"
     acc = args[0]
     for a in args[1:]:

@@ -290,7 +290,8 @@ def unary_operator(b, op: str, x) -> Tensor:
     if op == "invert":
         if not dt.is_int():
             error(f"~ (bitwise not) needs an integer operand, got {dt.name}")
-        return Tensor(b.unary("invert", x.v), b)
+        # ~ on a 1-bit value is logical not (C's ~ on a bool would give a nonzero -2)
+        return Tensor(b.unary("not" if dt.is_bool() else "invert", x.v), b)
     if op == "not":
         return Tensor(b.unary("not", to_bool(b, x).v), b)
     error(f"unknown unary operator {op}")
