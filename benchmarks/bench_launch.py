@@ -57,8 +57,9 @@ def launch_matmul_shaped(k, a, b, c):
                     c.stride(0), c.stride(1), BLOCK_K=64, num_warps=4)
 
 
-def host_us_per_launch(fn, n=2000, batches=5, sync=torch.cuda.synchronize) -> float:
-    for _ in range(100):
+def host_us_per_launch(fn, n=2000, batches=5, warmup=100,
+                       sync=torch.cuda.synchronize) -> float:
+    for _ in range(warmup):
         fn()
     sync()
     per = []
@@ -78,7 +79,8 @@ def _row(workload, unit, **kw):
     return row
 
 
-def warm_rows(providers, dev="cuda", n=2000, sync=torch.cuda.synchronize):
+def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
+              sync=torch.cuda.synchronize):
     """The two warm-launch rows; `providers` maps a name to {"add": kernel, "mm": kernel}."""
     x = torch.randn(4096, device=dev)
     y = torch.randn(4096, device=dev)
@@ -86,7 +88,7 @@ def warm_rows(providers, dev="cuda", n=2000, sync=torch.cuda.synchronize):
     a = torch.randn(64, 64, device=dev)
     b = torch.randn(64, 64, device=dev)
     c = torch.zeros(64, 64, device=dev)
-    timed = lambda fn: host_us_per_launch(fn, n=n, sync=sync)  # noqa: E731
+    timed = lambda fn: host_us_per_launch(fn, n, batches, warmup, sync)  # noqa: E731
     tiny = _row("warm launch: 4-arg vector add (host us)", "us", target_abs=6.0,
                 target_ratio=0.35)
     wide = _row("warm launch: 12-arg matmul-shaped kernel (host us)", "us", target_abs=8.0)

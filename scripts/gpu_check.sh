@@ -54,7 +54,7 @@ PYEOF
 pytest_status="not run"
 if [ "$TESTS" = 1 ]; then
   section "pytest on the GPU (log: $OUT/pytest.log)"
-  args=(tests -p no:cacheprovider -rfE --maxfail="${MAXFAIL:-25}")
+  args=(tests -p no:cacheprovider -rfE --durations=8 --maxfail="${MAXFAIL:-25}")
   "$PY" -c "import xdist" 2>/dev/null && args+=(-n "${JOBS:-8}")
   "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout="${TEST_TIMEOUT:-120}")
   timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1
@@ -120,6 +120,7 @@ fi
 
 section "summary"
 echo "pytest:     $pytest_status"
+[ -f "$OUT/pytest.log" ] && grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" | head -n 20 | sed 's/^/  /'
 for s in "${example_status[@]}"; do echo "example:    $s"; done
 echo "benchmarks: $bench_status"
 for s in "${sanitize_status[@]}"; do echo "sanitize:   $s"; done
