@@ -166,7 +166,8 @@ class Kernel:
         cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress)
         self.last_summary = summary
         key = _key or self.cache_key(args, kwargs)
-        dcache.store(key, cfg, summary)
+        if effort != "none" or self.configs:   # an untuned default must not shadow a real tuning
+            dcache.store(key, cfg, summary)
         self._chosen[dcache.key_string(key)] = cfg
         return cfg
 

@@ -370,7 +370,10 @@ class _Lowering:
                 self.emit(f"{name} = {self.ref(init)[0]}", depth)
             saved[id(init)] = self.env.get(id(init))
             self.env[id(init)] = name
-            self.var[id(c.final)] = name
+            # If the body reads the old value after the new one is computed, assigning the new
+            # value to the variable in place would clobber it: go through a temporary.
+            self.var[id(c.final)] = (self.names.fresh(f"{name}_next")
+                                     if _read_after(lp.items, c.final, init) else name)
         inner = depth
         for d in lp.dims:
             L = d.letter
@@ -380,9 +383,13 @@ class _Lowering:
             self.emit(f"mask_{L} = offs_{L} < {L.upper()}", inner)
         self.block(lp.items, inner)
         for c in lp.carried:
-            name = self.var[id(c.final)]
+            name = self.env[id(c.init)]
             if id(c.final) not in self.env:        # the final value was inlined: assign it now
                 self.emit(f"{name} = {self.expr(c.final)[0]}", inner)
+            elif self.env[id(c.final)] != name:
+                self.emit(f"{name} = {self.env[id(c.final)]}", inner)
+        for c in lp.carried:
+            name = self.env[id(c.init)]
             self.env[id(c.final)] = name
             self.env[id(c.init)] = saved[id(c.init)] or name
             if saved[id(c.init)] is None:
@@ -452,3 +459,27 @@ class _Lowering:
             self.emit(f"mask_{L} = offs_{L} < {L.upper()}", 1)
         self.block(self.p.items, 1)
         return Lowered(name, "\n".join(self.lines) + "\n", params, constexprs, list(self.p.grid))
+
+
+def _flat(items):
+    for it in items:
+        if isinstance(it, ir.Loop):
+            yield it
+            yield from _flat(it.items)
+        else:
+            yield it
+
+
+def _read_after(items, final, init) -> bool:
+    """Does anything after `final` in this loop body read `init`?"""
+    seen = False
+    for it in _flat(items):
+        if it is final:
+            seen = True
+        elif seen:
+            if isinstance(it, ir.Loop):
+                if any(c.init is init for c in it.carried):
+                    return True
+            elif any(a is init for a in it.args):
+                return True
+    return False

@@ -301,3 +301,27 @@ def test_replay_guard_falls_back_to_tracing():
     torch.testing.assert_close(host_dependent(x, 20), x[:20] + 1)
     torch.testing.assert_close(host_dependent(x, 20), x[:20] + 1)     # replayed
     torch.testing.assert_close(host_dependent(x, 30), x[:30] + 1)     # new key: traced
+
+
+@dt.kernel
+def logsumexp(x):
+    """Online log-sum-exp: `m` is replaced by `m_new` while the old `m` is still needed."""
+    out = torch.empty(x.shape[0], dtype=x.dtype)
+    for tile_m in dt.tile(x.shape[0]):
+        m = dt.full([tile_m], float("-inf"), dtype=dt.float32)
+        s = dt.zeros([tile_m], dtype=dt.float32)
+        for tile_k in dt.tile(x.shape[1]):
+            blk = x[tile_m, tile_k]
+            m_new = torch.maximum(m, blk.amax(dim=1))
+            s = s * torch.exp(m - m_new) + torch.exp(blk - m_new[:, None]).sum(dim=1)
+            m = m_new
+        out[tile_m] = m + torch.log(s)
+    return out
+
+
+def test_loop_carried_values_read_after_update():
+    x = torch.randn(13, 100) * 5
+    src = logsumexp.to_newt_source(x)
+    assert "m_next = nl.maximum(m, " in src and "m = m_next" in src
+    got = _run(logsumexp, x, config=dt.Config(block_sizes=[4, 32]))
+    torch.testing.assert_close(got, torch.logsumexp(x, dim=1))
