@@ -104,14 +104,20 @@ def test_ticket_counter_returns_old_values(target, device):
 
 
 @newt.jit
-def cas_kernel(lock_ptr, total_ptr, x_ptr):
+def cas_kernel(lock_ptr, total_ptr, fail_ptr, x_ptr):
     pid = nl.program_id(0)
-    while nl.atomic_cas(lock_ptr, 0, 1) == 1:   # spin until we own the lock
-        pass
-    v = nl.load(total_ptr)                      # critical section: a plain read-modify-write
-    nl.store(total_ptr, v + nl.load(x_ptr + pid))
-    nl.debug_barrier()
-    nl.atomic_xchg(lock_ptr, 0)                 # release
+    got = nl.atomic_cas(lock_ptr, 0, 1)
+    tries = 0
+    while (got == 1) & (tries < 10000000):      # spin (bounded: a bug fails, never hangs)
+        got = nl.atomic_cas(lock_ptr, 0, 1)
+        tries += 1
+    if got == 0:
+        v = nl.load(total_ptr)                  # critical section: a plain read-modify-write
+        nl.store(total_ptr, v + nl.load(x_ptr + pid))
+        nl.debug_barrier()
+        nl.atomic_xchg(lock_ptr, 0)             # release
+    else:
+        nl.atomic_add(fail_ptr, 1)
 
 
 def test_cas_spin_lock(target, device):
@@ -119,7 +125,9 @@ def test_cas_spin_lock(target, device):
     x = rand(P, torch.int32, device, 0, 1000)
     lock = torch.zeros(1, dtype=torch.int32, device=device)
     total = torch.zeros(1, dtype=torch.int32, device=device)
-    cas_kernel[(P,)](lock, total, x, num_warps=1)
+    fail = torch.zeros(1, dtype=torch.int32, device=device)
+    cas_kernel[(P,)](lock, total, fail, x, num_warps=1)
+    assert int(fail.item()) == 0
     check(total, x.cpu().sum().reshape(1).to(torch.int32))
     assert int(lock.item()) == 0
 
