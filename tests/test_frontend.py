@@ -469,3 +469,30 @@ def test_nested_loops():
     assert [str(r.type) for r in outer.results] == ["fp32"]
     assert [str(r.type) for r in inner.results] == ["fp32"]
     assert inner.parent.parent is outer
+
+
+def test_every_language_builtin_has_a_frontend_rule():
+    from newt.frontend.builtins import IMPLS
+    classes = {"range", "static_range"}
+    missing = [n for n in nl.BUILTINS if n not in IMPLS and n not in classes]
+    assert not missing, missing
+
+
+@newt.jit
+def methods_kernel(x_ptr, o_ptr, B: nl.constexpr):
+    r = nl.arange(0, B)
+    x = nl.load(x_ptr + r[:, None] * B + r[None, :])
+    y = x.trans().reshape(B * B).view(B, B).expand_dims(0).broadcast_to(2, B, B)
+    z = y.permute(1, 2, 0).sum(axis=2).exp().to(nl.float16).to(nl.float32)
+    a, c = nl.broadcast(r[:, None], r[None, :])
+    w = x.T.max(1) + x.argmax(0).to(nl.float32) + x.cumsum(1).min(axis=1) + x.abs().sum(1)
+    nl.static_print("shape", z.shape, z.dtype)
+    nl.store(o_ptr + a * B + c, z + w[:, None])
+
+
+def test_block_methods(capsys):
+    f = build(methods_kernel, {"B": 16})
+    assert "shape (16, 16) nl.float32" in capsys.readouterr().out
+    for opcode in ("permute", "reshape", "broadcast", "scan", "cast"):
+        assert ops(f, opcode), opcode
+    assert {op.attrs["kind"] for op in ops(f, "reduce")} == {"sum", "max", "argmax", "min"}

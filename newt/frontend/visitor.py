@@ -66,6 +66,9 @@ class CodeGen(ControlFlow, ExprVisitor):
         except (TypeError, ValueError, ZeroDivisionError, OverflowError, IndexError,
                 KeyError, AttributeError, RecursionError) as e:
             raise CompilationError(f"{type(e).__name__}: {e}", self.src.loc(node)) from e
+        except Exception as e:  # noqa: BLE001 - a frontend bug still points at the user's line
+            raise CompilationError(f"internal compiler error ({type(e).__name__}: {e})",
+                                   self.src.loc(node)) from e
         finally:
             b.loc = old
 
