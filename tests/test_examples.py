@@ -2,6 +2,7 @@
 (small sizes), the benchmark's Triton twins are the same source with nl -> tl, and every
 example and benchmark kernel builds IR and compiles for sm_80 and sm_90a without spills or
 local memory (no GPU needed: NVRTC runs on the CPU)."""
+import glob
 import os
 import re
 import sys
@@ -25,11 +26,44 @@ def _bench_launch():
 
 
 def _aot_entries():
+    """(file, entry) for every kernel listed in an `AOT = [dict(fn=, signature=, constexprs=,
+    num_warps=[, num_stages=, archs=])]` of an example or benchmark file: listing a kernel there is all
+    it takes to have it compiled here. A file that cannot be imported for want of an optional
+    package (e.g. triton) yields a skip entry; any other import error a failing one."""
     entries = []
     for key in EXAMPLE_KEYS:
-        entries += [(key, e) for e in common.example(key).AOT]
-    entries += [("launch", e) for e in _bench_launch().AOT]
+        entries += [(common.EXAMPLES[key], e) for e in common.example(key).AOT]
+    entries += [("bench_launch", e) for e in _bench_launch().AOT]
+    seen = {common.EXAMPLES[k] for k in EXAMPLE_KEYS} | {"bench_launch"}
+    paths = sorted(glob.glob(os.path.join(ROOT, "examples", "*.py")))
+    paths += sorted(glob.glob(os.path.join(ROOT, "benchmarks", "bench_*.py")))
+    for path in paths:
+        stem = os.path.basename(path)[:-3]
+        with open(path) as f:
+            if stem in seen or not re.search(r"^AOT\s*=", f.read(), re.M):
+                continue
+        try:
+            mod = common.load_file(path, "newt_aot_" + stem)
+            entries += [(stem, e) for e in mod.AOT]
+        except ImportError as exc:
+            entries.append((stem, {"skip": f"{stem}: {exc}"}))
+        except Exception as exc:
+            entries.append((stem, {"error": f"{stem} does not import: {exc!r}"}))
     return entries
+
+
+def _entry_id(entry):
+    stem, e = entry
+    return e["fn"].__name__ if "fn" in e else stem
+
+
+def _entry(entry):
+    e = entry[1]
+    if "skip" in e:
+        pytest.skip(e["skip"])
+    if "error" in e:
+        pytest.fail(e["error"])
+    return e
 
 
 @pytest.mark.parametrize("key", EXAMPLE_KEYS)
@@ -76,27 +110,29 @@ def test_triton_twin_loads(key):
     assert twin.fn.__name__ == common.KERNEL_NAMES[key]
 
 
-@pytest.mark.parametrize("entry", _aot_entries(), ids=lambda e: e[1]["fn"].__name__)
+@pytest.mark.parametrize("entry", _aot_entries(), ids=_entry_id)
 def test_kernel_builds_ir(entry):
+    e = _entry(entry)
     frontend = pytest.importorskip("newt.frontend")
     if not hasattr(frontend, "build_ir"):
         pytest.skip("newt.frontend.build_ir is not there yet")
-    e = entry[1]
     fn = frontend.build_ir(e["fn"], e["signature"], e["constexprs"])
     assert fn is not None
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
-@pytest.mark.parametrize("entry", _aot_entries(), ids=lambda e: e[1]["fn"].__name__)
+@pytest.mark.parametrize("entry", _aot_entries(), ids=_entry_id)
 def test_kernel_compiles_without_spills(entry, arch):
+    e = _entry(entry)
     import newt.compiler
     compile_fn = getattr(newt.compiler, "compile", None)
     if compile_fn is None:
         pytest.skip("newt.compiler.compile is not there yet")
-    e = entry[1]
+    if arch not in e.get("archs", (arch,)):
+        pytest.skip(f"{e['fn'].__name__} is not meant for {arch}")
     try:
         k = compile_fn(e["fn"], e["signature"], e["constexprs"], arch=arch,
-                       num_warps=e["num_warps"])
+                       num_warps=e["num_warps"], num_stages=e.get("num_stages", 3))
     except NotImplementedError as exc:
         pytest.skip(f"compiler stage not implemented: {exc}")
     assert k.cubin and k.ptx and k.source
