@@ -43,7 +43,9 @@ NEWT_DEV void newt_st_shared_v4(newt_u32 dst, uint4 v) {
 // Generic-proxy writes (cp.async, st.shared) must be fenced before the async proxy (wgmma,
 // TMA) reads them; each writing thread fences, then the block barrier orders the rest.
 NEWT_DEV void newt_fence_proxy_async() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
 }
 // 16-byte chunk `c` of row `r` in a tile whose rows are `row_chunks` chunks long, swizzled:
 // chunk index XOR (row mod 8) within each 128-byte line. For rows shorter than 128 bytes,
@@ -122,6 +124,11 @@ template <int N> NEWT_DEV void newt_wgmma_wait() {
 NEWT_DEV newt_u64 newt_wgmma_desc(newt_u32 saddr, newt_u32 lbo, newt_u32 sbo) {
   return (newt_u64)((saddr & 0x3FFFF) >> 4) | ((newt_u64)(lbo >> 4) << 16)
        | ((newt_u64)(sbo >> 4) << 32) | (1ull << 62);
+}
+// Same with the swizzle mode given: 1 = 128-byte, 2 = 64-byte, 3 = 32-byte rows.
+NEWT_DEV newt_u64 newt_wgmma_desc2(newt_u32 saddr, newt_u32 lbo, newt_u32 sbo, int mode) {
+  return (newt_u64)((saddr & 0x3FFFF) >> 4) | ((newt_u64)(lbo >> 4) << 16)
+       | ((newt_u64)(sbo >> 4) << 32) | ((newt_u64)mode << 62);
 }
 """
 

@@ -1,0 +1,143 @@
+"""Matmul rows: newt vs Triton (the same kernel source, examples/05_matmul.py, nl -> tl) vs
+torch.matmul (cuBLAS), fp16 / bf16 at 2048, 4096, 8192 and fp32 inputs (tf32) at 8192, in one
+run. Correctness first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
+
+    PYTHONPATH=. python benchmarks/bench_matmul.py [--quick]
+
+Both compilers get the same config sweep (CONFIGS) and the best of each is reported, with the
+registers / spills of newt's winner.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+import torch  # noqa: E402
+
+import newt  # noqa: E402
+
+CONFIGS = [  # (BM, BN, BK, num_warps, num_stages)
+    (128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (64, 128, 64, 4, 4),
+]
+
+
+def example():
+    return common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"),
+                            "newt_example_matmul")
+
+
+def launch(kernel, a, b, c, cfg, act=""):
+    BM, BN, BK, W, S = cfg
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (triton_cdiv(M, BM) * triton_cdiv(N, BN),)
+    kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                 c.stride(0), c.stride(1), BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK,
+                 GROUP_SIZE_M=8, ACTIVATION=act, num_warps=W, num_stages=S)
+
+
+def triton_cdiv(a, b):
+    return -(-a // b)
+
+
+def bench(fn):
+    import triton.testing
+    return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+def check(kernel, dt, cfg):
+    """Odd shapes, poisoned output, fresh random data: relative error against fp64."""
+    worst = 0.0
+    for (M, N, K, act) in [(1000, 1500, 777, "leaky_relu"), (4097, 4095, 4096, ""),
+                           (512, 512, 512, ""), (129, 520, 200, "")]:
+        a = torch.randn(M, K, device="cuda").to(dt)
+        b = torch.randn(K, N, device="cuda").to(dt)
+        c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+        launch(kernel, a, b, c, cfg, act)
+        torch.cuda.synchronize()
+        ref = a.double() @ b.double()
+        if act:
+            ref = torch.where(ref >= 0, ref, 0.01 * ref)
+        if not torch.isfinite(c).all():
+            return False, f"{M}x{N}x{K}: {int((~torch.isfinite(c)).sum())} unwritten/NaN elements"
+        err = float((c.double() - ref).norm() / ref.norm())
+        worst = max(worst, err)
+        if err > (1e-2 if dt != torch.float32 else 5e-3):
+            return False, f"{M}x{N}x{K}: rel err {err:.3g}"
+    return True, f"worst rel err {worst:.2g}"
+
+
+def regs_of(kernel):
+    """Registers/spills of the most recent newt compile of `kernel` (from its cache)."""
+    try:
+        ck = list(kernel.cache.values())[-1]
+        return f"{ck.n_regs}/{ck.n_spills}"
+    except Exception:  # noqa: BLE001 - reporting only
+        return "?"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    torch.backends.cuda.matmul.allow_tf32 = True
+    ex = example()
+    nk = ex.matmul_kernel
+    tk = common.triton_twin(nk) if common.have_triton() else None
+    plan = [(torch.float16, n) for n in (2048, 4096, 8192)] + \
+           [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)]
+    if args.quick:
+        plan = [(torch.float16, 4096)]
+    ok_cfgs = {}
+    for dt in (torch.float16, torch.bfloat16, torch.float32):
+        ok_cfgs[dt] = []
+        for cfg in CONFIGS:
+            if dt == torch.float32 and cfg[1] * cfg[2] * 4 * cfg[4] > 200000:
+                continue
+            t0 = time.time()
+            try:
+                ok, msg = check(nk, dt, cfg)
+            except Exception as e:  # noqa: BLE001 - a failing config is a result
+                ok, msg = False, f"{type(e).__name__}: {str(e)[:300]}"
+            print(f"check newt {str(dt)[6:]} {cfg}: {'PASS' if ok else 'FAIL'} {msg} "
+                  f"({time.time() - t0:.1f}s)", flush=True)
+            if ok:
+                ok_cfgs[dt].append(cfg)
+    rows = []
+    for dt, n in plan:
+        a = torch.randn(n, n, device="cuda").to(dt)
+        b = torch.randn(n, n, device="cuda").to(dt)
+        c = torch.empty(n, n, device="cuda", dtype=dt)
+        flop = 2.0 * n ** 3
+        best = {"newt": (0.0, None, ""), "triton": (0.0, None, "")}
+        for cfg in CONFIGS:
+            for name, k in (("newt", nk), ("triton", tk)):
+                if k is None or (name == "newt" and cfg not in ok_cfgs[dt]):
+                    continue
+                try:
+                    ms = bench(lambda: launch(k, a, b, c, cfg))
+                except Exception as e:  # noqa: BLE001
+                    print(f"  {name} {cfg} failed: {str(e)[:200]}")
+                    continue
+                tf = flop / ms / 1e9
+                print(f"  {name} {str(dt)[6:]} {n} {cfg}: {tf:.0f} TFLOP/s", flush=True)
+                if tf > best[name][0]:
+                    best[name] = (tf, cfg, regs_of(k) if name == "newt" else "")
+        cub = flop / bench(lambda: torch.matmul(a, b)) / 1e9
+        rows.append((str(dt)[6:], n, best["newt"], best["triton"], cub))
+    print(f"\n== bench_matmul {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+          f"{torch.cuda.get_device_name()} (examples/05_matmul.py, same source for Triton) ==")
+    print(f"{'dtype':8} {'n':>5} {'newt':>6} {'triton':>7} {'cuBLAS':>7} {'n/tri':>6}  "
+          "newt cfg (regs/spills) | triton cfg")
+    for dt, n, (tn, nc, nr), (tt, tc, _), cub in rows:
+        print(f"{dt:8} {n:5d} {tn:6.0f} {tt:7.0f} {cub:7.0f} {tn / max(tt, 1e-9):6.2f}  "
+              f"{nc} ({nr}) | {tc}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,260 @@
+"""Codegen of `dot` (the hook newt/codegen/__init__.py calls): acc + a @ b on tensor cores.
+
+Where it sits: codegen, after the passes. Consumes a `dot` op whose operands are register
+blocks in any layout and whose plan (op.attrs["dot_plan"], newt/passes/dot.py) names the engine;
+defines op.result as a register array in the accumulator layout (AccLayout) or, for the "fma"
+engine, in the default layout.
+
+Tensor-core schedule (synchronous form: operands staged from registers every call):
+    barrier                      the previous user of the tile region is done with it
+    a, b -> shared memory        swizzled tiles, 16-byte st.shared per group where the
+                                 operand's layout holds 16 consecutive bytes
+    fence.proxy.async; barrier   (wgmma reads shared memory through the async proxy)
+    sm_90a, num_warps % 4 == 0, 16-bit/tf32 inputs:
+        wgmma.mma_async per warpgroup, per 64-row sub-tile, per <=256-column chunk, per
+        32-byte k-step; commit; wait 0
+    otherwise: per warp, per k-step ldmatrix A (x4) and B (x4, .trans for 16-bit MN-major B),
+        mma.sync m16n8k{16,8,32} into the fragment
+Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
+SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
+wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
+wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32 and int8.
+
+The pipelined form (cp.async ring with deferred consumption, see wgmma.py/mma.py) needs the
+loads feeding the dot to be rewritten before the layout pass; newt/passes/dot.py documents the
+pass and the hook it needs.
+"""
+from __future__ import annotations
+
+from ..passes.dot import AccLayout, plan_dot
+from ..passes.layouts import CyclicLayout, coords_of
+from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
+
+_ST = {1: "u8", 2: "u16", 4: "u32"}
+_SWZ_MODE = {128: 1, 64: 2, 32: 3}
+
+
+class Tile:
+    """A swizzled shared-memory tile of `rows` x `cols` elements (cols contiguous)."""
+
+    def __init__(self, rows, cols, esize, base: str):
+        self.rows, self.cols, self.esize, self.base = rows, cols, esize, base
+        self.sw = min(128, cols * esize)
+        self.cpl = self.sw // 16            # chunks per panel row
+        self.rpl = 128 // self.sw           # rows sharing one 128-byte line
+        self.nbytes = rows * cols * esize
+
+    def chunk_addr(self, row: str, chunk: str) -> str:
+        panel = f"(({chunk}) / {self.cpl}) * {self.rows * self.sw}u + " if self.cols * self.esize > 128 else ""
+        x = f"((({row}) / {self.rpl}) % {self.cpl})" if self.rpl > 1 else f"(({row}) % {self.cpl})"
+        return (f"({self.base} + {panel}(u32)({row}) * {self.sw}u + "
+                f"(u32)(((({chunk}) % {self.cpl}) ^ {x}) * 16))")
+
+    def elem_addr(self, row: str, col: str) -> str:
+        epc = 16 // self.esize
+        return f"({self.chunk_addr(row, f'({col}) / {epc}')} + (u32)((({col}) % {epc}) * {self.esize}))"
+
+
+def _helpers(em, *parts):
+    for key, text in parts:
+        em.helpers.setdefault(key, text)
+
+
+def _region(em, nbytes: int) -> str:
+    """A private piece of dynamic shared memory after the scratch arena; returns the C
+    expression of its (1024-byte aligned) shared-space address."""
+    off = -(-em.fn.attrs.get("smem_bytes", 0) // 1024) * 1024
+    em.fn.attrs["smem_bytes"] = off + nbytes + 1024      # + run-time alignment slack
+    em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+    return f"((newt_smem_addr(nt_dot_smem) + {off}u + 1023u) & ~1023u)"
+
+
+def _bits(dt_name: str, x: str) -> str:
+    return {"float16": f"(u32)nt_f2h({x})", "bfloat16": f"(u32)nt_f2b({x})",
+            "float32": f"newt_f32_to_tf32({x})", "int8": f"(u32)(u8)({x})"}[dt_name]
+
+
+def _stage(em, v, tile: Tile, transpose: bool):
+    """Store register block v ([R, C]) into `tile` (transpose: element (r, c) goes to tile row c,
+    column r). 16-byte stores per layout group where the group is one tile chunk."""
+    lay = v.attrs["layout"]
+    R, C = v.shape
+    es = tile.esize
+    epc = 16 // es
+    dn = v.dtype.name
+    if (not transpose and isinstance(lay, CyclicLayout) and lay.vec == epc and C % epc == 0):
+        with em.slots(lay.groups, "g"):
+            valid = lay.valid("tid", f"g * {epc}")
+            if valid:
+                em.emit(f"if (!{valid}) continue;")
+            flat = lay.flat("tid", f"g * {epc}")
+            em.emit(f"const int fl = {flat}, rr = fl / {C}, cc = fl % {C};")
+            words = []
+            per = 4 // es
+            for w in range(4):
+                parts = []
+                for k in range(per):
+                    e = w * per + k
+                    b = _bits(dn, em.at(v, f"g * {epc} + {e}"))
+                    parts.append(f"({b} << {8 * es * k})" if k else b)
+                words.append(" | ".join(parts))
+            em.emit(f"newt_st_shared_v4({tile.chunk_addr('rr', f'cc / {epc}')}, "
+                    f"make_uint4({', '.join(words)}));")
+        return
+    with em.slots(lay.nslots) as s:
+        valid = lay.valid("tid", s)
+        rc = coords_of(lay.flat("tid", s), (R, C))
+        row, col = (rc[1], rc[0]) if transpose else (rc[0], rc[1])
+        st = (f'asm volatile("st.shared.{"b" + str(8 * es)} [%0], %1;" :: "r"({tile.elem_addr(row, col)}), '
+              f'"{"h" if es == 2 else "r"}"(({"u16" if es == 2 else "u32"})({_bits(dn, em.at(v, s))})) : "memory");')
+        if es == 1:
+            st = (f'asm volatile("st.shared.u8 [%0], %1;" :: "r"({tile.elem_addr(row, col)}), '
+                  f'"r"((u32)({_bits(dn, em.at(v, s))})) : "memory");')
+        em.emit(f"if ({valid}) {st}" if valid else st)
+
+
+def emit_dot(em, op):
+    a, b, acc = op.operands[:3]
+    r = op.result
+    plan = op.attrs.get("dot_plan") or plan_dot(op, em.T)
+    if plan.engine == "fma":
+        return _emit_fma(em, op)
+    M, N, K, es = plan.M, plan.N, plan.K, plan.esize
+    lay = r.attrs["layout"]
+    assert isinstance(lay, AccLayout), lay
+    arch = em.options.arch
+    use_wg = arch.endswith("a") and arch.startswith("sm_9") and em.T % 128 == 0 \
+        and plan.kind in ("f16", "bf16", "tf32")
+    b_kmajor = es != 2
+    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    if op.attrs.get("ring") is not None:
+        from .dot_ring import emit_ring_dot
+        return emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor)
+    n = em.declare(r)
+    with em.slots(lay.nslots) as s:
+        em.emit(f"{n}[{s}] = {em.at(acc, s, lay)};")
+    base = _region(em, (M * K + K * N) * es)
+    ta = Tile(M, K, es, base)
+    tb = Tile(N, K, es, f"({base} + {M * K * es}u)") if b_kmajor else \
+        Tile(K, N, es, f"({base} + {M * K * es}u)")
+    em.barrier()
+    _stage(em, a, ta, False)
+    _stage(em, b, tb, b_kmajor)
+    if use_wg:
+        em.emit("newt_fence_proxy_async();")
+    em.barrier()
+    if use_wg:
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor)
+    else:
+        _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
+    rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
+    if rnd:
+        with em.slots(lay.nslots) as s:
+            em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
+
+
+def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
+    N = plan.N
+    chunks = [(c0, min(256, N - c0)) for c0 in range(0, N, 256)]
+    fns = {}
+    for _, w in chunks:
+        name = f"newt_wgmma_{plan.kind}_n{w}"
+        fns[w] = name
+        _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
+                 (name, wgmma_instr(plan.kind, w, not b_kmajor, name)))
+    ksteps = plan.K * plan.esize // 32
+    em.emit("newt_wgmma_fence();")
+    wg_row = em.fresh("wg_row")
+    em.emit(f"const int {wg_row} = (warp / 4) * {lay.rows_grp};")
+    for ms in range(lay.nsub):
+        for c0, w in chunks:
+            em.emit("#pragma unroll")
+            with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
+                a_row = f"{wg_row} + {ms * 64}"
+                a_addr = (f"({ta.base} + (u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
+                          f"(u32)({a_row}) * {ta.sw}u + (u32)((kk * 32) % {ta.sw}))")
+                da = f"newt_wgmma_desc2({a_addr}, 16, {8 * ta.sw}, {_SWZ_MODE[ta.sw]})"
+                if b_kmajor:
+                    b_addr = (f"({tb.base} + (u32)((kk * 32) / {tb.sw}) * {tb.rows * tb.sw}u + "
+                              f"{c0 * tb.sw}u + (u32)((kk * 32) % {tb.sw}))")
+                    db = f"newt_wgmma_desc2({b_addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+                else:
+                    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
+                    b_addr = f"({tb.base} + {panel}u + (u32)(kk * {32 // tb.esize}) * {tb.sw}u)"
+                    db = (f"newt_wgmma_desc2({b_addr}, {tb.rows * tb.sw}, {8 * tb.sw}, "
+                          f"{_SWZ_MODE[tb.sw]})")
+                off = ms * (N // 2) + c0 // 2
+                em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, 1);")
+    em.emit("newt_wgmma_commit();")
+    em.emit(f"newt_wgmma_wait<{wait}>();")
+
+
+def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor):
+    N = plan.N
+    _helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
+             (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
+    ki = 32 // plan.esize
+    ksteps = plan.K // ki
+    g = f"(warp / {lay.G})" if lay.ngrp > 1 else "0"
+    wi = f"(warp % {lay.G})" if lay.G > 1 else "0"
+    mma_row = em.fresh("mma_row")
+    em.emit(f"const int {mma_row} = {g} * {lay.rows_grp} + {wi} * 16;")
+    with em.slots(lay.nsub, "ms"):
+        em.emit("#pragma unroll")
+        with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
+            em.emit("u32 fa[4], fb[{0}][2];".format(N // 8))
+            arow = f"{mma_row} + ms * {lay.sub} + (lane % 8) + ((lane / 8) & 1) * 8"
+            em.emit(f"newt_ldmatrix_x4({ta.chunk_addr(arow, 'kk * 2 + lane / 16')}, fa);")
+            em.emit("#pragma unroll")
+            with em.scope(f"for (int nj = 0; nj < {N // 16}; ++nj)"):
+                em.emit("u32 t4[4];")
+                if b_kmajor:
+                    brow = "nj * 16 + (lane % 8) + (lane / 16) * 8"
+                    em.emit(f"newt_ldmatrix_x4({tb.chunk_addr(brow, 'kk * 2 + ((lane / 8) & 1)')}, t4);")
+                else:
+                    brow = f"kk * {ki} + (lane % 8) + ((lane / 8) & 1) * 8"
+                    em.emit(f"newt_ldmatrix_x4_trans({tb.chunk_addr(brow, 'nj * 2 + lane / 16')}, t4);")
+                em.emit("fb[2 * nj][0] = t4[0]; fb[2 * nj][1] = t4[1]; "
+                        "fb[2 * nj + 1][0] = t4[2]; fb[2 * nj + 1][1] = t4[3];")
+            em.emit("#pragma unroll")
+            with em.scope(f"for (int j = 0; j < {N // 8}; ++j)"):
+                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + j * 4], fa, fb[j]);")
+
+
+def _emit_fma(em, op):
+    """Exact products in the result's default layout: operands through shared memory as
+    register values, each thread sums K products per result slot."""
+    a, b, acc = op.operands[:3]
+    r = op.result
+    (M, K), N = a.shape, b.shape[1]
+    ct = em.ctype(r)
+    at, bt = em.ctype(a), em.ctype(b)
+    rb = 8 if "64" in ct or ct == "double" else 4
+    base = _region(em, (M * K + K * N) * rb)
+    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    pa, pb = em.fresh("fa"), em.fresh("fb")
+    em.emit(f"{at}* {pa} = ({at}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    em.emit(f"{bt}* {pb} = ({bt}*)((unsigned char*){pa} + {M * K * rb});")
+    em.barrier()
+    for v, p in ((a, pa), (b, pb)):
+        lay = v.attrs["layout"]
+        with em.slots(lay.nslots) as s:
+            valid = lay.valid("tid", s)
+            st = f"{p}[{lay.flat('tid', s)}] = {em.at(v, s)};"
+            em.emit(f"if ({valid}) {st}" if valid else st)
+    em.barrier()
+    lay = r.attrs["layout"]
+    n = em.declare(r)
+    fl = r.dtype.is_floating()
+    with em.slots(lay.nslots) as s:
+        rr, cc = coords_of(lay.flat("tid", s), (M, N))
+        valid = lay.valid("tid", s)
+        em.emit(f"{ct} t = {em.at(acc, s, lay)};")
+        if valid:
+            em.emit(f"if ({valid})")
+        em.emit("#pragma unroll 4")
+        with em.scope(f"for (int k = 0; k < {K}; ++k)"):
+            x, y = f"({ct}){pa}[{rr} * {K} + k]", f"({ct}){pb}[k * {N} + {cc}]"
+            em.emit(f"t = fma({x}, {y}, t);" if fl else f"t += {x} * {y};")
+        rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
+        em.emit(f"{n}[{s}] = {rnd + '(t)' if rnd else 't'};")

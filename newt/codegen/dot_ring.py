@@ -1,0 +1,215 @@
+"""Codegen of the deferred-consumption ring: `dot_ring_load` ops and the ring form of `dot`.
+
+Where it sits: codegen, for IR rewritten by newt/passes/dot_pipeline.py (RingPlan in attrs).
+The ring is S stages of [A tile | B tile] in dynamic shared memory (same tile formats as
+dot.py). Per loop iteration i (the loop's own induction variable gives i = (iv - lb) / step):
+
+    first ring load   if i >= D: cp.async.wait_group D-1 (tile i-D landed for this thread);
+                      fence.proxy.async; barrier (landed for everyone; and every warp is past
+                      the consumption that last read stage i % S)
+    each ring load    per 16-byte group of the pointer block's layout: consecutive, 16-byte
+                      aligned and unmasked -> cp.async 16 into stage i % S; otherwise the
+                      group is gathered element by element (masked-off elements are 0)
+    dot               cp.async.commit_group; if i >= D: consume stage (i-D) % S
+                      (wgmma: fence, mma_async..., commit, wait_group W; mma.sync: ldmatrix +
+                      mma); at the last iteration: wait for all copies, consume tiles
+                      max(0, i-D+1) .. i, wait for all wgmma, barrier (the ring is free again)
+
+The accumulator is the loop-carried value itself (the pass checked that nothing else reads it
+inside the loop), so the in-flight wgmma group of one iteration may overlap the next
+iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, mma.py).
+"""
+from __future__ import annotations
+
+from ..passes.dot import AccLayout
+from ..passes.layouts import CyclicLayout, coords_of
+from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
+from .dot_ptx import PRELUDE
+from .emitter import handles
+
+try:   # the memory codegen's mask analysis: one test per group where masks are affine
+    from .memory import _mask_all
+except ImportError:  # pragma: no cover
+    _mask_all = None
+
+
+class _Recompute(CyclicLayout):
+    """The pointer block's own layout under another key: `em.at(v, s, this)` then evaluates
+    index-computable values from their index math (shapes.value_at) instead of reading the
+    arrays their ops materialize. Nothing reads those arrays any more, so NVRTC drops them:
+    no per-element pointers or mask bits stay alive across the loop."""
+
+    def __init__(self, lay):
+        super().__init__(lay.numel, lay.num_threads, lay.vec)
+
+    def key(self):
+        return ("recompute",) + super().key()
+
+
+def _loop_names(em, op):
+    loop = op.parent.parent
+    iv = op.parent.args[0]
+    lb, ub, step = loop.operands[:3]
+    return em.name(iv), em.name(lb), em.name(ub), em.name(step)
+
+
+def _tiles(ring, plan, stage: str, b_kmajor: bool):
+    ta = Tile(plan.M, plan.K, plan.esize, stage)
+    bbase = f"({stage} + {ring.a_bytes}u)"
+    tb = Tile(plan.N, plan.K, plan.esize, bbase) if b_kmajor else \
+        Tile(plan.K, plan.N, plan.esize, bbase)
+    return ta, tb
+
+
+@handles("dot_ring_load")
+def _ring_load(em, op):
+    ring = op.attrs["ring"]
+    st = ring.state
+    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    if "base" not in st:
+        st["base"] = _region(em, ring.stages * ring.stage_bytes)
+    iv, lb, _, step = _loop_names(em, op)
+    if op.attrs.get("ring_first") or "it" not in st:
+        it = em.fresh("ring_it")
+        em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
+        st["it"] = it
+        if ring.defer > 0:
+            with em.scope(f"if ({it} >= {ring.defer})"):
+                em.emit(f"newt_cp_async_wait<{ring.defer - 1}>();")
+                em.emit("newt_fence_proxy_async();")
+                em.barrier()
+    it = st["it"]
+    ptr = op.operands[0]
+    mask = op.operands[1] if op.attrs.get("has_mask") else None
+    R, C = op.result.shape
+    es = max(1, op.result.dtype.bits // 8)
+    role = op.attrs["ring_role"]
+    b_kmajor = es != 2
+    transpose = role == "b" and b_kmajor
+    stage = f"({st['base']} + (u32)({it} % {ring.stages}) * {ring.stage_bytes}u)"
+    if role == "a":
+        tile = Tile(R, C, es, stage)
+    else:
+        tile = Tile(C, R, es, f"({stage} + {ring.a_bytes}u)") if transpose else \
+            Tile(R, C, es, f"({stage} + {ring.a_bytes}u)")
+    lay = ptr.attrs["layout"]
+    icomp = ptr.attrs.get("icomp") and (mask is None or mask.attrs.get("icomp"))
+    if icomp and isinstance(lay, CyclicLayout):
+        lay = _Recompute(lay)
+    at = (lambda v, s: em.at(v, s, lay)) if icomp else (lambda v, s: em.at(v, s))
+    epc = 16 // es
+    u = {1: "u8", 2: "u16", 4: "u32"}[es]
+    rd = (lambda p: f"*(const {u}*)({p})")
+    if not transpose and isinstance(lay, CyclicLayout) and lay.vec == epc and C % epc == 0:
+        # groups in a rolled loop when the addresses are recomputed: unrolled, NVRTC hoists
+        # every group's loop-invariant address and mask terms and runs out of registers
+        em.emit("#pragma unroll 1" if icomp else "#pragma unroll")
+        with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
+            first = f"g * {epc}"
+            valid = lay.valid("tid", first)
+            if valid:
+                em.emit(f"if (!{valid}) continue;")
+            em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
+            em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+            em.emit(f"const {em.ctype(ptr)} p0 = {at(ptr, first)};")
+            p0 = "p0"
+            conds = [f"(((u64)({p0})) & 15) == 0"]
+            if ptr.attrs.get("contig", 1) < epc:
+                conds += [f"{at(ptr, f'{first} + {j}')} == {p0} + {j}" for j in range(1, epc)]
+            if mask is not None:
+                conds += (_mask_all(em, mask, lay, first, epc) if _mask_all else
+                          [at(mask, f"{first} + {j}") for j in range(epc)])
+            with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+                em.emit(f"newt_cp_async16(dst, {p0}, 16);")
+            with em.scope("else"):
+                em.emit(f"union {{ uint4 v; {u} e[{epc}]; }} t;")
+                for j in range(epc):
+                    pj = at(ptr, f"{first} + {j}")
+                    mj = at(mask, f"{first} + {j}") if mask is not None else None
+                    em.emit(f"t.e[{j}] = {f'{mj} ? {rd(pj)} : ({u})0' if mj else rd(pj)};")
+                em.emit("newt_st_shared_v4(dst, t.v);")
+        return
+    # element by element (transposed B, other layouts)
+    with em.slots(lay.nslots) as s:
+        valid = lay.valid("tid", s)
+        rr, cc = coords_of(lay.flat("tid", s), (R, C))
+        row, col = (cc, rr) if transpose else (rr, cc)
+        m = at(mask, s) if mask is not None else None
+        val = f"{m} ? {rd(at(ptr, s))} : ({u})0" if m else rd(at(ptr, s))
+        width = 8 * es
+        cons = "h" if es == 2 else "r"
+        ct = "u16" if es == 2 else "u32"
+        store = (f'asm volatile("st.shared.{"u8" if es == 1 else "b" + str(width)} [%0], %1;" '
+                 f':: "r"({tile.elem_addr(row, col)}), "{cons}"(({ct})({val})) : "memory");')
+        em.emit(f"if ({valid}) {store}" if valid else store)
+
+
+def emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor):
+    ring = op.attrs["ring"]
+    st = ring.state
+    acc = op.operands[2]
+    em.alias(op.result, acc)          # accumulate in place into the carried value
+    n = em.name(acc)
+    it = st["it"]
+    iv, _, ub, step = _loop_names(em, op)
+    S, D = ring.stages, ring.defer
+
+    def consume(tile_index: str, wait: int):
+        stage = f"({st['base']} + (u32)(({tile_index}) % {S}) * {ring.stage_bytes}u)"
+        ta, tb = _tiles(ring, plan, stage, b_kmajor)
+        if use_wg:
+            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait)
+        else:
+            _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
+
+    em.emit("newt_cp_async_commit();")
+    if D > 0:
+        with em.scope(f"if ({it} >= {D})"):
+            consume(f"{it} - {D}", ring.wait_after)
+    last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
+    with em.scope(f"if ({last})"):
+        em.emit("newt_cp_async_wait<0>();")
+        em.emit("newt_fence_proxy_async();")
+        em.barrier()
+        with em.scope(f"for (int ring_c = max({it} - {D} + 1, 0); ring_c <= {it}; ++ring_c)"):
+            consume("ring_c", 0)
+        if use_wg:
+            em.emit("newt_wgmma_wait<0>();")
+        em.barrier()
+
+
+@handles("dot_acc_out")
+def _acc_out(em, op):
+    """Fragment layout (of the dot that produced the loop-carried value) -> the result's layout,
+    through shared memory (the ring's when it is large enough: it is idle after the loop)."""
+    x, r = op.operands[0], op.result
+    plan = op.attrs["dot_plan"]
+    if plan.engine != "mma":
+        em.alias(r, x)
+        return
+    src = AccLayout(plan.M, plan.N, em.T)
+    dst = r.attrs["layout"]
+    if dst == src:
+        em.alias(r, x)
+        return
+    nbytes = plan.M * plan.N * 4
+    ring = op.attrs.get("ring")
+    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
+        base = ring.state["base"]
+        em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+    else:
+        base = _region(em, nbytes)
+    ct = em.ctype(x)
+    buf = em.fresh("accx")
+    em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    em.barrier()
+    n = em.name(x)
+    with em.slots(src.nslots) as s:
+        em.emit(f"{buf}[{src.flat('tid', s)}] = {n}[{s}];")
+    em.barrier()
+    rn = em.declare(r)
+    with em.slots(dst.nslots) as s:
+        v = dst.valid("tid", s)
+        rd = f"{buf}[{dst.flat('tid', s)}]"
+        em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
+    em.barrier()

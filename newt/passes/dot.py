@@ -1,0 +1,142 @@
+"""Dot decisions: which engine computes each `dot`, and the accumulator's register layout.
+
+Where it sits: the layout pass (layout.py) calls `result_layout(op, num_threads)` for every
+`dot` op; the answer anchors the accumulator (and, through elementwise ops and loop-carried
+values, every epilogue value computed from it), so that bias, activation, cast and masked store
+work on the tensor-core fragment in place, without a trip through shared memory. The same call
+records the decision in `op.attrs["dot_plan"]` (a DotPlan, shown by the printer); codegen
+(newt/codegen/dot.py) follows it.
+
+Engines:
+  "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit or tf32 inputs codegen uses
+          wgmma.mma_async (warpgroups); otherwise ldmatrix + mma.sync (sm_80+). Both produce the
+          same accumulator layout (AccLayout), so the layout does not depend on the arch.
+  "fma"   exact scalar products (fp32 with input_precision="ieee", fp64, and shapes the
+          fragment layout cannot cover): result in the default group-cyclic layout.
+
+AccLayout (the m16n8 / m64nN fragment, PTX ISA "Matrix fragments for mma.m16n8k16" and
+"wgmma.mma_async register fragment D"): warps form groups of G = min(4, W) consecutive warps
+(a warpgroup when G = 4); group g owns rows [g*M/ngrp, (g+1)*M/ngrp) in sub-tiles of 16*G rows;
+warp i of the group owns rows 16i..16i+15 of every sub-tile and all N columns. Within a warp's
+16 x N strip, lane l and register r = 4*(c/8) + 2*h + e hold row l/4 + 8h, column
+8*(c/8) + 2*(l%4) + e. Slots run sub-tile by sub-tile (N/2 registers each), which is exactly the
+register order of a wgmma m64nN accumulator and of consecutive mma.sync m16n8 C fragments.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import CompilationError
+from .layouts import Layout
+
+# K covered by one instruction is 32 bytes of the input element
+_TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1}
+
+
+class AccLayout(Layout):
+    def __init__(self, M: int, N: int, num_threads: int):
+        W = num_threads // 32
+        self.M, self.N, self.numel, self.num_threads = M, N, M * N, num_threads
+        self.G = min(4, W)
+        self.ngrp = W // self.G
+        self.rows_grp = M // self.ngrp
+        self.sub = 16 * self.G
+        self.nsub = self.rows_grp // self.sub
+        self.nslots = self.nsub * N // 2
+        self.vec = 2
+
+    @staticmethod
+    def fits(M, N, num_threads) -> bool:
+        W = num_threads // 32
+        return M % (16 * W) == 0 and N % 16 == 0
+
+    def key(self):
+        return ("mma_acc", self.M, self.N, self.num_threads)
+
+    def py_flat(self, t, s):
+        w, lane = t // 32, t % 32
+        g, wi = w // self.G, w % self.G
+        half = self.N // 2
+        ms, rem = s // half, s % half
+        c8, h, e = rem // 4, (rem % 4) // 2, rem % 2
+        row = g * self.rows_grp + ms * self.sub + wi * 16 + lane // 4 + 8 * h
+        return row * self.N + c8 * 8 + (lane % 4) * 2 + e
+
+    def row_col(self, tid: str, s) -> tuple[str, str]:
+        """C expressions (row, column) of slot s of thread tid."""
+        half = self.N // 2
+        w = f"({tid} >> 5)"
+        lane = f"({tid} & 31)"
+        g = f"({w} / {self.G})" if self.ngrp > 1 else "0"
+        wi = f"({w} % {self.G})" if self.G > 1 else "0"
+        if isinstance(s, int):
+            ms, rem = s // half, s % half
+            c8, h, e = rem // 4, (rem % 4) // 2, rem % 2
+            row = (f"({g} * {self.rows_grp} + {wi} * 16 + ({lane} >> 2) + "
+                   f"{ms * self.sub + 8 * h})")
+            col = f"({c8 * 8 + e} + ({lane} & 3) * 2)"
+            return row, col
+        s = f"({s})"
+        row = (f"({g} * {self.rows_grp} + ({s} / {half}) * {self.sub} + {wi} * 16 + "
+               f"({lane} >> 2) + (({s} % 4) / 2) * 8)")
+        col = f"((({s} % {half}) / 4) * 8 + ({lane} & 3) * 2 + {s} % 2)"
+        return row, col
+
+    def flat(self, tid, s):
+        row, col = self.row_col(tid, s)
+        return f"({row} * {self.N} + {col})"
+
+    def valid(self, tid, s):
+        return None
+
+    def __str__(self):
+        return f"mma_acc(M={self.M}, N={self.N}, groups={self.ngrp}x{self.G} warps)"
+
+    __repr__ = __str__
+
+
+@dataclasses.dataclass
+class DotPlan:
+    engine: str            # "mma" | "fma"
+    kind: str              # "f16" | "bf16" | "tf32" | "s8" | "fma"
+    M: int
+    N: int
+    K: int
+    esize: int
+
+    def __str__(self):
+        return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]"
+
+
+def plan_dot(op, num_threads) -> DotPlan:
+    a, b = op.operands[0], op.operands[1]
+    (M, K), N = a.shape, b.shape[1]
+    dt = a.dtype.name
+    prec = op.attrs.get("input_precision", "tf32")
+    kind = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}.get(dt)
+    if dt == "float32" and prec in ("tf32", "tf32x3"):
+        kind = "tf32"
+    esize = _TC_INPUTS.get(dt, 8)
+    if kind is not None and AccLayout.fits(M, N, num_threads) and (K * esize) % 32 == 0 \
+            and (K * esize) >= 32:
+        return DotPlan("mma", kind, M, N, K, esize)
+    return DotPlan("fma", "fma", M, N, K, esize)
+
+
+def result_layout(op, num_threads):
+    """The layout pass's hook: the accumulator layout of `dot` op (None: the default)."""
+    plan = op.attrs.get("dot_plan")
+    if plan is None:
+        try:
+            plan = plan_dot(op, num_threads)
+        except (ValueError, KeyError) as e:
+            raise CompilationError(f"dot: {e}", op.loc) from None
+        op.attrs["dot_plan"] = plan
+    if op.attrs.get("ring") is not None:     # marked by dot_pipeline.py: the loads go async
+        for v in op.operands[:2]:
+            if v.owner.attrs.get("ring_role"):
+                v.owner.opcode = "dot_ring_load"
+    if plan.engine == "mma":
+        return AccLayout(plan.M, plan.N, num_threads)
+    return None
+

@@ -1,0 +1,236 @@
+"""Dot pipeline pass: loops around a `dot` lose their pointer arrays and stage their operand
+tiles through a cp.async ring with deferred consumption.
+
+Where it sits: before the layout pass (it rewrites IR; layouts are decided afterwards).
+Consumes the frontend's IR; produces:
+
+1. Strength-reduced pointer blocks. A loop-carried pointer block P with an index-computable
+   initial value I and the update `P = P + splat(s)` (the tutorial's `a_ptrs += BK * stride`)
+   becomes a carried *scalar* offset o (i64): inside the body P is `I + splat(o)`, which is
+   index-computable, so no thread keeps 2 registers per element alive across iterations (the
+   tutorial matmul at 128x128x64 otherwise carries 96 pointers per thread and spills).
+2. Ring loads. In a `for` body, a `load` whose only user is a `dot` operand, with `other`
+   absent or 0, becomes opcode `dot_ring_load` (attrs ring_role "a"/"b", ring_first on the
+   first of the body; the opcode changes when the layout pass reaches the dot, so that vector
+   widths are still chosen from the loads); the dot gets attrs["ring"] = RingPlan. Conditions: the dot's acc is a
+   carried value used only by the dot, and the dot's result only by the loop's yield (so
+   consuming tile i at iteration i + D and the last D tiles at the last iteration computes the
+   same sum), acc is fp32 or int32, and the dot runs on tensor cores.
+   Codegen (newt/codegen/dot.py) then emits, per iteration i:
+       first ring load: if i >= D: wait for tile i-D, fence, barrier
+       each ring load:  16-byte cp.async per layout group into stage i % S (a gather for
+                        groups that are not consecutive, aligned and unmasked)
+       dot:             commit; if i >= D: consume stage (i-D) % S;
+                        at the last iteration: wait for all, consume the remaining tiles
+
+Not registered by newt/passes/__init__.py yet: `install()` puts it first in PASSES (the hook
+the backend's pass list needs is exactly that entry: ("dot_pipeline", pipeline_dots) before
+"layout").
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import dtypes as D
+from ..ir.core import BlockType, Op, ScalarType, is_block
+from .dot import plan_dot
+
+
+@dataclasses.dataclass
+class RingPlan:
+    stages: int            # S: tiles in shared memory
+    defer: int             # D: a tile is consumed D iterations after its copy started
+    wait_after: int        # wgmma groups left in flight after a consumption (1 or 0)
+    a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
+    stage_bytes: int
+    state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
+
+    def __str__(self):
+        return f"ring(S={self.stages}, D={self.defer})"
+
+
+def _users(block):
+    """value id -> list of ops (anywhere under `block`) that read it."""
+    uses: dict[int, list] = {}
+    for op in block.walk():
+        for o in op.operands:
+            uses.setdefault(o.id, []).append(op)
+    return uses
+
+
+def _new_op(block, index, opcode, operands, rtype, attrs=None, loc=None):
+    op = Op(opcode, operands, [rtype], attrs or {}, (), loc)
+    op.parent = block
+    block.ops.insert(index, op)
+    return op.result
+
+
+def _icomp_ok(v, body_ids) -> bool:
+    """Defined outside the loop from index math only (arange/program ids/scalars)."""
+    op = v.owner
+    if not isinstance(op, Op) or id(op) in body_ids:
+        return not is_block(v.type)
+    if op.opcode in ("arange", "constant", "program_id", "num_programs"):
+        return True
+    if op.opcode in ("splat", "broadcast", "reshape", "binary", "addptr", "cast", "unary",
+                     "select", "fma"):
+        return all(_icomp_ok(o, body_ids) for o in op.operands)
+    return not is_block(v.type)
+
+
+def _reduce_pointers(loop):
+    body = loop.regions[0]
+    yld = body.ops[-1]
+    body_ids = {id(o) for o in body.walk()}
+    for i, arg in enumerate(list(body.args[1:])):
+        init, nxt = loop.operands[3 + i], yld.operands[i]
+        if not (is_block(arg.type) and arg.dtype.is_ptr()):
+            continue
+        upd = nxt.owner
+        if not (isinstance(upd, Op) and upd.opcode == "addptr" and upd.parent is body
+                and upd.operands[0] is arg):
+            continue
+        inc = upd.operands[1]
+        if not (isinstance(inc.owner, Op) and inc.owner.opcode == "splat"):
+            continue
+        if not _icomp_ok(init, body_ids):
+            continue
+        step = inc.owner.operands[0]
+        shape, loc = arg.type.shape, loop.loc
+        # the carried value becomes the scalar element offset
+        parent = loop.parent
+        zero = _new_op(parent, parent.ops.index(loop), "constant", [], ScalarType(D.int64),
+                       {"value": 0}, loc)
+        loop.operands[3 + i] = zero
+        res = loop.results[i]
+        arg.type = ScalarType(D.int64)
+        res.type = ScalarType(D.int64)
+        # inside: P = I + splat(o), in front of everything
+        sp = _new_op(body, 0, "splat", [arg], BlockType(D.int64, shape), None, loc)
+        ptr = _new_op(body, 1, "addptr", [init, sp], init.type, None, loc)
+        ptr.name = arg.name
+        for op in body.walk():
+            if op is sp.owner:
+                continue
+            op.operands = [ptr if o is arg else o for o in op.operands]
+        # the update: o + s (s widened to i64)
+        at = body.ops.index(yld)
+        s64 = step if step.dtype is D.int64 else _new_op(body, at, "cast", [step],
+                                                         ScalarType(D.int64), {"bitcast": False},
+                                                         loc)
+        at = body.ops.index(yld)
+        o2 = _new_op(body, at, "binary", [arg, s64], ScalarType(D.int64), {"op": "add"}, loc)
+        yld.operands[i] = o2
+        # after the loop the pointer block is I + splat(final offset), if anyone reads it
+        uses = [op for op in parent.walk() if res in op.operands]
+        if uses:
+            k = parent.ops.index(loop) + 1
+            sp2 = _new_op(parent, k, "splat", [res], BlockType(D.int64, shape), None, loc)
+            p2 = _new_op(parent, k + 1, "addptr", [init, sp2], init.type, None, loc)
+            for op in uses:
+                op.operands = [p2 if o is res else o for o in op.operands]
+
+
+def _zero_other(v) -> bool:
+    op = v.owner
+    while isinstance(op, Op) and op.opcode in ("splat", "broadcast", "cast"):
+        op = op.operands[0].owner
+    return isinstance(op, Op) and op.opcode == "constant" and op.attrs["value"] == 0
+
+
+def _mark_ring(loop, options):
+    body = loop.regions[0]
+    uses = _users(body)
+    yld = body.ops[-1]
+    first = True
+    for op in list(body.ops):
+        if op.opcode != "dot":
+            continue
+        a, b, acc = op.operands[:3]
+        if acc not in body.args[1:] or op.result.dtype not in (D.float32, D.int32):
+            continue
+        j = body.args.index(acc) - 1
+        if [u for u in uses.get(acc.id, [])] != [op] or uses.get(op.result.id, []) != [yld] \
+                or yld.operands[j] is not op.result:
+            continue
+        plan = plan_dot(op, options.num_threads)
+        if plan.engine != "mma":
+            continue
+        loads = []
+        for v in (a, b):
+            ld = v.owner
+            ok = (isinstance(ld, Op) and ld.opcode == "load" and ld.parent is body
+                  and uses.get(v.id, []) == [op] and not ld.attrs.get("volatile")
+                  and (not ld.attrs.get("has_other") or _zero_other(ld.operands[-1])))
+            loads.append(ld if ok else None)
+        if None in loads:
+            continue
+        S = max(2, loop.attrs.get("num_stages") or options.num_stages)
+        use_wg = options.arch.startswith("sm_9") and options.arch.endswith("a") \
+            and options.num_threads % 128 == 0 and plan.kind in ("f16", "bf16", "tf32")
+        if use_wg:
+            D_, wait = (S - 2, 1) if S >= 3 else (S - 1, 0)
+        else:
+            D_, wait = S - 1, 0
+        a_bytes = -(-plan.M * plan.K * plan.esize // 1024) * 1024
+        b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
+        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes)
+        op.attrs["dot_plan"] = plan
+        op.attrs["ring"] = ring
+        for role, ld in zip("ab", loads):
+            # the opcode becomes dot_ring_load in the layout pass (passes/dot.py), after the
+            # pass has chosen vector widths from the loads
+            ld.attrs.update(ring_role=role, ring=ring, ring_first=False)
+        # the first ring load of the body issues the iteration's wait + barrier
+        firsts = sorted(loads, key=body.ops.index)
+        if first:
+            firsts[0].attrs["ring_first"] = True
+            first = False
+        else:   # a second ring in the same loop shares the first one's barrier
+            firsts[0].attrs["ring_first"] = True
+
+
+def _acc_out(loop, options):
+    """A carried dot accumulator leaves the loop through `dot_acc_out`: codegen moves it from
+    the fragment layout to the default layout through shared memory (coalesced epilogue
+    stores), whatever layout the loop's result value was given."""
+    body = loop.regions[0]
+    yld = body.ops[-1]
+    for j, y in enumerate(yld.operands):
+        dot = y.owner
+        if not (isinstance(dot, Op) and dot.opcode == "dot" and dot.parent is body):
+            continue
+        res = loop.results[j]
+        parent = loop.parent
+        uses = [op for op in parent.walk() if res in op.operands]
+        if not uses:
+            continue
+        plan = dot.attrs.get("dot_plan") or plan_dot(dot, options.num_threads)
+        dot.attrs["dot_plan"] = plan
+        k = parent.ops.index(loop) + 1
+        out = _new_op(parent, k, "dot_acc_out", [res], res.type,
+                      {"dot_plan": plan, "ring": dot.attrs.get("ring")}, loop.loc)
+        out.name = res.name
+        for op in uses:
+            op.operands = [out if o is res else o for o in op.operands]
+
+
+def pipeline_dots(fn, options):
+    loops = [op for op in fn.walk() if op.opcode == "for"
+             and any(o.opcode == "dot" for o in op.regions[0].ops)]
+    for loop in loops:
+        _reduce_pointers(loop)
+        _mark_ring(loop, options)
+        _acc_out(loop, options)
+    return fn
+
+
+def install():
+    """Register the pass before the layout pass (idempotent)."""
+    import newt.passes as P
+    if not any(name == "dot_pipeline" for name, _ in P.PASSES):
+        P.PASSES = (("dot_pipeline", pipeline_dots),) + tuple(P.PASSES)
+
+
+# the ring's codegen handlers (dot_ring_load) register on import
+from ..codegen import dot_ring as _dot_ring  # noqa: E402,F401
