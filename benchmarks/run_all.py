@@ -184,8 +184,12 @@ def main(argv=None):
     for name, path in discover(only):
         try:
             mod = common.load_file(path, f"bench_{name}")
+            if not callable(getattr(mod, "run", None)):
+                raise AttributeError(f"bench_{name}.py defines no run(out_dir, quick=False) "
+                                     f"returning rows (see benchmarks/run_all.py)")
         except Exception:
             failures[name] = traceback.format_exc()
+            report(args.out, env, runs, failures)
             continue
         for i in range(args.runs):
             print(f"-- bench_{name} run {i + 1}/{args.runs}", flush=True)
