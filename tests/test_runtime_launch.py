@@ -261,3 +261,26 @@ def test_grid_of_numpy_and_torch_ints(gpu):
     assert fake_state(cu).grid == (5, 1, 1)
     with pytest.raises(newt.LaunchError, match="grid x must be an int"):
         add[(2.5,)](x, x, x, 16)
+
+
+def test_launch_without_current_context_binds_the_device(gpu):
+    """A launch refused for want of a context (a fresh thread) is retried in the device's primary
+    context."""
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    add[(1,)](x, x, x, 16)
+    before = fake_state(cu).launches
+    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 201     # CUDA_ERROR_INVALID_CONTEXT
+
+    real = driver.run_in_context
+
+    def clear_then_run(index, fn):
+        ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
+        return real(index, fn)
+    driver.run_in_context = clear_then_run
+    try:
+        add[(2,)](x, x, x, 16)
+    finally:
+        driver.run_in_context = real
+    assert fake_state(cu).launches == before + 1 and fake_state(cu).grid == (2, 1, 1)

@@ -190,6 +190,26 @@ class Device:
         return f"Device({self.index}, {self.arch}, {self.sm_count} SMs)"
 
 
+def run_in_context(device_index: int, fn):
+    """fn() with the device's primary context current: made current if the thread has none,
+    pushed and popped if the thread uses another device's."""
+    cu = lib()
+    dev = Device.get(device_index)
+    prev = c_void_p()
+    check(cu.cuCtxGetCurrent(ctypes.byref(prev)), "cuCtxGetCurrent")
+    if not prev.value:
+        dev.make_current()
+        return fn()
+    if prev.value == dev.context:
+        return fn()
+    check(cu.cuCtxPushCurrent_v2(dev.context), "cuCtxPushCurrent")
+    try:
+        return fn()
+    finally:
+        popped = c_void_p()
+        cu.cuCtxPopCurrent_v2(ctypes.byref(popped))
+
+
 def _torch_cuda_ready(index: int):
     """Make torch initialise CUDA first, so that its primary context is the one we share."""
     try:

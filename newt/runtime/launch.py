@@ -91,11 +91,13 @@ class Launcher:
 
     def failed(self, res, gx, gy, gz):
         if res in (driver.CUDA_ERROR_INVALID_CONTEXT, driver.CUDA_ERROR_INVALID_HANDLE):
-            # This thread has no (or another) current context: bind the device's primary context,
-            # as torch does on first use in a thread, and try once more.
-            driver.Device.get(self.device_index).make_current()
-            res = self.cu_launch(self.func, gx, gy, gz, self.block, 1, 1, self.shared,
-                                 self.stream(self.device_index), self.params_addr, None)
+            # This thread has no current context, or another device's (tensors on a device that
+            # is not torch's current one). No context: bind the device's primary one, as torch
+            # does on first use in a thread. Another one: push ours for this launch only, so that
+            # torch's current device does not change under the user.
+            res = driver.run_in_context(self.device_index, lambda: self.cu_launch(
+                self.func, gx, gy, gz, self.block, 1, 1, self.shared,
+                self.stream(self.device_index), self.params_addr, None))
             if not res:
                 return
         driver.check(res, f"cuLaunchKernel(grid=({gx}, {gy}, {gz}), block={self.block}, "
