@@ -40,10 +40,11 @@ def available() -> bool:
     return sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
 
 
-def compile_in_workers(jobs: list, max_workers: int | None = None, timeout: float = 600.0):
+def compile_in_workers(jobs: list, max_workers: int | None = None, job_timeout: float = 180.0):
     """jobs: [(jitfn, signature, constexprs, specialization, arch, num_warps, num_stages)].
-    Returns one entry per job: None (in the disk cache now), "crashed: ..." (the child died: do
-    not compile this one in-process), or the child's error text (a normal compile error)."""
+    Returns one entry per job: None (in the disk cache now), "crashed: ..." (the child died or
+    hung past `job_timeout` seconds: do not compile this one in-process), or the child's error
+    text (a normal compile error, which the in-process compile will raise again)."""
     global _JOBS
     results: list = [None] * len(jobs)
     if not jobs or not available():
@@ -60,7 +61,6 @@ def compile_in_workers(jobs: list, max_workers: int | None = None, timeout: floa
     workers = max(1, min(max_workers or os.cpu_count() or 1, len(jobs)))
     pending = list(range(len(jobs)))
     running: dict = {}
-    deadline = time.monotonic() + timeout
     try:
         while pending or running:
             while pending and len(running) < workers:
@@ -69,8 +69,8 @@ def compile_in_workers(jobs: list, max_workers: int | None = None, timeout: floa
                 p = ctx.Process(target=_child, args=(i, send), daemon=True)
                 p.start()
                 send.close()
-                running[i] = (p, recv)
-            for i, (p, recv) in list(running.items()):
+                running[i] = (p, recv, time.monotonic())
+            for i, (p, recv, t0) in list(running.items()):
                 if recv.poll(0.005):
                     try:
                         results[i] = recv.recv()
@@ -83,15 +83,13 @@ def compile_in_workers(jobs: list, max_workers: int | None = None, timeout: floa
                     p.join()
                     results[i] = f"crashed: the compiler process died (exit {p.exitcode})"
                     del running[i]
-            if time.monotonic() > deadline:
-                for i, (p, _) in running.items():
+                elif time.monotonic() - t0 > job_timeout:
                     p.kill()
                     p.join()
-                    results[i] = f"crashed: compile took more than {timeout:.0f} s"
-                running.clear()
-                for i in pending:
-                    results[i] = "skipped: out of time"
-                pending.clear()
+                    results[i] = f"crashed: compile took more than {job_timeout:.0f} s"
+                    del running[i]
     finally:
+        for p, _, _ in running.values():
+            p.kill()
         _JOBS = []
     return results
