@@ -84,6 +84,11 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
     extra = ("-lineinfo",) if options.debug else ()
     res = nvrtc.compile_cuda(source, name, options.arch, extra)        # stage: nvrtc
     rep = nvrtc.parse_ptxas_report(res.log, name)
+    if (rep["n_spills"] or rep["local_bytes"]) and ir_fn.attrs.get("min_blocks", 1) > 1:
+        ir_fn.attrs["min_blocks"] = 1        # the register budget was too tight: lift it
+        source, name = generate(ir_fn, options)
+        res = nvrtc.compile_cuda(source, name, options.arch, extra)
+        rep = nvrtc.parse_ptxas_report(res.log, name)
     params = [p for p in ir_fn.params if p.name not in eq1]
     return CompiledKernel(
         name=name, source=source, ptx=res.ptx, cubin=res.cubin, ir=ir_text, params=params,

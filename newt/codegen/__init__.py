@@ -51,6 +51,7 @@ def generate(fn, options) -> tuple[str, str]:
     em.block(fn.body)
     T = options.num_threads
     name = fn.name
-    head = (f'extern "C" __global__ void __launch_bounds__({T}, 1) {name}({", ".join(params)}) {{')
+    mb = fn.attrs.get("min_blocks", 1)
+    head = (f'extern "C" __global__ void __launch_bounds__({T}, {mb}) {name}({", ".join(params)}) {{')
     parts = [HEADER] + list(em.helpers.values()) + [head] + em.lines + ["}", ""]
     return "\n".join(parts), name

@@ -135,8 +135,8 @@ def _group_check(em, op, lay, ptr, mask, vec, width):
                 conds.append(f"{em.at(ptr, f'{first} + {j}', lay)} == {p0} + {j}")
         if mask is not None:
             conds += _mask_all(em, mask, lay, first, vec)
-        test = " && ".join(f"({c})" for c in conds)
-        em.emit(f"{ok} = {ok} && ({f'!{v} || ' if v else ''}({test}));")
+        test = " & ".join(f"({c})" for c in conds)     # & not &&: no branches
+        em.emit(f"{ok} &= {f'!{v} | ' if v else ''}({test});")
     return ok
 
 

@@ -3,6 +3,7 @@
     wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
     layout       a register layout for every block value; how shape ops move data (layout.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
+    occupancy    the blocks per SM asked of ptxas (smem.py)
 
 Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so the printed IR
 (NEWT_DEBUG=1) shows every choice codegen will follow.
@@ -10,13 +11,14 @@ Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so t
 from __future__ import annotations
 
 from .layout import assign_layouts
-from .smem import plan_shared_memory
+from .smem import plan_occupancy, plan_shared_memory
 from .wide_index import mark_wide_indices
 
 PASSES = (
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
     ("smem", plan_shared_memory),
+    ("occupancy", plan_occupancy),
 )
 
 

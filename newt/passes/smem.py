@@ -124,6 +124,16 @@ class _Planner:
                     self.last = None
 
 
+def plan_occupancy(fn, options):
+    """fn.attrs["min_blocks"]: the blocks per SM asked of ptxas (__launch_bounds__). Memory-bound
+    kernels want many bytes in flight, so ask for a 64-register budget (4 blocks of 256
+    threads); kernels with a dot keep the whole register file for accumulators. compile()
+    retries with 1 when the budget spills."""
+    has_dot = any(op.opcode == "dot" for op in fn.walk())
+    fn.attrs["min_blocks"] = 1 if has_dot else max(1, 1024 // options.num_threads)
+    return fn
+
+
 def plan_shared_memory(fn, options):
     p = _Planner(options.num_threads)
     p.block(fn.body)
