@@ -103,6 +103,19 @@ class JITFunction:
             return interp_launch(self, grid, args, kwargs)
         return (self._launch_fn or self._generate())(grid, *args, **kwargs)
 
+    def warmup(self, *args, **kwargs):
+        """Compile (or load from the disk cache) and prepare the launch for these arguments,
+        without launching; returns the Launcher (its `.binary.meta` holds n_regs, spills...)."""
+        (self._launch_fn or self._generate())
+        key, _ = self._binder(*args, **kwargs)
+        launcher = self.cache.get(key)
+        if launcher is None:
+            from .runtime import specialize
+            arguments, _, _ = specialize.bind(self, args, kwargs)
+            launcher = self._miss(key, {**arguments, "num_warps": kwargs.get("num_warps", 4),
+                                        "num_stages": kwargs.get("num_stages", 3)})
+        return launcher
+
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
                            f"{self.__name__}[grid](...), or call it from another kernel")

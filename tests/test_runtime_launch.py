@@ -284,3 +284,15 @@ def test_launch_without_current_context_binds_the_device(gpu):
     finally:
         driver.run_in_context = real
     assert fake_state(cu).launches == before + 1 and fake_state(cu).grid == (2, 1, 1)
+
+
+def test_warmup_compiles_without_launching(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    before = fake_state(cu).launches
+    L = add.warmup(x, x, x, 16, BLOCK=32, num_warps=2)
+    assert fake_state(cu).launches == before and len(fc.calls) == 1
+    assert L.binary.meta["num_warps"] == 2 and L.block == 64
+    add[(1,)](x, x, x, 16, BLOCK=32, num_warps=2)      # same key: no second compile
+    assert len(fc.calls) == 1 and fake_state(cu).launches == before + 1
