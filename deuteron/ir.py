@@ -26,6 +26,8 @@ class Dim:
         self.in_dot = False       # block sizes of dims a dot reads must be >= 16
         self.letter = None        # set by lower.py: "m" -> offs_m, mask_m, M, BLOCK_SIZE_M
         self.tunable = kind != "full" and block is None
+        # block_size=1 pinned: the tile is an index (tensors indexed with it lose that dim)
+        self.is_index = kind != "full" and block == 1
 
     def describe(self) -> str:
         what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]

@@ -8,6 +8,7 @@ so the same body runs as plain PyTorch). Outside a @dt.kernel function they rais
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import torch
 
@@ -34,7 +35,9 @@ def _run():
 def tile(sizes, block_size=None):
     """`for t in dt.tile(n)` / `for tm, tn in dt.tile([m, n])`: iterate over tiles of the given
     extents. The outermost tile loop of a kernel becomes the launch grid, inner ones device loops.
-    `block_size` pins the tile size (one int, or one per dim); otherwise the autotuner picks it."""
+    `block_size` pins the tile size (one int, or one per dim); otherwise the autotuner picks it.
+    A tile pinned to block_size=1 is an index: tensors indexed with it lose that dim, as with an
+    int (e.g. the batch*head dim of attention)."""
     return _run().tile(sizes, block_size)
 
 
@@ -111,9 +114,13 @@ class RefRun:
         self.device = device
 
     def tile(self, sizes, block_size=None):
-        if isinstance(sizes, (list, tuple)):
-            return iter([tuple(RefTile(int(s)) for s in sizes)])
-        return iter([RefTile(int(sizes))])
+        multi = isinstance(sizes, (list, tuple))
+        sizes = list(sizes) if multi else [sizes]
+        blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(sizes)
+        # a tile pinned to block_size=1 is an index: iterate over it; the others are whole dims
+        axes = [range(int(s)) if b == 1 else [RefTile(int(s))] for s, b in zip(sizes, blocks)]
+        it = itertools.product(*axes)
+        return it if multi else (t[0] for t in it)
 
     def full(self, shape, value, dtype):
         dims = [s.n if isinstance(s, RefTile) else int(s) for s in shape]

@@ -137,7 +137,8 @@ class _Lowering:
         return params, constexprs
 
     def _grouped(self):
-        return self.p.has_dot and len(self.p.grid) == 2
+        g = self.p.grid
+        return self.p.has_dot and len(g) == 2 and g[0].in_dot and g[1].in_dot
 
     # ------------------------------------------------------------------ uses
     def _count(self, items, block):
@@ -157,8 +158,18 @@ class _Lowering:
         if isinstance(v, ir.Value):
             self.uses.setdefault(id(v), []).append((user, block))
 
+    def _dot_into_cast(self, d):
+        """A dot whose only use is `.float()`: emit nl.dot's fp32 result directly."""
+        if not isinstance(d, ir.Value) or d.op != "dot" or d.name:
+            return False
+        u = self.uses.get(id(d), [])
+        return (len(u) == 1 and not isinstance(u[0][0], tuple) and u[0][0].op == "cast"
+                and u[0][0].dtype == torch.float32 and u[0][1] is d.block)
+
     def _inline(self, v):
         if v.op in ("index", "begin"):
+            return True
+        if v.op == "dot" and self._dot_into_cast(v):
             return True
         if v.op not in ("binary", "unary", "where", "cast", "view", "trans") or v.name:
             return False
@@ -225,6 +236,8 @@ class _Lowering:
         if op == "where":
             return "nl.where(" + ", ".join(self.ref(x, v.rank)[0] for x in a) + ")", ATOM
         if op == "cast":
+            if self._dot_into_cast(a[0]) and v.dtype == torch.float32:
+                return self._dot(a[0], None), ATOM
             return f"{self.atom(a[0])}.to({nl_dtype(v.dtype)})", ATOM
         if op == "view":
             idx = ", ".join("None" if i is None else ":" for i in v.attrs["index"])
@@ -235,6 +248,8 @@ class _Lowering:
             return f"offs_{v.attrs['dim'].letter}", ATOM
         if op == "begin":
             d = v.attrs["dim"]
+            if d.is_index:
+                return f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter}", ATOM
             return (f"pid_{d.letter} * BLOCK_SIZE_{d.letter.upper()}" if d.kind == "grid"
                     else f"start_{d.letter}"), (9 if d.kind == "grid" else ATOM)
         if op == "full":
@@ -266,13 +281,16 @@ class _Lowering:
         return f"nl.{fn}({self.ref(x)[0]})"
 
     def _address(self, ref, index):
-        r = sum(1 for kind, _ in index if kind != "int")
+        r = sum(1 for kind, _ in index if kind in ("tile", "full"))
         terms, masks, j = [f"{ref.name}_ptr"], [], 0
         for axis, (kind, d) in enumerate(index):
             stride = f"stride_{ref.name}{axis}"
             if kind == "int":
                 if d:
                     terms.append(f"{d} * {stride}")
+                continue
+            if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
+                terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
                 continue
             terms.append(f"offs_{d.letter}{_bc(j, r)} * {stride}")
             masks.append(self.mask(d, j, r))
@@ -329,7 +347,7 @@ class _Lowering:
                 continue
             if it.op == "store":
                 ptr, mask = self._address(it.attrs["ref"], it.attrs["index"])
-                r = sum(1 for kind, _ in it.attrs["index"] if kind != "int")
+                r = sum(1 for kind, _ in it.attrs["index"] if kind in ("tile", "full"))
                 val = self.ref(it.args[0], r)[0]
                 self.emit(f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"), depth)
                 continue
@@ -450,6 +468,8 @@ class _Lowering:
         self._grid()
         for d in self.p.dims:
             L, B = d.letter, f"BLOCK_SIZE_{d.letter.upper()}"
+            if d.is_index:
+                continue
             if d.kind == "grid":
                 self.emit(f"offs_{L} = pid_{L} * {B} + nl.arange(0, {B})", 1)
             elif d.kind == "full":

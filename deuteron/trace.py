@@ -35,6 +35,8 @@ class Tile:
 
     @property
     def index(self):
+        if self.dim.is_index:
+            return self.begin
         return self._tracer.new("index", [], (self.dim,), torch.int32, None, dim=self.dim)
 
     @property
@@ -261,7 +263,7 @@ class Tracer:
                 if i.dim.extent > size:
                     raise TraceError(f"tile {i.dim.describe()} is larger than dimension {axis} of "
                                      f"the tensor it indexes (size {size})")
-                out.append(("tile", i.dim))
+                out.append(("index" if i.dim.is_index else "tile", i.dim))
             elif isinstance(i, slice) and i == slice(None):
                 out.append(("full", prog.full_dim(size)))
             elif isinstance(i, int) and not isinstance(i, bool):
@@ -277,13 +279,13 @@ class Tracer:
         idx = self.parse_index(tensor, index)
         ref = self.program.tensor_ref(tensor)
         ref.loaded = True
-        dims = tuple(d for kind, d in idx if kind != "int")
+        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
         return self.new("load", [], dims, tensor.dtype, 0, ref=ref, index=idx)
 
     def store(self, tensor: torch.Tensor, index, value):
         from .ops import as_operand
         idx = self.parse_index(tensor, index)
-        dims = tuple(d for kind, d in idx if kind != "int")
+        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
         value = as_operand(self, value)
         vdims = getattr(value, "dims", ())
         if ir.broadcast_dims(dims, vdims) != dims:

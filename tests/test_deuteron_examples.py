@@ -18,7 +18,7 @@ def _load(name):
     return mod
 
 
-@pytest.mark.parametrize("name", ["dt_matmul", "dt_softmax", "dt_layernorm"])
+@pytest.mark.parametrize("name", ["dt_matmul", "dt_softmax", "dt_layernorm", "dt_attention"])
 def test_example_main(name, monkeypatch, capsys, tmp_path):
     monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(newt.options.flags, "interpret", not torch.cuda.is_available())
