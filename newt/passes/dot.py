@@ -50,6 +50,10 @@ class AccLayout(Layout):
         W = num_threads // 32
         return M % (16 * W) == 0 and N % 16 == 0
 
+    @property
+    def groups(self) -> int:     # pairs of consecutive columns (memory.py's vector groups)
+        return self.nslots // self.vec
+
     def key(self):
         return ("mma_acc", self.M, self.N, self.num_threads)
 
