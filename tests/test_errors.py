@@ -368,15 +368,10 @@ def k_error_in_callee(x_ptr):
     nl.store(x_ptr, _bad_helper(nl.load(x_ptr)))
 
 
+@case("has no attribute `nope`")
 @newt.jit
-def _takes_constexpr(x, K: nl.constexpr):
-    return x * K
-
-
-@case("constexpr parameter")
-@newt.jit
-def k_constexpr_arg(x_ptr, n):
-    nl.store(x_ptr, _takes_constexpr(1.0, n))  # ERR
+def k_bad_attribute(x_ptr):
+    nl.store(x_ptr, nl.nope(1.0))  # ERR
 
 
 # ----------------------------------------------------------------------------- memory, dot, atomics

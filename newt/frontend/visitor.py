@@ -227,11 +227,9 @@ class CodeGen(ControlFlow, ExprVisitor):
         bound.apply_defaults()
         sub = CodeGen(self.ctx, fn, is_kernel=False)
         for name, v in bound.arguments.items():
-            v = _unwrap(v)
-            if name in jf.constexpr_names and isinstance(v, Tensor):
-                error(f"argument `{name}` of {fn.__name__}() is a constexpr parameter, but got "
-                      f"a runtime value")
-            sub.scope[name] = v
+            # a constexpr annotation on a helper's parameter does not reject runtime values
+            # (Triton's attention tutorial passes offsets blocks that way)
+            sub.scope[name] = _unwrap(v)
         self.ctx.stack.append(fn)
         site = self.b.loc
         try:
