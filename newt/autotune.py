@@ -119,7 +119,8 @@ class Autotuner(_Wrapper):
 
     def _key(self, named: dict):
         key = [named[k] for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values() if hasattr(v, "dtype") and hasattr(v, "data_ptr")]
+        key += [str(v.dtype) for v in named.values()
+                if hasattr(v, "dtype") and hasattr(v, "data_ptr")]
         return tuple(key)
 
     def _disk_winner(self, key, winner=None):

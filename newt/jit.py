@@ -280,7 +280,8 @@ def launch(_n_grid, {params}):
     def _signature_error(self, e: TypeError) -> LaunchError:
         params = ", ".join(self.arg_names)
         return LaunchError(f"bad arguments for kernel {self.__name__}({params}) "
-                           f"[+ num_warps=, num_stages=]: {e}".replace("binder()", f"{self.__name__}()"))
+                           f"[+ num_warps=, num_stages=]: "
+                           f"{str(e).replace('binder()', self.__name__ + '()')}")
 
     # ---- a key not seen before ---------------------------------------------------------------
     def _miss(self, key, arguments):

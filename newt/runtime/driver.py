@@ -165,7 +165,8 @@ class Device:
         self.max_threads_per_block = attr(ATTR_MAX_THREADS_PER_BLOCK)
         self.max_grid = (attr(ATTR_MAX_GRID_DIM_X), attr(ATTR_MAX_GRID_DIM_Y),
                          attr(ATTR_MAX_GRID_DIM_Z))
-        self.max_shared = max(attr(ATTR_MAX_SHARED_PER_BLOCK_OPTIN), attr(ATTR_MAX_SHARED_PER_BLOCK))
+        self.max_shared = max(attr(ATTR_MAX_SHARED_PER_BLOCK_OPTIN),
+                              attr(ATTR_MAX_SHARED_PER_BLOCK))
         ctx = c_void_p()
         check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.handle),
               "cuDevicePrimaryCtxRetain")

@@ -88,7 +88,8 @@ def _load_from_dir(d: str, tried: list[str]):
 
 
 def _declare(lib):
-    c_int, c_char_p, c_size_t, c_void_p = ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p
+    c_int, c_char_p = ctypes.c_int, ctypes.c_char_p
+    c_size_t, c_void_p = ctypes.c_size_t, ctypes.c_void_p
     P = ctypes.POINTER
     protos = {
         "nvrtcGetErrorString": (c_char_p, [c_int]),
@@ -159,7 +160,8 @@ def cuda_include_dir():
     cands = []
     for p in sys.path:
         if p and os.path.isdir(os.path.join(p, "nvidia")):
-            cands += [os.path.join(p, "nvidia", s) for s in ("cu13/include", "cuda_runtime/include")]
+            cands += [os.path.join(p, "nvidia", s)
+                      for s in ("cu13/include", "cuda_runtime/include")]
     for r in filter(None, roots):
         cands += [os.path.join(r, "include"), os.path.join(r, "targets", "x86_64-linux", "include")]
     _include_dir = next((c for c in cands if os.path.exists(os.path.join(c, "cuda_fp16.h"))), None)
@@ -275,7 +277,8 @@ def compile_cuda(source: str, name: str, arch: str, options=()) -> NVRTCResult:
         if res != 0:
             err = lib.nvrtcGetErrorString(res)
             if "could not open source file \"cuda_" in log:
-                log += ("\nhint: NVRTC 13 has no builtin copy of the CUDA headers; install them with "
+                log += ("\nhint: NVRTC 13 has no builtin copy of the CUDA headers; install "
+                        "them with "
                         "`pip install nvidia-cuda-runtime==13.0.96` or set CUDA_HOME to a toolkit")
             raise NVRTCError(
                 f"NVRTC failed to compile kernel '{name}' for {arch} "

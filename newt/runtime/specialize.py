@@ -26,7 +26,8 @@ def bind(jf, args, kwargs):
     except TypeError as e:
         raise jf._signature_error(e) from None
     ba.apply_defaults()
-    if not (isinstance(num_warps, int) and 1 <= num_warps <= 32 and num_warps & (num_warps - 1) == 0):
+    if not (isinstance(num_warps, int) and 1 <= num_warps <= 32
+            and num_warps & (num_warps - 1) == 0):
         raise LaunchError(f"kernel {jf.__name__}: num_warps must be a power of two from 1 to 32, "
                           f"got {num_warps!r}")
     if not (isinstance(num_stages, int) and 1 <= num_stages <= 8):
@@ -88,7 +89,8 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
                               "constexpr parameters (annotate it `: nl.constexpr`)")
         else:
             raise LaunchError(f"kernel {name}: argument '{p}' has type {type(v).__name__} "
-                              f"({kp[1] if len(kp) > 1 else ''}); pass a tensor, int, float or bool")
+                              f"({kp[1] if len(kp) > 1 else ''}); pass a tensor, int, float "
+                              "or bool")
     if len(devices) > 1:
         where = ", ".join(f"'{p}' on {d}" for d, p in devices.items())
         raise LaunchError(f"kernel {name}: all tensors must be on one device, got {where}")
