@@ -457,3 +457,83 @@ def test_random_streams_match_interpreter():
         torch.testing.assert_close(a, b)
     r = outs[0][0]
     assert 0 <= r.min() and r.max() < 1 and 0.3 < r.mean() < 0.7
+
+
+# ----------------------------------------------------------------------------- larger kernels
+
+@newt.jit
+def _online_softmax_step(acc, m, den, q, k_ptrs, v_ptrs, lo, hi, stride, scale, rows, cols,
+                         BN: nl.constexpr, CAUSAL: nl.constexpr):
+    for start in range(lo, hi, BN):
+        start = nl.multiple_of(start, BN)
+        k = nl.load(k_ptrs + start * stride)
+        s = nl.dot(q, nl.trans(k)) * scale
+        if CAUSAL:
+            s = nl.where(rows[:, None] >= start + cols[None, :], s, -float("inf"))
+        m_new = nl.maximum(m, nl.max(s, 1))
+        p = nl.exp(s - m_new[:, None])
+        corr = nl.exp(m - m_new)
+        den = den * corr + nl.sum(p, 1)
+        acc = nl.dot(p.to(nl.float16), nl.load(v_ptrs + start * stride), acc * corr[:, None])
+        m = m_new
+    return acc, m, den
+
+
+@newt.jit
+def attention_kernel(q_ptr, k_ptr, v_ptr, o_ptr, stride, scale, N: nl.constexpr,
+                     BM: nl.constexpr, BN: nl.constexpr, D: nl.constexpr, CAUSAL: nl.constexpr):
+    pid = nl.program_id(0)
+    rows = pid * BM + nl.arange(0, BM)
+    cols = nl.arange(0, BN)
+    d = nl.arange(0, D)
+    q = nl.load(q_ptr + rows[:, None] * stride + d[None, :])
+    k_ptrs = k_ptr + cols[:, None] * stride + d[None, :]
+    v_ptrs = v_ptr + cols[:, None] * stride + d[None, :]
+    acc = nl.zeros((BM, D), nl.float32)
+    m = nl.full((BM,), -float("inf"), nl.float32)
+    den = nl.zeros((BM,), nl.float32)
+    hi = (pid + 1) * BM if CAUSAL else N
+    acc, m, den = _online_softmax_step(acc, m, den, q, k_ptrs, v_ptrs, 0, hi, stride, scale,
+                                       rows, cols, BN, CAUSAL)
+    nl.store(o_ptr + rows[:, None] * stride + d[None, :], (acc / den[:, None]).to(nl.float16))
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention(causal):
+    n, d = 48, 16
+    q, k, v = (torch.randn(n, d).half() for _ in range(3))
+    out = torch.full((n, d), float("nan")).half()
+    run_ir(attention_kernel, (n // 16,), q, k, v, out, d, 0.25, N=n, BM=16, BN=16, D=d,
+           CAUSAL=causal)
+    s = (q.float() @ k.float().T) * 0.25
+    if causal:
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    torch.testing.assert_close(out.float(), torch.softmax(s, 1) @ v.float(), atol=2e-3,
+                               rtol=2e-3)
+
+
+@newt.jit
+def locked_accumulate_kernel(x_ptr, acc_ptr, lock_ptr, n, BLOCK: nl.constexpr):
+    row = nl.program_id(0)
+    offs = nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + row * n + offs, mask=mask, other=0.0)
+    while nl.atomic_cas(lock_ptr, 0, 1) == 1:
+        pass
+    seen = nl.load(lock_ptr + 1)
+    if seen == 0:
+        total = x
+    else:
+        total = x + nl.load(acc_ptr + offs, mask=mask)
+    nl.store(acc_ptr + offs, total, mask=mask)
+    nl.atomic_add(lock_ptr + 1, 1)
+    nl.atomic_xchg(lock_ptr, 0)
+
+
+def test_lock_and_while():
+    x = torch.randn(5, 21)
+    acc = torch.full((21,), float("nan"))
+    lock = torch.zeros(2, dtype=torch.int32)
+    run_ir(locked_accumulate_kernel, (5,), x, acc, lock, 21, BLOCK=32)
+    torch.testing.assert_close(acc, x.sum(0))
+    assert lock.tolist() == [0, 5]
