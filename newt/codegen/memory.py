@@ -156,26 +156,29 @@ def _load(em, op):
         em.declare(r, read)
         return
     lay = r.attrs["layout"]
-    n = em.declare(r)
     plan = _plan(op, lay, dt)
-
-    def scalar_path():
+    if plan is None:                       # plain (volatile or single-element) accesses
+        n = em.declare(r)
         with em.slots(lay.nslots) as s:
             conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
             alt = em.at(other, s, lay) if other is not None else f"({em.ctype(r)})0"
-            if vol or not conds:
-                read = load_conv(dt, f"*({vol}const {st}*)({em.at(ptr, s, lay)})")
-                em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
-                        else f"{n}[{s}] = {read};")
-            else:
-                b = _bits(dt)
-                bits = (f"nt_ldp{b}({em.at(ptr, s, lay)}, {' && '.join(conds)}, "
-                        f"({_utype(b)})({to_bits(dt, alt)}))")
-                em.emit(f"{n}[{s}] = {from_bits(dt, bits)};")
-
-    if plan is None:
-        scalar_path()
+            read = load_conv(dt, f"*({vol}const {st}*)({em.at(ptr, s, lay)})")
+            em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
+                    else f"{n}[{s}] = {read};")
         return
+    # both paths fill raw storage bits; one conversion to registers afterwards
+    b = _bits(dt)
+    ut = _utype(b)
+    raw = em.fresh("raw")
+    em.emit(f"{ut} {raw}[{lay.nslots}];")
+    if other is not None and other.id in em.inline:
+        ob = em.fresh("other")
+        em.emit(f"const {ut} {ob} = ({ut})({to_bits(dt, em.at(other, 0, lay))});")
+        other_bits = lambda s: ob  # noqa: E731
+    elif other is not None:
+        other_bits = lambda s: f"({ut})({to_bits(dt, em.at(other, s, lay))})"  # noqa: E731
+    else:
+        other_bits = lambda s: "0"  # noqa: E731
     vec, width, per = plan
     size = max(1, dt.bits // 8)
     ok = _group_check(em, op, lay, ptr, mask, vec, width)
@@ -189,9 +192,13 @@ def _load(em, op):
                 words = _asm_load(em, p0, a * width, width)
                 for e in range(width // size):
                     bits = _element_bits(words, size, e)
-                    em.emit(f"{n}[g * {vec} + {a * (width // size) + e}] = {from_bits(dt, bits)};")
+                    em.emit(f"{raw}[g * {vec} + {a * (width // size) + e}] = ({ut})({bits});")
     with em.scope("else"):
-        scalar_path()
+        with em.slots(lay.nslots) as s:
+            conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
+            em.emit(f"{raw}[{s}] = nt_ldp{b}({em.at(ptr, s, lay)}, "
+                    f"{' && '.join(conds) or 'true'}, {other_bits(s)});")
+    em.elementwise(op, lambda s: from_bits(dt, f"{raw}[{s}]"))
 
 
 @handles("store")
@@ -206,16 +213,17 @@ def _store(em, op):
         return
     lay = ptr.attrs["layout"]
     plan = _plan(op, lay, dt)
+    b = _bits(dt)
+    ut = _utype(b)
+    raw = em.fresh("raw")                  # storage bits, converted once for both paths
+    em.emit(f"{ut} {raw}[{lay.nslots}];")
+    with em.slots(lay.nslots) as s:
+        em.emit(f"{raw}[{s}] = ({ut})({to_bits(dt, em.at(val, s, lay))});")
 
     def scalar_path():
         with em.slots(lay.nslots) as s:
             conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
-            if conds:
-                b = _bits(dt)
-                em.emit(f"nt_stp{b}({em.at(ptr, s, lay)}, {' && '.join(conds)}, "
-                        f"({_utype(b)})({to_bits(dt, em.at(val, s, lay))}));")
-            else:
-                em.emit(f"*({st}*)({em.at(ptr, s, lay)}) = {store_conv(dt, em.at(val, s, lay))};")
+            em.emit(f"nt_stp{b}({em.at(ptr, s, lay)}, {' && '.join(conds) or 'true'}, {raw}[{s}]);")
 
     if plan is None:
         scalar_path()
@@ -230,7 +238,7 @@ def _store(em, op):
                 em.emit(f"if (!{v}) continue;")
             p0 = em.at(ptr, f"g * {vec}", lay)
             for a in range(per):
-                elems = [to_bits(dt, em.at(val, f"g * {vec} + {a * (width // size) + e}", lay))
+                elems = [f"{raw}[g * {vec} + {a * (width // size) + e}]"
                          for e in range(width // size)]
                 em.emit(_pack_store(p0, a * width, width, size, elems))
     with em.scope("else"):
