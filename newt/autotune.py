@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+from torch import Tensor as _Tensor
+
 from . import options
 from .errors import CompilationError, LaunchError, NVRTCError
 
@@ -96,6 +98,8 @@ class Autotuner(_Wrapper):
         self.jit = _innermost(fn)
         self.__name__ = getattr(self.jit, "__name__", "kernel")
         self.arg_names = list(self.jit.arg_names)
+        self._defaults = [(n, p.default) for n, p in self.jit.signature.parameters.items()
+                          if p.default is not p.empty]
         self.configs = list(configs) or [Config({})]
         self.keys = list(key)
         for k in self.keys + list(reset_to_zero or []) + list(restore_value or []):
@@ -119,8 +123,7 @@ class Autotuner(_Wrapper):
 
     def _key(self, named: dict):
         key = [named[k] for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values()
-                if hasattr(v, "dtype") and hasattr(v, "data_ptr")]
+        key += [str(v.dtype) for v in named.values() if isinstance(v, _Tensor)]
         return tuple(key)
 
     def _disk_winner(self, key, winner=None):
@@ -216,10 +219,12 @@ class Autotuner(_Wrapper):
         return float(t[0] if isinstance(t, (list, tuple)) else t)
 
     def run(self, *args, grid, **kwargs):
-        named = {**dict(zip(self.arg_names, args)), **kwargs}
-        for name, p in self.jit.signature.parameters.items():
-            if name not in named and p.default is not p.empty:
-                named[name] = p.default
+        named = dict(zip(self.arg_names, args))
+        named.update(kwargs)
+        if len(named) < len(self.arg_names):
+            for name, default in self._defaults:
+                if name not in named:
+                    named[name] = default
         key = self._key(named)
         config = self.cache.get(key)
         if config is None and self.cache_results and not options.flags.interpret:
