@@ -221,10 +221,9 @@ class Autotuner(_Wrapper):
     def run(self, *args, grid, **kwargs):
         named = dict(zip(self.arg_names, args))
         named.update(kwargs)
-        if len(named) < len(self.arg_names):
-            for name, default in self._defaults:
-                if name not in named:
-                    named[name] = default
+        for name, default in self._defaults:
+            if name not in named:
+                named[name] = default
         key = self._key(named)
         config = self.cache.get(key)
         if config is None and self.cache_results and not options.flags.interpret:
