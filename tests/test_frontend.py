@@ -496,3 +496,23 @@ def test_block_methods(capsys):
     for opcode in ("permute", "reshape", "broadcast", "scan", "cast"):
         assert ops(f, opcode), opcode
     assert {op.attrs["kind"] for op in ops(f, "reduce")} == {"sum", "max", "argmax", "min"}
+
+
+@newt.heuristics({"SCALE": lambda args: 2})
+@newt.jit
+def _scaled(x, SCALE: nl.constexpr):
+    return x * SCALE
+
+
+@newt.jit
+def calls_wrapped_kernel(x_ptr):
+    nl.store(x_ptr, _scaled(nl.load(x_ptr), 3))
+
+
+def test_wrapped_jit_functions():
+    f = build(calls_wrapped_kernel)
+    assert ops(f, "binary", op="mul")
+    wrapped = newt.heuristics({"B": lambda a: 16})(add_kernel)
+    assert [p.name for p in build_ir(wrapped, {"x_ptr": "*fp32", "y_ptr": "*fp32",
+                                              "out_ptr": "*fp32", "n": "i32"},
+                                     {"BLOCK": 16}).params] == ["x_ptr", "y_ptr", "out_ptr", "n"]

@@ -46,7 +46,9 @@ def build_ir(fn, signature, constexprs=None, specialization=None):
 
 
 def _build(fn, signature, constexprs, specialization):
-    pyfn = getattr(fn, "fn", fn)
+    pyfn = fn
+    while hasattr(pyfn, "fn") and not hasattr(pyfn, "__code__"):
+        pyfn = pyfn.fn   # JITFunction, and @autotune / @heuristics wrappers around one
     src = get_source(pyfn)
     constexprs = dict(constexprs or {})
     specialization = specialization or {}

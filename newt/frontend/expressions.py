@@ -240,6 +240,14 @@ class ExprVisitor:
             if impl is None:
                 error(f"nl.{name} is not supported by the compiler yet")
             return self._apply(impl, f"nl.{name}", (b, *args), kwargs)
+        inner = fn
+        for _ in range(4):   # @autotune / @heuristics wrappers around a @jit function
+            if isinstance(inner, JITFunction):
+                fn = inner
+                break
+            inner = getattr(inner, "fn", None)
+            if inner is None or isinstance(inner, Tensor):
+                break
         if isinstance(fn, JITFunction):
             return self.inline_call(fn, args, kwargs)
         if fn is constexpr:
