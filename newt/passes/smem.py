@@ -139,9 +139,15 @@ def plan_shared_memory(fn, options):
     p.block(fn.body)
     region = max((b for _, b in p.users), default=0)
     region = -(-region // 16) * 16
+    single = len(p.users) < 2 or 2 * region > 48 * 1024
+    if single and len(p.users) > 1:
+        # big exchanges: one region (stay under the 48 KB default) and a barrier before each
+        # user but the first instead of the second region
+        for op, _ in p.users[1:]:
+            op.attrs["sync_first"] = True
     for op, _ in p.users:
-        op.attrs["smem"] = op.attrs["smem"] * region
-    regions = 2 * region if len(p.users) > 1 else region
+        op.attrs["smem"] = 0 if single else op.attrs["smem"] * region
+    regions = region if single else 2 * region
     extra = fn.attrs.get("extra_smem_bytes", 0)
     if extra:
         fn.attrs["extra_smem_offset"] = regions
