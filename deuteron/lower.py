@@ -11,28 +11,12 @@ every candidate of the autotuner. `Lowered.params`/`constexprs` tell kernel.py w
 from __future__ import annotations
 
 import dataclasses
-import keyword
-import math
 
 import torch
 
 from . import ir
 from .ir import ONE
-
-_NL_DTYPE = {torch.float16: "nl.float16", torch.bfloat16: "nl.bfloat16", torch.float32: "nl.float32",
-             torch.float64: "nl.float64", torch.int8: "nl.int8", torch.int16: "nl.int16",
-             torch.int32: "nl.int32", torch.int64: "nl.int64", torch.uint8: "nl.uint8",
-             torch.bool: "nl.int1"}
-_BINOP = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
-          "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&",
-          "or": "|", "xor": "^"}
-# Python precedence of each operator (higher binds tighter); ATOM: names, calls, subscripts
-_PREC = {"+": 8, "-": 8, "*": 9, "/": 9, "//": 9, "%": 9, "&": 6, "^": 5, "|": 4,
-         "<": 3, "<=": 3, ">": 3, ">=": 3, "==": 3, "!=": 3}
-ATOM, UNARY = 100, 10
-_MATH = ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid")
-_LETTERS = "mnkdljipqrstuvwxyzabcefgho"
-
+from .spelling import ATOM, BINOP, LETTERS, PREC, UNARY, Names, bc, literal, nl_dtype
 
 @dataclasses.dataclass
 class Lowered:
@@ -43,53 +27,13 @@ class Lowered:
     grid: list          # grid dims, outermost first
 
 
-def nl_dtype(dt):
-    try:
-        return _NL_DTYPE[dt]
-    except KeyError:
-        raise NotImplementedError(f"deuteron: dtype {dt} is not supported in kernels") from None
-
-
-def literal(x) -> str:
-    if isinstance(x, bool):
-        return repr(x)
-    if isinstance(x, float):
-        if math.isnan(x):
-            return 'float("nan")'
-        if math.isinf(x):
-            return 'float("inf")' if x > 0 else 'float("-inf")'
-        return repr(x)
-    return repr(int(x))
-
-
-def _bc(j, r):
-    """Index suffix that places a 1-D vector on axis j of a rank-r block."""
-    return "" if r <= 1 else "[" + ", ".join(":" if i == j else "None" for i in range(r)) + "]"
-
-
-class _Names:
-    def __init__(self):
-        self.used = set(keyword.kwlist) | {"nl", "newt", "pid", "range", "min", "max", "float",
-                                            "sum", "abs", "int", "len", "print", "bool"}
-
-    def fresh(self, base):
-        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-        name, i = base, 1
-        while name in self.used:
-            name, i = f"{base}_{i}", i + 1
-        self.used.add(name)
-        return name
-
-
 def lower(prog: ir.Program) -> Lowered:
     return _Lowering(prog).run()
 
 
 class _Lowering:
     def __init__(self, prog):
-        self.p, self.names = prog, _Names()
+        self.p, self.names = prog, Names()
         self.lines, self.env, self.var = [], {}, {}
         self.uses = {}          # id(value) -> [(user, block)]
         self.fused = set()      # ids of dot nodes folded into an accumulator add
@@ -103,12 +47,12 @@ class _Lowering:
             want = (d.var or "")[5:] if (d.var or "").startswith("tile_") else (d.var or "")
             want = want.lower() if want.isidentifier() else ""
             if not want or want in taken:
-                want = next(c for c in _LETTERS if c not in taken)
+                want = next(c for c in LETTERS if c not in taken)
             d.letter = want
             taken.add(want)
         for d in self.p.dims:
             if d.kind == "full":
-                d.letter = next(c for c in _LETTERS[1:] + "m" if c not in taken)
+                d.letter = next(c for c in LETTERS[1:] + "m" if c not in taken)
                 taken.add(d.letter)
         for d in self.p.dims:
             for n in (d.letter.upper(), f"offs_{d.letter}", f"mask_{d.letter}",
@@ -202,7 +146,7 @@ class _Lowering:
         return f"({e})" if tight else e
 
     def mask(self, dim, j, r):
-        return f"mask_{dim.letter}{_bc(j, r)}"
+        return f"mask_{dim.letter}{bc(j, r)}"
 
     def expr(self, v):
         op, a = v.op, v.args
@@ -213,8 +157,8 @@ class _Lowering:
                 fused = self._fused_dot(v)
                 if fused:
                     return fused, ATOM
-            op = _BINOP[v.attrs["fn"]]
-            p = _PREC[op]
+            op = BINOP[v.attrs["fn"]]
+            p = PREC[op]
             return (f"{self.operand(a[0], v.rank, p, False)} {op} "
                     f"{self.operand(a[1], v.rank, p, True)}"), p
         if op == "unary":
@@ -292,7 +236,7 @@ class _Lowering:
             if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
                 terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
                 continue
-            terms.append(f"offs_{d.letter}{_bc(j, r)} * {stride}")
+            terms.append(f"offs_{d.letter}{bc(j, r)} * {stride}")
             masks.append(self.mask(d, j, r))
             j += 1
         return " + ".join(terms), (" & ".join(masks) if masks else None)

@@ -54,6 +54,13 @@ class Tile:
 
     __int__ = __index__
 
+    def _arith(self, *_):
+        raise TraceError("arithmetic on a tile is not supported: use tile.index (its offsets) "
+                         "or tile.begin (its first offset)")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _arith
+    __lt__ = __le__ = __gt__ = __ge__ = _arith
+
     def __repr__(self):
         return f"<dt tile {self.dim.var or ''} over {self.dim.extent}>"
 

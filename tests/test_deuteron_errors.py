@@ -90,3 +90,15 @@ def value_escapes(x, out):
 def test_tile_values_do_not_escape_the_loop():
     with pytest.raises(dt.TraceError, match="only inside"):
         value_escapes.to_newt_source(torch.randn(10), torch.empty(10))
+
+
+@dt.kernel
+def shifted(x, out):
+    for t in dt.tile(x.shape[0] - 1):
+        out[t] = x[t + 1]
+
+
+def test_tile_arithmetic_is_a_trace_error():
+    with pytest.raises(dt.TraceError, match="tile.index") as ei:
+        shifted.to_newt_source(torch.randn(10), torch.empty(10))
+    assert ei.value.loc.line == _line_of(shifted, "x[t + 1]")

@@ -325,3 +325,24 @@ def test_loop_carried_values_read_after_update():
     assert "m_next = nl.maximum(m, " in src and "m = m_next" in src
     got = _run(logsumexp, x, config=dt.Config(block_sizes=[4, 32]))
     torch.testing.assert_close(got, torch.logsumexp(x, dim=1))
+
+
+@dt.kernel
+def linear_relu(x, w, bias):
+    """torch.addmm into the accumulator, a bias, relu and a cast back to the input dtype."""
+    out = torch.empty(x.shape[0], w.shape[1], dtype=x.dtype)
+    for tile_m, tile_n in dt.tile([x.shape[0], w.shape[1]]):
+        acc = dt.zeros([tile_m, tile_n], dtype=dt.float32)
+        for tile_k in dt.tile(x.shape[1]):
+            acc = torch.addmm(acc, x[tile_m, tile_k], w[tile_k, tile_n])
+        out[tile_m, tile_n] = torch.relu(acc + bias[tile_n].float()).to(x.dtype)
+    return out
+
+
+def test_addmm_fuses_into_the_accumulator():
+    x, w = torch.randn(33, 40), torch.randn(40, 18)
+    b = torch.randn(18)
+    src = linear_relu.to_newt_source(x, w, b)
+    assert "acc = nl.dot(x_tile, w_tile, acc" in src
+    got = _run(linear_relu, x, w, b, config=dt.Config([16, 16, 16]))
+    torch.testing.assert_close(got, torch.relu(x @ w + b), rtol=1e-4, atol=1e-4)
