@@ -9,5 +9,13 @@ a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
     memory.py   pointers, load/store with masks and bounds checks, atomics
     philox.py   rand/randn/randint: Triton's Philox4x32 stream
     context.py  the current program id and source locations for errors
+
+Where the interpreter is more defined than the GPU (say so when comparing):
+  - programs run sequentially (x fastest), so races and atomics ordering never show;
+  - a masked load without `other` gives 0 (undefined on the GPU);
+  - an unmasked access outside its tensor raises IndexError instead of reading garbage;
+  - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
+  - fp16/bf16 sums and cumsums accumulate in fp32; integer division by zero gives -1;
+  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does; Triton calls them undefined.
 """
 from .launch import launch  # noqa: F401
