@@ -255,3 +255,20 @@ def test_a_crashing_compile_fails_only_its_own_config():
     assert res[0] == (True, "ok a") and res[2] == (True, "ok b") and res[4] == (True, "ok c")
     assert res[1][0] is False and "crashed" in res[1][1]
     assert res[3][0] is False and "bad config" in res[3][1]
+
+
+def test_candidates_compile_in_workers_with_nvrtc():
+    """The GPU path's parallel compile, run here with newt.compile (NVRTC works without a GPU):
+    good configs compile, a config newt rejects (block 24 is not a power of two) fails alone."""
+    try:
+        from newt.runtime import nvrtc
+        nvrtc.version()
+    except Exception as e:
+        pytest.skip(f"NVRTC unavailable: {e}")
+    from deuteron.autotune import bench
+    x = torch.randn(10, 48)
+    progs = rowsum_exp.trace(x).programs
+    good, bad = dt.Config([4, 16], num_warps=1), dt.Config([4, 24], num_warps=1)
+    failed = bench.precompile(rowsum_exp, progs, [good, bad], task_fn=workers.aot_kernel)
+    workers.shutdown()
+    assert list(failed) == [bad], failed

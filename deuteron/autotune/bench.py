@@ -112,8 +112,9 @@ class Progress:
             sys.stderr.flush()
 
 
-def precompile(kernel, programs, cfgs) -> dict:
-    """Compile every (config, program) in worker processes; {config: error} for failures."""
+def precompile(kernel, programs, cfgs, task_fn=None) -> dict:
+    """Compile every (config, program) in worker processes; {config: error} for failures.
+    `task_fn` defaults to workers.warm_kernel (the JIT's own compile, on the GPU)."""
     from ..kernel import bind
     lowered = [lower(p) for p in programs]
     tasks, owners = [], []
@@ -127,7 +128,7 @@ def precompile(kernel, programs, cfgs) -> dict:
                 owners.append((cfg, str(e)))
     real = [(t, o) for t, o in zip(tasks, owners) if t is not None]
     failed = {o[0]: o[1] for t, o in zip(tasks, owners) if t is None}
-    for (t, cfg), (ok, msg) in zip(real, workers.compile_all([t for t, _ in real], workers.warm_kernel)):
+    for (t, cfg), (ok, msg) in zip(real, workers.compile_all([t for t, _ in real], task_fn or workers.warm_kernel)):
         if not ok:
             failed.setdefault(cfg, msg)
     return failed

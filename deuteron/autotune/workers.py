@@ -107,6 +107,30 @@ def warm_kernel(task) -> tuple:
     return True, ""
 
 
+def aot_kernel(task) -> tuple:
+    """The same task compiled ahead of time with newt.compile for sm_90a (no GPU needed): lets
+    CI exercise the worker path, and reports compile errors the same way."""
+    import newt
+    from newt import dtypes as D
+    from ..kernel import exec_source
+    source, name, specs, kwargs = task
+    jf = _EXECED.get(source)
+    if jf is None:
+        jf = _EXECED[source] = exec_source(source, name)
+    import inspect
+    params = [p for p in inspect.signature(jf.fn).parameters if p not in kwargs]
+    sig = {}
+    for p, s in zip(params, specs):
+        if s[0] == "tensor":
+            sig[p] = "*" + D.from_name(s[1]).short
+        else:
+            sig[p] = "i32" if -2**31 <= s[1] < 2**31 else "i64"
+    consts = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+    ck = newt.compile(jf, sig, consts, arch="sm_90a", num_warps=kwargs.get("num_warps", 4),
+                      num_stages=kwargs.get("num_stages", 3))
+    return True, f"{ck.n_regs} registers, {ck.n_spills} spills"
+
+
 def task_of(launch) -> tuple:
     """The picklable warm-up task of a recorded deuteron Launch (kernel.Launch)."""
     import torch
