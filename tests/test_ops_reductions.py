@@ -65,6 +65,8 @@ def _pad_value(op, dt):
 @pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16, torch.float64,
                                 torch.int32, torch.int8, torch.uint8, torch.int64], ids=name)
 def test_axis_reductions(target, device, dt, M, N, op, axis, keep):
+    if (M, N) == (16, 16) and dt not in (torch.float32, torch.int32):
+        pytest.skip("full 16x16 blocks: fp32 and int32 only (keeps the GPU compile count down)")
     x = rand((M, N), dt, device) if dt.is_floating_point else rand((M, N), dt, device, 1, 100)
     if M * N > 1:  # ties: the first index wins
         x.view(-1)[-1] = x.max() if op.endswith("max") else x.min()
