@@ -5,6 +5,10 @@ on CPU torch tensors runs kernels built by build_ir, and the results are compare
 
 Pointers are int64 values (buffer number << 40 | element index); ints are held as int64 and
 wrapped to their width after every op; fp16/bf16 are computed in fp32 and rounded.
+
+Also a pytest plugin: `python -m pytest -p tests.test_frontend_exec tests/test_ops_*.py -k interp`
+runs the whole op suite's "interp" kernels through build_ir + this evaluator instead of the
+interpreter (every kernel the suite has, checked against torch, with no GPU).
 """
 import inspect
 
@@ -537,3 +541,41 @@ def test_lock_and_while():
     run_ir(locked_accumulate_kernel, (5,), x, acc, lock, 21, BLOCK=32)
     torch.testing.assert_close(acc, x.sum(0))
     assert lock.tolist() == [0, 5]
+
+
+# ----------------------------------------------------------------------------- as a pytest plugin
+
+def _launch_via_ir(jitfn, grid, args, kwargs):
+    """Stand-in for newt.interpreter.launch: build the IR, run it on the evaluator."""
+    kwargs = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+    bound = jitfn.signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    meta = dict(bound.arguments)
+    grid = grid(meta) if callable(grid) else grid
+    grid = (grid,) if isinstance(grid, int) else tuple(int(g) for g in grid)
+    sig, ce, bufs, scalars, bases = {}, {}, [], {}, []
+    for n, v in bound.arguments.items():
+        if n in jitfn.constexpr_names or v is None or not isinstance(
+                v, (torch.Tensor, bool, int, float)):
+            ce[n] = v.value if isinstance(v, nl.constexpr) else v
+        elif isinstance(v, torch.Tensor):
+            sig[n] = D.pointer_type(D.from_torch(v.dtype))
+            bufs.append(v.as_strided((v.untyped_storage().nbytes() // v.element_size(),), (1,), 0))
+            bases.append(v.storage_offset())
+        else:
+            sig[n] = D.int1 if isinstance(v, bool) else D.float32 if isinstance(v, float) else \
+                D.int32 if -2**31 <= v < 2**31 else D.int64
+            scalars[n] = int(v) if isinstance(v, bool) else v
+    spec = {n: {"equal_to_1": True} for n, v in scalars.items()
+            if v == 1 and sig[n].is_int() and not sig[n].is_bool()}
+    fn = build_ir(jitfn, sig, ce, spec)
+    ev = Eval(fn, bufs, scalars, grid)
+    ptrs = [p for p in fn.params if p.dtype.is_ptr()]
+    for p, base in zip(ptrs, bases):
+        ev.env[p.value.id] = ev.env[p.value.id] + base
+    ev.run()
+
+
+def pytest_configure(config):
+    import newt.interpreter
+    newt.interpreter.launch = _launch_via_ir
