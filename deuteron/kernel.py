@@ -78,6 +78,16 @@ def _loop_vars(fn):
 
 
 class Kernel:
+    """A @dt.kernel function. Call it like the function; see the module docstring.
+
+    config=          pin one dt.Config (no tuning)
+    configs=         search only these candidates
+    autotune_effort= "none" (heuristic default), "quick" (the default on a GPU) or "full";
+                     on the CPU interpreter the default is "none"
+    static_shapes=   key the tuned-config cache on exact shapes (not power-of-two buckets) and
+                     compile extents as constexprs
+    """
+
     def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
         if autotune_effort is not None and autotune_effort not in EFFORTS:
             raise ValueError(f"autotune_effort must be one of {EFFORTS}, got {autotune_effort!r}")
@@ -114,7 +124,8 @@ class Kernel:
 
     def to_newt_source(self, *args, **kwargs) -> str:
         """The newt source generated for these arguments (one @newt.jit kernel per tile loop)."""
-        return "\n\n".join(lower(p).source for p in self.trace(*args, **kwargs).programs)
+        return "\n\n".join(lower(p, self.static_shapes).source
+                           for p in self.trace(*args, **kwargs).programs)
 
     def __call__(self, *args, **kwargs):
         pkey = plan_key(args, kwargs)
@@ -182,7 +193,7 @@ class Kernel:
             config = Space(tracer).default()
         out = []
         for prog in tracer.programs:
-            low = lower(prog)
+            low = lower(prog, self.static_shapes)
             call = bind(low, config, self.jit_function(low))
             sig = {}
             for (name, _), a in zip(low.params, call.args):
@@ -206,7 +217,7 @@ class Kernel:
 
     def launcher(self, config, record=None, poison=False, plan=None):
         def launch(prog):
-            low = lower(prog)
+            low = lower(prog, self.static_shapes)
             jitfn = self.jit_function(low)
             call = bind(low, config, jitfn)
             if poison:
@@ -275,7 +286,12 @@ def bind(low, config: Config, jitfn) -> Launch:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}
     for name, what in low.constexprs:
-        kwargs[name] = block_of(what[1], config) if what[0] == "block" else config.group_size
+        if what[0] == "block":
+            kwargs[name] = block_of(what[1], config)
+        elif what[0] == "extent":
+            kwargs[name] = what[1].extent
+        else:
+            kwargs[name] = config.group_size
     grid = 1
     for d in low.grid:
         grid *= -(-d.extent // block_of(d, config))

@@ -27,13 +27,15 @@ class Lowered:
     grid: list          # grid dims, outermost first
 
 
-def lower(prog: ir.Program) -> Lowered:
-    return _Lowering(prog).run()
+def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
+    """`static_shapes`: extents become constexprs too (one compile per exact shape; the compiler
+    can then drop masks it proves always true, e.g. rows of exactly BLOCK_SIZE_N)."""
+    return _Lowering(prog, static_shapes).run()
 
 
 class _Lowering:
-    def __init__(self, prog):
-        self.p, self.names = prog, Names()
+    def __init__(self, prog, static_shapes=False):
+        self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
         self.uses = {}          # id(value) -> [(user, block)]
         self.fused = set()      # ids of dot nodes folded into an accumulator add
@@ -67,7 +69,7 @@ class _Lowering:
             params.append((f"{r.name}_ptr", ("ptr", r)))
             self.names.used.add(f"{r.name}_ptr")
         for d in self.p.dims:
-            params.append((d.letter.upper(), ("extent", d)))
+            (constexprs if self.static else params).append((d.letter.upper(), ("extent", d)))
         for r in self.p.tensors:
             for axis in range(r.tensor.dim()):
                 params.append((f"stride_{r.name}{axis}", ("stride", r, axis)))

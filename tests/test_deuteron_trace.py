@@ -346,3 +346,19 @@ def test_addmm_fuses_into_the_accumulator():
     assert "acc = nl.dot(x_tile, w_tile, acc" in src
     got = _run(linear_relu, x, w, b, config=dt.Config([16, 16, 16]))
     torch.testing.assert_close(got, torch.relu(x @ w + b), rtol=1e-4, atol=1e-4)
+
+
+def test_static_shapes_make_extents_constexpr():
+    k = dt.kernel(softmax.fn, static_shapes=True)
+    x = torch.randn(6, 300)
+    src = k.to_newt_source(x)
+    assert "M: nl.constexpr" in src and "N: nl.constexpr" in src
+    torch.testing.assert_close(k(x), torch.softmax(x, -1))
+    a = dcache_key(k, (x,))
+    b = dcache_key(k, (torch.randn(7, 300),))
+    assert a != b                                   # exact shapes, not buckets
+
+
+def dcache_key(k, args):
+    from deuteron.autotune import cache
+    return cache.make_key(k, args, {})

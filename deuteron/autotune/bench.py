@@ -116,7 +116,7 @@ def precompile(kernel, programs, cfgs, task_fn=None) -> dict:
     """Compile every (config, program) in worker processes; {config: error} for failures.
     `task_fn` defaults to workers.warm_kernel (the JIT's own compile, on the GPU)."""
     from ..kernel import bind
-    lowered = [lower(p) for p in programs]
+    lowered = [lower(p, kernel.static_shapes) for p in programs]
     tasks, owners = [], []
     for cfg in cfgs:
         for low in lowered:
