@@ -92,9 +92,9 @@ def test_example_detects_a_wrong_result(monkeypatch):
         mod.check("cpu", small=True)
 
 
-@pytest.mark.parametrize("key", EXAMPLE_KEYS)
-def test_triton_twin_is_the_same_source(key):
-    src = common.kernel_source(common.newt_kernel(key))
+@pytest.mark.parametrize("entry", _aot_entries(), ids=_entry_id)
+def test_triton_twin_is_the_same_source(entry):
+    src = common.kernel_source(_entry(entry)["fn"])
     twin = common.swap_to_triton(src)
     assert "@triton.jit" in twin and "tl." in twin and "nl." not in twin
     assert twin.replace("@triton.jit", "@newt.jit").replace("tl.", "nl.") == src
