@@ -203,3 +203,21 @@ def test_assert_is_not_dropped(target, device, bad, tmp_path):
     r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                        timeout=300)
     assert "NO ERROR" not in r.stdout and r.returncode != 0, r.stdout + r.stderr
+
+
+@newt.jit
+def defaults_kernel(x_ptr, out_ptr, n, scale=2.0, SHIFT: nl.constexpr = 3, BLOCK: nl.constexpr = 128):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) * scale + SHIFT, mask=mask)
+
+
+def test_defaults_and_positional_constexprs(target, device):
+    n = 300
+    x = rand(n, torch.float32, device)
+    out = poison(n, torch.float32, device)
+    defaults_kernel[(newt.cdiv(n, 128),)](x, out, n)                      # all defaults
+    check(out, x.cpu() * 2 + 3)
+    out = poison(n, torch.float32, device)
+    defaults_kernel[(newt.cdiv(n, 64),)](x, out, n, 0.5, 1, 64)           # constexprs by position
+    check(out, x.cpu() * 0.5 + 1)
