@@ -100,7 +100,7 @@ def test_no_spills_no_local_memory(arch, name, fn, sig, cx, warps, scale_warps):
     k = compiler.compile(fn, sig, cx, arch=arch, num_warps=w)
     _assert_clean(k)
     assert k.num_threads == 32 * w
-    assert f'extern "C" __global__ void __launch_bounds__({32 * w}, {max(1, 32 // w)}) {fn.__name__}(' in k.source
+    assert f'extern "C" __global__ void __launch_bounds__({32 * w}, ' in k.source
     assert k.cubin and k.ptx.lstrip().startswith("//")
 
 

@@ -130,7 +130,14 @@ def plan_occupancy(fn, options):
     threads); kernels with a dot keep the whole register file for accumulators. compile()
     retries with 1 when the budget spills."""
     has_dot = any(op.opcode == "dot" for op in fn.walk())
-    fn.attrs["min_blocks"] = 1 if has_dot else max(1, 1024 // options.num_threads)
+    # a rough register estimate from the largest block a thread holds (a few such values
+    # are live at once), so the budget rarely needs the retry
+    slots = [r.attrs["layout"].nslots * (2 if r.dtype.bits == 64 or r.dtype.is_ptr() else 1)
+             for op in fn.walk() for r in op.results
+             if is_block(r.type) and not r.attrs.get("icomp")]
+    est = 40 + 3 * max(slots, default=0)
+    blocks = min(1024 // options.num_threads, 65536 // (options.num_threads * est))
+    fn.attrs["min_blocks"] = 1 if has_dot else max(1, blocks)
     return fn
 
 
