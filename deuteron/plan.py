@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import torch
 
+from . import language
 from .errors import user_frame
 from .trace import Tracer
 
 
 def _meta(t: torch.Tensor):
-    return (tuple(t.shape), t.stride(), t.dtype, t.device)
+    return (t.shape, t.stride(), t.dtype, t.device)
 
 
 def plan_key(args, kwargs):
@@ -50,7 +51,6 @@ class Plan:
 
     def replay(self, kernel, args, kwargs):
         run = _ReplayRun(self, kernel, args, kwargs)
-        from . import language
         language._active.append(run)
         try:
             return kernel.fn(*args, **kwargs)
@@ -124,9 +124,10 @@ class _ReplayRun:
         frame_locals = None
         args = list(entry.launch.args)
         for (j, (kind, where)), meta in zip(entry.slots, entry.metas):
-            if kind == "arg":
-                t = self.args[where]
-            elif kind == "kwarg":
+            if kind == "arg":              # plan_key already matched the arguments' metadata
+                args[j] = self.args[where]
+                continue
+            if kind == "kwarg":
                 t = self.kwargs.get(where)
             else:
                 if frame_locals is None:
