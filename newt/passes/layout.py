@@ -257,6 +257,9 @@ def _mark_runs(fn):
         for r in op.results[:1]:
             if is_block(r.type) and (r.dtype.is_int() or r.dtype.is_ptr()):
                 contig, const = _run_lengths(op) if r.attrs.get("icomp") else (1, 1)
+                hint = r.attrs.get("max_contiguous")   # nl.max_contiguous: trusted, as in Triton
+                if isinstance(hint, int) and hint & (hint - 1) == 0:
+                    contig = max(contig, hint)
                 contig, const = min(contig, r.type.numel), min(const, r.type.numel)
                 if contig > 1:
                     r.attrs["contig"] = contig
