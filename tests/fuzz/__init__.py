@@ -1,0 +1,21 @@
+"""The differential fuzzer of newt: random kernels (expression trees over blocks of every dtype,
+with broadcasting, masks, casts, reductions, where, math functions, loops carrying values and
+constexpr branches), run on a target and compared with a torch evaluation of the same tree.
+
+    tree.py     nodes: kernel source text and torch reference value of each
+    gen.py      random trees (hypothesis draws or a seeded random.Random), free of undefined
+                behaviour by construction
+    harness.py  kernel source, linecache registration, inputs, poisoned outputs, comparison
+
+Used by tests/test_fuzz.py (interpreter vs torch, and AOT compilation for sm_90a on the CPU) and
+scripts/fuzz_gpu.py (CUDA vs interpreter on a GPU machine).
+"""
+from .gen import Case, Gen, Rand  # noqa: F401
+from . import harness  # noqa: F401
+
+
+def random_case(seed: int, max_depth: int = 4) -> Case:
+    """A case drawn from Python's random with `seed` (reproducible)."""
+    import random
+    rng = random.Random(seed)
+    return Gen(Rand(rng.randint), max_depth).case()
