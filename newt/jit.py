@@ -5,7 +5,7 @@
 On a call: classify the arguments into a specialization key (dtypes, devices, constexpr values,
 16-byte alignment, ints equal to 1 or divisible by 16, tensors of 2**31+ elements), look it up,
 and launch through runtime/launch.py on torch's current stream. The classification is a Python
-function generated once per kernel from its signature (`_make_binder`), so a call parses nothing
+function generated once per kernel from its signature (`_generate`), so a call parses nothing
 and builds no ctypes objects (DESIGN.md, principle 6). A key not seen before is checked for every
 launch error (CPU tensors, mixed devices, bad constexprs, bad num_warps), then resolved through
 the disk cache (runtime/cache.py) or, only on a disk miss, compiler.compile.
@@ -94,20 +94,18 @@ class JITFunction:
         if _flags.interpret:
             from .interpreter import launch as interp_launch
             return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
-        fast = self._launch_fn or self._generate()
-        return functools.partial(fast, grid)
+        return functools.partial(self._launch_fn or self._first_launch, grid)
 
     def run(self, *args, grid, **kwargs):
         if options.flags.interpret:
             from .interpreter import launch as interp_launch
             return interp_launch(self, grid, args, kwargs)
-        return (self._launch_fn or self._generate())(grid, *args, **kwargs)
+        return (self._launch_fn or self._first_launch)(grid, *args, **kwargs)
 
     def warmup(self, *args, **kwargs):
         """Compile (or load from the disk cache) and prepare the launch for these arguments,
         without launching; returns the Launcher (its `.binary.meta` holds n_regs, spills...)."""
-        (self._launch_fn or self._generate())
-        key, _ = self._binder(*args, **kwargs)
+        key, _ = self.binder()(*args, **kwargs)
         launcher = self.cache.get(key)
         if launcher is None:
             from .runtime import specialize
@@ -124,12 +122,13 @@ class JITFunction:
         return f"JITFunction({self.fn.__module__}:{self.fn.__qualname__})"
 
     # ---- the generated launch function -------------------------------------------------------
-    def _generate(self, kinds=None):
+    def _generate(self, kinds=None, what="launch"):
         """Generate, once per kernel, `launch(grid, <the kernel's parameters>, *, num_warps=4,
         num_stages=3)`: one branch per parameter builds the flat key tuple, one dict lookup finds
         the Launcher, one pack_into fills its argument buffer, one cuLaunchKernel. No loops, no
-        signature binding, no per-call ctypes objects. Also `binder` (key and values only) and
-        `meta` (the dict a grid callable receives). Internal names start with `_n_`.
+        signature binding, no per-call ctypes objects. Also `meta` (the dict a grid callable
+        receives), or with what="binder" only `binder` (key and values, for tests and
+        warmup). Internal names start with `_n_`.
 
         `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
         branch that builds the same key as one flat tuple, without per-parameter tuples."""
@@ -206,13 +205,14 @@ class JITFunction:
                            "    else:\n" + textwrap.indent(slow, "    "))
         else:
             kernel_body = slow
-        src = f"""
+        binder_src = f"""
 def binder({params}):
 {check}
 {chr(10).join(body)}
 {key}
     return _n_key, ({v}{',' if vals else ''})
-
+"""
+        src = f"""
 def meta({params}):
     return {by_name}
 
@@ -252,13 +252,36 @@ def launch(_n_grid, {params}):
     if _n_r:
         _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
 """
+        if what == "binder":
+            src = binder_src
         try:
             exec(compile(src, f"<newt launcher of {self.__name__}>", "exec"), ns)
         except SyntaxError as e:  # a parameter name Python cannot take as an argument
             raise LaunchError(f"kernel {self.__name__}: cannot build its launcher ({e})") from None
-        self._binder, self._meta_of = ns["binder"], ns["meta"]
+        if what == "binder":
+            self._binder = ns["binder"]
+            return self._binder
+        if kinds is not None:
+            self._kinds = kinds
+        self._meta_of = ns["meta"]
         self._launch_fn = ns["launch"]
         return self._launch_fn
+
+    def _first_launch(self, grid, *args, **kwargs):
+        """The first launch: learn the argument classes, generate the launch function with its
+        fast branch for them (compiling the generated code costs a few ms: do it once), go."""
+        kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+        try:
+            ba = self.signature.bind(*args, **kw)
+            ba.apply_defaults()
+            kinds = {n: type(v) for n, v in ba.arguments.items()}
+        except TypeError:
+            kinds = None   # the generated function reports the argument error
+        return self._generate(kinds)(grid, *args, **kwargs)
+
+    def binder(self):
+        """(key, values) of a call, as the launch function computes them (tests, warmup)."""
+        return self._binder or self._generate(what="binder")
 
     def _grid_of(self, grid, meta):
         if callable(grid):
@@ -293,8 +316,7 @@ def launch(_n_grid, {params}):
         launcher = specialize.resolve(self, key, (), arguments)
         self.cache[key] = launcher
         if self._kinds is None:   # now the argument classes are known: add the fast branch
-            self._kinds = {n: type(v) for n, v in arguments.items()}
-            self._generate(self._kinds)
+            self._generate({n: type(v) for n, v in arguments.items()})
         return launcher
 
     def _launch_converted(self, launcher, grid):

@@ -180,14 +180,15 @@ def compiler_fingerprint() -> str:
     if _compiler_id is None:
         pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         items = []
-        for sub in ("frontend", "ir", "passes", "codegen"):
-            d = os.path.join(pkg, sub)
-            for dirpath, _, files in os.walk(d):
-                for fn in sorted(files):
-                    if fn.endswith(".py"):
-                        p = os.path.join(dirpath, fn)
-                        st = os.stat(p)
-                        items.append((p[len(pkg):], st.st_size, st.st_mtime_ns))
+        for sub in ("frontend", "ir", "passes", "codegen"):   # flat folders: no os.walk
+            try:
+                with os.scandir(os.path.join(pkg, sub)) as it:
+                    for e in it:
+                        if e.name.endswith(".py"):
+                            st = e.stat()
+                            items.append((sub, e.name, st.st_size, st.st_mtime_ns))
+            except OSError:
+                pass
         for fn in ("compiler.py", "language.py", "dtypes.py", "options.py",
                    os.path.join("runtime", "nvrtc.py")):
             p = os.path.join(pkg, fn)

@@ -14,7 +14,6 @@ an undeclared ctypes prototype truncates pointers to int and crashes.
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import glob
 import os
 import re
@@ -225,13 +224,12 @@ def supported_archs() -> list[int]:
     return list(arr)
 
 
-@dataclasses.dataclass
 class NVRTCResult:
-    name: str
-    arch: str
-    ptx: str
-    cubin: bytes
-    log: str
+    """What one compile produced. (A plain class: importing dataclasses costs the warm path.)"""
+    __slots__ = ("name", "arch", "ptx", "cubin", "log")
+
+    def __init__(self, name: str, arch: str, ptx: str, cubin: bytes, log: str):
+        self.name, self.arch, self.ptx, self.cubin, self.log = name, arch, ptx, cubin, log
 
     @property
     def report(self) -> dict:
