@@ -292,6 +292,8 @@ def _extreme(x: Tensor, axis, keep_dims, is_max, want_index):
     else:
         back = x.dtype
     key = _ordered(x) if x.dtype.is_int() else _up(x)
+    if x.dtype.is_floating():  # NaN never wins, as with nl.maximum / nl.minimum (fmax, fmin)
+        key = torch.where(key.isnan(), torch.full_like(key, -float("inf") if is_max else float("inf")), key)
     if ax is None:
         flat = key.reshape(-1)
         idx = flat.argmax(0) if is_max else flat.argmin(0)
