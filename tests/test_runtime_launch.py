@@ -296,3 +296,15 @@ def test_warmup_compiles_without_launching(gpu):
     assert L.binary.meta["num_warps"] == 2 and L.block == 64
     add[(1,)](x, x, x, 16, BLOCK=32, num_warps=2)      # same key: no second compile
     assert len(fc.calls) == 1 and fake_state(cu).launches == before + 1
+
+
+def test_kernel_without_runtime_parameters(gpu):
+    cu, fc = gpu
+
+    @newt.jit
+    def only_constexpr(N: nl.constexpr):
+        pass
+    only_constexpr[(3,)](N=4)
+    only_constexpr[(3,)](5)
+    assert len(fc.calls) == 2 and fake_state(cu).grid == (3, 1, 1)
+    assert fc.calls[0]["signature"] == {} and fc.calls[1]["constexprs"] == {"N": 5}
