@@ -516,3 +516,20 @@ def test_wrapped_jit_functions():
     assert [p.name for p in build_ir(wrapped, {"x_ptr": "*fp32", "y_ptr": "*fp32",
                                               "out_ptr": "*fp32", "n": "i32"},
                                      {"BLOCK": 16}).params] == ["x_ptr", "y_ptr", "out_ptr", "n"]
+
+
+@newt.jit
+def temp_kernel(x_ptr, o_ptr, n, B: nl.constexpr):
+    offs = nl.arange(0, B)
+    x = nl.load(x_ptr + offs)                 # fp16 before the loop ...
+    acc = x.to(nl.float32)
+    for i in range(n):
+        x = nl.load(x_ptr + i * B + offs).to(nl.float32)   # ... a fp32 temporary inside it
+        acc += x
+    nl.store(o_ptr + offs, acc)
+
+
+def test_loop_temporaries_are_not_carried():
+    f = build(temp_kernel, {"B": 32}, x_ptr="*fp16")
+    (loop,) = ops(f, "for")
+    assert [str(r.type) for r in loop.results] == ["fp32[32]"]   # only acc

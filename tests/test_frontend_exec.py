@@ -579,3 +579,25 @@ def _launch_via_ir(jitfn, grid, args, kwargs):
 def pytest_configure(config):
     import newt.interpreter
     newt.interpreter.launch = _launch_via_ir
+
+
+@newt.jit
+def temporaries_kernel(x_ptr, o_ptr, n, B: nl.constexpr):
+    offs = nl.arange(0, B)
+    t = nl.load(x_ptr + offs)
+    total = t * 0
+    for s in nl.static_range(2):
+        total += t                      # second pass reads the loop's last t
+        for i in range(n):
+            t = nl.load(x_ptr + (i + 1) * B + offs)
+            total += t
+    nl.store(o_ptr + offs, total)
+
+
+def test_temporaries_across_unrolled_iterations():
+    n, b = 3, 16
+    x = torch.randn((n + 1) * b)
+    out = torch.full((b,), float("nan"))
+    run_ir(temporaries_kernel, (1,), x, out, n, B=b)
+    rows = x.reshape(n + 1, b)
+    torch.testing.assert_close(out, rows[0] + 2 * rows[1:].sum(0) + rows[n])

@@ -27,6 +27,37 @@ def assigned_names(stmts) -> list:
     return list(seen)
 
 
+_LOADS: dict = {}
+
+
+def _loads(fn_node) -> dict:
+    """name -> the Name nodes that read it, in a function (cached per parsed function)."""
+    d = _LOADS.get(fn_node)   # keyed by the node itself: parsed sources are cached for good
+    if d is None:
+        d = _LOADS[fn_node] = {}
+        for n in ast.walk(fn_node):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+                d.setdefault(n.id, []).append(n)
+    return d
+
+
+def _within(n, expr) -> bool:
+    return any(n is m for m in ast.walk(expr))
+
+
+def _written_first(body, name) -> bool:
+    """True when the first top-level statement of `body` that mentions `name` is a plain
+    assignment to it whose right-hand side does not read it."""
+    for s in body:
+        mentions = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
+        if not mentions:
+            continue
+        if not isinstance(s, (ast.Assign, ast.AnnAssign)) or s.value is None:
+            return False
+        return all(isinstance(n.ctx, ast.Store) for n in mentions)
+    return False
+
+
 def _carryable(v) -> bool:
     return all(isinstance(x, Tensor) or is_number(x) for x in leaves(v)) and \
         not (isinstance(v, (tuple, list)) and not v)
@@ -215,14 +246,37 @@ class ControlFlow:
                       self.b)
 
     # ------------------------------------------------------------------ loops
-    def _carried(self, body, exclude=()):
+    def _carried(self, node, exclude=()):
+        """(assigned names, carried names, compile-time names the body must not change).
+
+        A name defined before the loop and assigned in the body is carried, unless it is a
+        temporary: the body writes it before reading it, and the function never reads it
+        outside the loop body (so no iteration and no later code sees the old value)."""
+        body = node.body
         names = assigned_names(body)
         carried, fixed = [], []
         for n in names:
             if n in exclude or n not in self.scope:
                 continue
+            if _written_first(body, n) and not self._read_later(node, n):
+                continue
             (carried if _carryable(self.scope[n]) else fixed).append(n)
         return names, carried, fixed
+
+    def _read_later(self, loop, name) -> bool:
+        """Could code outside `loop`'s body read `name` after the loop started? Reads after the
+        loop count; inside an enclosing device loop, any read outside the body does."""
+        end = (loop.end_lineno, loop.end_col_offset)
+        start = (loop.lineno, loop.col_offset)
+        for n in _loads(self.src.node).get(name, ()):
+            pos = (n.lineno, n.col_offset)
+            inside = start <= pos <= end and not (isinstance(loop, ast.While) and
+                                                  _within(n, loop.test))
+            if inside:
+                continue
+            if self.loop_depth or self.static_depth or pos > end:
+                return True
+        return False
 
     def _loop_inits(self, carried):
         inits, likes = [], []
@@ -338,7 +392,7 @@ class ControlFlow:
             dt = D.integer_promote(dt, xd)
         lbv, ubv, stv = (semantic.cast(b, x, dt) for x in (lb, ub, step))
         target = node.target.id
-        names, carried, fixed = self._carried(node.body, exclude=(target,))
+        names, carried, fixed = self._carried(node, exclude=(target,))
         inits, likes = self._loop_inits(carried)
         op = b.for_(lbv.v, ubv.v, stv.v, [v.v for v in inits], num_stages)
         body = op.regions[0]
@@ -366,7 +420,7 @@ class ControlFlow:
         b = self.b
         if node.orelse:
             error("while ... else is not supported inside a kernel")
-        names, carried, fixed = self._carried(node.body)
+        names, carried, fixed = self._carried(node)
         inits, likes = self._loop_inits(carried)
         op = b.while_([v.v for v in inits])
         cond_blk, body = op.regions
