@@ -117,6 +117,7 @@ def emit_dot(em, op):
     a, b, acc = op.operands[:3]
     r = op.result
     plan = op.attrs.get("dot_plan") or plan_dot(op, em.T)
+    em.fn.attrs["min_blocks"] = 1     # tensor-core tiles need the whole register file
     if plan.engine == "fma":
         return _emit_fma(em, op)
     M, N, K, es = plan.M, plan.N, plan.K, plan.esize

@@ -22,6 +22,7 @@ iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, 
 from __future__ import annotations
 
 from ..passes.dot import AccLayout
+from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
 from .dot_ptx import PRELUDE
@@ -44,6 +45,92 @@ class _Recompute(CyclicLayout):
 
     def key(self):
         return ("recompute",) + super().key()
+
+
+def _split_ptr(ptr, body):
+    """(I, o) when ptr = I + splat(o) with I defined outside the loop body (the form the
+    pipeline pass gives strength-reduced pointers), else None."""
+    op = ptr.owner
+    if not (isinstance(op, Op) and op.opcode == "addptr"):
+        return None
+    base, off = op.operands
+    sp = off.owner
+    if not (isinstance(sp, Op) and sp.opcode == "splat" and is_block(base.type)
+            and isinstance(base.owner, Op) and base.owner.parent is not body
+            and base.attrs.get("layout") == ptr.attrs.get("layout")):
+        return None
+    return base, sp.operands[0]
+
+
+def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
+    """One 16-byte copy per layout group, addressed from the loop-invariant pointer array at
+    the group's first slot plus the carried offset: only those heads stay alive across the
+    loop (a pointer per 16 bytes, as in the standalone kernels), and the mask costs one test
+    per group where the run-length facts allow (memory._mask_all)."""
+    base, off = heads
+    contig = base.attrs.get("contig", 1) >= epc
+    o = em.name(off)
+    # non-consecutive-by-construction pointers: the other slots of a group are recomputed from
+    # index math (loop-invariant tests NVRTC hoists; the gather path only runs when taken)
+    # instead of keeping every slot of the pointer array alive
+    blay = _Recompute(lay) if base.attrs.get("icomp") else lay
+    slot = (lambda j, g="g": em.at(base, f"{g} * {epc} + {j}" if j else f"{g} * {epc}", blay))
+    consec = None
+    if not contig:   # one loop-invariant flag for all groups (NVRTC hoists it out of the loop)
+        consec = em.fresh("consec")
+        terms = [f"({slot(j, g)} == {slot(0, g)} + {j})"
+                 for g in range(lay.groups) for j in range(1, epc)]
+        em.emit(f"const bool {consec} = {' && '.join(terms)};")
+    # slow groups (tails, misaligned or strided rows) are gathered afterwards in a rolled loop
+    # with addresses and masks recomputed from index math: kept out of the unrolled fast loop,
+    # their temporaries do not compete with the accumulators for registers
+    late = lay.groups <= 32 and base.attrs.get("icomp") and \
+        (mask is None or mask.attrs.get("icomp"))
+    need = em.fresh("need")
+    if late:
+        em.emit(f"u32 {need} = 0;")
+    em.emit("#pragma unroll")
+    with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
+        first = f"g * {epc}"
+        valid = lay.valid("tid", first)
+        if valid:
+            em.emit(f"if (!{valid}) continue;")
+        em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
+        em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+        em.emit(f"const {em.ctype(ptr)} p0 = {em.at(base, first)} + {o};")
+        conds = ["(((u64)(p0)) & 15) == 0"]
+        if consec:
+            conds.append(consec)
+        if mask is not None:
+            conds += (_mask_all(em, mask, lay, first, epc) if _mask_all else
+                      [em.at(mask, f"{first} + {j}") for j in range(epc)])
+        with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+            em.emit("newt_cp_async16(dst, p0, 16);")
+        with em.scope("else"):
+            if late:
+                em.emit(f"{need} |= 1u << g;")
+            else:
+                _gather(em, ptr, mask, lambda j: f"{slot(j)} + {o}" if not contig else f"p0 + {j}",
+                        lambda j: em.at(mask, f"{first} + {j}"), epc, u, rd)
+    if not late:
+        return
+    rl = _Recompute(lay)
+    with em.scope(f"if ({need})"):
+        em.emit("#pragma unroll 1")
+        with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
+            em.emit(f"if (!(({need} >> g) & 1u)) continue;")
+            em.emit(f"const int fl = {lay.flat('tid', f'g * {epc}')}, rr = fl / {C}, cc = fl % {C};")
+            em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+            _gather(em, ptr, mask, lambda j: f"{em.at(base, f'g * {epc} + {j}', rl)} + {o}",
+                    lambda j: em.at(mask, f"g * {epc} + {j}", rl), epc, u, rd)
+
+
+def _gather(em, ptr, mask, pj, mj, epc, u, rd):
+    em.emit(f"union {{ uint4 v; {u} e[{epc}]; }} t;")
+    for j in range(epc):
+        m = mj(j) if mask is not None else None
+        em.emit(f"t.e[{j}] = {f'{m} ? {rd(pj(j))} : ({u})0' if m else rd(pj(j))};")
+    em.emit("newt_st_shared_v4(dst, t.v);")
 
 
 def _loop_names(em, op):
@@ -93,13 +180,18 @@ def _ring_load(em, op):
         tile = Tile(C, R, es, f"({stage} + {ring.a_bytes}u)") if transpose else \
             Tile(R, C, es, f"({stage} + {ring.a_bytes}u)")
     lay = ptr.attrs["layout"]
+    epc = 16 // es
+    u = {1: "u8", 2: "u16", 4: "u32"}[es]
+    rd = (lambda p: f"*(const {u}*)({p})")
+    heads = _split_ptr(ptr, op.parent)
+    if (heads and not transpose and isinstance(lay, CyclicLayout) and lay.vec == epc
+            and C % epc == 0 and (mask is None or mask.attrs["layout"] == lay)):
+        _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd)
+        return
     icomp = ptr.attrs.get("icomp") and (mask is None or mask.attrs.get("icomp"))
     if icomp and isinstance(lay, CyclicLayout):
         lay = _Recompute(lay)
     at = (lambda v, s: em.at(v, s, lay)) if icomp else (lambda v, s: em.at(v, s))
-    epc = 16 // es
-    u = {1: "u8", 2: "u16", 4: "u32"}[es]
-    rd = (lambda p: f"*(const {u}*)({p})")
     if not transpose and isinstance(lay, CyclicLayout) and lay.vec == epc and C % epc == 0:
         # groups in a rolled loop when the addresses are recomputed: unrolled, NVRTC hoists
         # every group's loop-invariant address and mask terms and runs out of registers

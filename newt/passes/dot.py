@@ -136,6 +136,7 @@ def result_layout(op, num_threads):
         except (ValueError, KeyError) as e:
             raise CompilationError(f"dot: {e}", op.loc) from None
         op.attrs["dot_plan"] = plan
+    _route_loop_result(op)
     if op.attrs.get("ring") is not None:     # marked by dot_pipeline.py: the loads go async
         for v in op.operands[:2]:
             if v.owner.attrs.get("ring_role"):
@@ -144,3 +145,40 @@ def result_layout(op, num_threads):
         return AccLayout(plan.M, plan.N, num_threads)
     return None
 
+
+
+def _route_loop_result(dot):
+    """When `dot` is the yielded accumulator of a `for` loop, the loop's result leaves through a
+    `dot_acc_out` op (codegen: fragment layout -> the default layout via shared memory, which
+    also makes the epilogue's stores 16-byte and coalesced). Inserted right after the loop while
+    the layout pass walks the loop's parent block, so the pass visits it next.
+
+    Why here: the layout pass gives a loop's results the default layout after settling its
+    carried values (newt/passes/layout.py, `_Assigner.op` falls through to `self.set(r)` for
+    for/while), while codegen aliases results to the carried arrays, which hold the fragment
+    layout. Routing the result through this op is correct either way."""
+    body = dot.parent
+    loop = getattr(body, "parent", None)
+    if loop is None or loop.opcode != "for" or dot.attrs.get("acc_routed"):
+        return
+    dot.attrs["acc_routed"] = True
+    yld = body.ops[-1]
+    if dot.result not in yld.operands:
+        return
+    res = loop.results[yld.operands.index(dot.result)]
+    parent = loop.parent
+    uses = [o for o in parent.walk() if res in o.operands]
+    if not uses or any(o.opcode == "dot_acc_out" for o in uses):
+        return
+    from ..ir.core import Op
+    out = Op("dot_acc_out", [res], [res.type],
+             {"dot_plan": dot.attrs["dot_plan"], "ring": dot.attrs.get("ring")}, (), loop.loc)
+    out.parent = parent
+    out.result.name = res.name
+    parent.ops.insert(parent.ops.index(loop) + 1, out)
+    for o in uses:
+        o.operands = [out.result if v is res else v for v in o.operands]
+
+
+# the codegen handlers of dot_acc_out / dot_ring_load register on import
+from ..codegen import dot_ring as _dot_ring  # noqa: E402,F401
