@@ -4,12 +4,11 @@ Consumes operands met while tracing (TileValues, Python numbers, real tensors, w
 loads); produces `ir.Value` nodes in the current block of the tracer. Each op works out three
 facts up front: the dims (right-aligned broadcasting, a mismatch is a TraceError at the user's
 line), the dtype (by running the same torch function on tiny meta tensors, so the kernel's dtypes
-are the oracle's), and `pad`, the constant the padded lanes hold, which decides whether a
-reduction or a dot must mask them first (-inf for max, +inf for min, 0 for sum/mean and dots).
+are the oracle's), and (pads.py, after creation) `pad`, the constant the padded lanes hold, which decides whether
+a reduction or a dot must mask them first (-inf for max, +inf for min, 0 for sum/mean and dots).
 """
 from __future__ import annotations
 
-import math
 import operator
 
 import torch
@@ -73,31 +72,6 @@ def _infer(fn: str, *xs):
     return r
 
 
-def _pad(x):
-    return x.pad if isinstance(x, ir.Value) else x
-
-
-def _fold(fn, *xs, dims=None):
-    """The op applied to the operands' pad constants (None if any is unknown). An operand that
-    is broadcast along some dim of the result brings its real values, not its pad, to that
-    dim's padded lanes, so the result's pad is then unknown."""
-    if dims is not None:
-        full = {id(d) for d in dims if d is not ONE}
-        for x in xs:
-            if isinstance(x, ir.Value) and {id(d) for d in x.dims if d is not ONE} != full:
-                return None
-    pads = [_pad(x) for x in xs]
-    if any(p is None for p in pads):
-        return None
-    try:
-        with torch._C.DisableTorchFunction():
-            ts = [torch.tensor(p, dtype=torch.float64) if isinstance(p, float) else torch.tensor(p)
-                  for p in pads]
-            return fn(*ts).item()
-    except Exception:
-        return None
-
-
 def as_operand(tracer, x):
     from .trace import Tile
     if isinstance(x, ir.Value):
@@ -128,21 +102,19 @@ def _bcast(*xs):
 
 def unary(tracer, fn, x):
     x = as_operand(tracer, x)
-    return tracer.new("unary", [x], x.dims, _infer(fn, x), _fold(UNARY[fn], x), fn=fn)
+    return tracer.new("unary", [x], x.dims, _infer(fn, x), None, fn=fn)
 
 
 def binary(tracer, fn, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
     dims = _bcast(a, b)
-    return tracer.new("binary", [a, b], dims, _infer(fn, a, b),
-                      _fold(BINARY[fn], a, b, dims=dims), fn=fn)
+    return tracer.new("binary", [a, b], dims, _infer(fn, a, b), None, fn=fn)
 
 
 def where(tracer, c, a, b):
     c, a, b = (as_operand(tracer, v) for v in (c, a, b))
     dims = _bcast(c, a, b)
-    return tracer.new("where", [c, a, b], dims, _infer("where", c, a, b),
-                      _fold(torch.where, c, a, b, dims=dims))
+    return tracer.new("where", [c, a, b], dims, _infer("where", c, a, b), None)
 
 
 def cast(tracer, x, dtype):
@@ -150,10 +122,7 @@ def cast(tracer, x, dtype):
         raise TraceError(f"unsupported conversion target {dtype!r}: only dtypes inside a tile loop")
     if dtype == x.dtype:
         return x
-    pad = x.pad
-    if pad is not None:
-        pad = float(pad) if dtype.is_floating_point else (int(pad) if math.isfinite(pad) else None)
-    return tracer.new("cast", [x], x.dims, dtype, pad)
+    return tracer.new("cast", [x], x.dims, dtype, None)
 
 
 def reduce(tracer, kind, x, dim=None, keepdim=False):
@@ -170,12 +139,10 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     ident = ir.identity(kind, x.dtype)
-    masked = rdim is not ONE and x.pad != ident
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
-    pad = x.pad if kind in ("max", "min") else (0 if x.pad == 0 else None)
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
-    return tracer.new("reduce", [x], dims, dtype, pad, kind=kind, axis=axis, keepdim=keepdim,
-                      rdim=rdim, masked=masked, identity=ident)
+    return tracer.new("reduce", [x], dims, dtype, None, kind=kind, axis=axis, keepdim=keepdim,
+                      rdim=rdim, identity=ident)
 
 
 def _axis(x, dim):
@@ -200,14 +167,8 @@ def dot(tracer, a, b):
     prog = tracer.program
     prog.has_dot = True
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
-
-    def unsafe(x, other):  # padded k lanes must be 0 on both sides, or 0 times a finite number
-        return not (x.pad == 0 or (other.pad == 0 and x.pad is not None and math.isfinite(x.pad)))
-
-    pad = 0 if a.pad == 0 and b.pad == 0 else None
-    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), pad,
-                      mask_a=unsafe(a, b), mask_b=unsafe(b, a), kdim=a.dims[1],
-                      precision=_fp32_precision(a.dtype))
+    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), None,
+                      kdim=a.dims[1], precision=_fp32_precision(a.dtype))
 
 
 def _fp32_precision(dtype):
@@ -243,13 +204,13 @@ def view(tracer, x, index):
     dims, it = [], iter(x.dims)
     for i in index:
         dims.append(ONE if i is None else next(it))
-    return tracer.new("view", [x], tuple(dims), x.dtype, x.pad, index=index)
+    return tracer.new("view", [x], tuple(dims), x.dtype, None, index=index)
 
 
 def trans(tracer, x):
     if x.rank != 2:
         raise TraceError("transpose of a tile needs 2 dims")
-    return tracer.new("trans", [x], x.dims[::-1], x.dtype, x.pad)
+    return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
 
 
 from .proxy import TileValue, dispatch  # noqa: E402,F401  (the user-facing class and torch table)

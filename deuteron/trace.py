@@ -17,7 +17,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import ir, ops  # noqa: F401  (ops first: it completes proxy.py)
+from . import ir, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
 from .errors import Loc, TraceError, user_frame, user_loc
 
 
@@ -210,6 +210,7 @@ class Tracer:
                 loop.carried.append(ir.Carried(name, old, new))
             elif new.name is None:
                 new.name = name
+        pads.settle_loop(loop)
 
     def _finish_program(self, end):
         from .ops import TileValue
@@ -232,6 +233,7 @@ class Tracer:
         if self.program is None:
             raise TraceError("tile values exist only inside a `for ... in dt.tile(...)` loop")
         v = TileValue(self, op, args, dims, dtype, pad, loc or user_loc(), **attrs)
+        pads.recompute(v)
         if hoist is not None:   # a loop-carried init made of a number: define it before the loop
             block = hoist.parent
             block.insert(next(i for i, it in enumerate(block) if it is hoist), v)
