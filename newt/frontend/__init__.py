@@ -1,13 +1,20 @@
 """Frontend: Python AST -> typed block IR (newt/ir). Three layers, as in Triton:
 
-    newt/language.py         what users call (names only)
-    semantic.py, shapes.py,  the type / broadcast / promotion rules, building IR
-    reductions.py, memory.py,
-    builtins.py, random.py
-    visitor.py, control.py,  the AST walker (statements, control flow, expressions)
-    expressions.py
+    newt/language.py   what users call (names and docstrings only)
+    semantic.py        type rules: promotion, broadcasting, casts, operators, pointer arithmetic
+    shapes.py          creation (arange, full, zeros) and shape ops (reshape, permute, x[:, None])
+    reductions.py      sum / max / min / argmax / argmin / cumsum, dot
+    memory.py          load / store / atomics (mask, other, pointee casts)
+    random.py          rand / randn / randint over the philox op
+    builtins.py        nl.* name -> rule; block methods; Python's min / max / abs / print
+    values.py          Tensor: the frontend's runtime value (an IR Value + its Builder)
+    visitor.py         the AST walker: statements, inlined @jit calls, dispatch and error locations
+    control.py         if / for / while / ternaries -> structured regions, loop-carried values
+    expressions.py     expressions: folding of compile-time values, operators, calls
+    source.py          parsed source + Loc of every node (real file lines), cached per function
 
-Entry point: build_ir(fn, signature, constexprs, specialization=None) -> newt.ir.Function.
+Entry point: build_ir(fn, signature, constexprs, specialization=None) -> newt.ir.Function,
+verified (newt/ir/verifier.py) before it is returned.
 """
 from __future__ import annotations
 

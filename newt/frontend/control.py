@@ -319,7 +319,8 @@ class ControlFlow:
         body_scope = self.scope
         self.scope = saved
         for n in fixed:
-            if body_scope.get(n) is not saved[n]:
+            new, old = body_scope.get(n), saved[n]
+            if not (new is old or (type(new) is type(old) and new == old)):
                 error(f"`{n}` holds a compile-time value ({saved[n]!r}) that the {what} body "
                       f"changes; only numbers and blocks can change in a loop")
         self._bind_carried(carried, likes, results)
