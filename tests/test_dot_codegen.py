@@ -82,3 +82,43 @@ def test_tutorial_matmul_uses_tensor_cores(arch, marker):
     k = _tutorial_compile(arch, (64, 64, 32, 4, 3))
     assert marker in k.ptx and "cp.async" in k.ptx
     assert k.n_spills == 0, (k.n_regs, k.n_spills)
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+@pytest.mark.parametrize("dt,ieee,marker", [
+    ("fp16", False, "mma"), ("bf16", False, "mma"), ("fp32", False, "mma"),
+    ("fp32", True, None), ("i8", False, "mma.sync"), ("fp64", False, None)])
+@pytest.mark.parametrize("M,N,K,warps", [(64, 32, 64, 4), (128, 64, 32, 8), (16, 16, 16, 4)])
+def test_every_dot_kind_compiles(arch, dt, ieee, marker, M, N, K, warps):
+    """Every input kind on both archs, tensor-core and exact (fma) engines, with an acc."""
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def k_dot(a_ptr, b_ptr, c_ptr, out_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr,
+              IEEE: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = nl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        c = nl.load(c_ptr + rm[:, None] * N + rn[None, :])
+        if IEEE:
+            r = nl.dot(a, b, c, input_precision="ieee")
+        else:
+            r = nl.dot(a, b, c)
+        nl.store(out_ptr + rm[:, None] * N + rn[None, :], r)
+
+    if dt == "i8" and K < 32:
+        pytest.skip("int8 mma needs K >= 32")
+    acc = {"i8": "i32", "fp64": "fp64"}.get(dt, "fp32")
+    sig = {"a_ptr": "*" + dt, "b_ptr": "*" + dt, "c_ptr": "*" + acc, "out_ptr": "*" + acc}
+    k = newt.compile(k_dot, sig, dict(M=M, N=N, K=K, IEEE=ieee), arch=arch, num_warps=warps)
+    tensor_cores = marker is not None and M % (16 * warps) == 0
+    if tensor_cores:
+        want = "wgmma.mma_async" if (arch == "sm_90a" and warps % 4 == 0 and dt != "i8") \
+            else "mma.sync"
+        assert want in k.ptx
+    else:
+        assert "mma" not in k.ptx
+    assert k.n_spills == 0, (k.n_regs, k.n_spills)

@@ -26,6 +26,7 @@ pass and the hook it needs.
 """
 from __future__ import annotations
 
+from ..ir.core import is_block
 from ..passes.dot import AccLayout, plan_dot
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
@@ -132,8 +133,7 @@ def emit_dot(em, op):
         from .dot_ring import emit_ring_dot
         return emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor)
     n = em.declare(r)
-    with em.slots(lay.nslots) as s:
-        em.emit(f"{n}[{s}] = {em.at(acc, s, lay)};")
+    _acc_in(em, acc, lay, n)
     base = _region(em, (M * K + K * N) * es)
     ta = Tile(M, K, es, base)
     tb = Tile(N, K, es, f"({base} + {M * K * es}u)") if b_kmajor else \
@@ -152,6 +152,29 @@ def emit_dot(em, op):
     if rnd:
         with em.slots(lay.nslots) as s:
             em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
+
+
+def _acc_in(em, acc, lay, n):
+    """n[] (layout lay) = acc. Index-computable or same-layout accumulators are read in place;
+    others (e.g. a block loaded from memory) move through shared memory."""
+    if not is_block(acc.type) or acc.attrs.get("layout") == lay or acc.attrs.get("icomp") \
+            or acc.id in em.inline:
+        with em.slots(lay.nslots) as s:
+            em.emit(f"{n}[{s}] = {em.at(acc, s, lay)};")
+        return
+    src = acc.attrs["layout"]
+    ct = em.ctype(acc)
+    base = _region(em, lay.numel * 8)
+    buf = em.fresh("accin")
+    em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    em.barrier()
+    with em.slots(src.nslots) as s:
+        v = src.valid("tid", s)
+        st = f"{buf}[{src.flat('tid', s)}] = {em.at(acc, s)};"
+        em.emit(f"if ({v}) {st}" if v else st)
+    em.barrier()
+    with em.slots(lay.nslots) as s:
+        em.emit(f"{n}[{s}] = {buf}[{lay.flat('tid', s)}];")
 
 
 def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
