@@ -240,14 +240,11 @@ def launch(_n_grid, {params}):
     if not (0 < _n_gx <= _n_mx and 0 < _n_gy <= _n_my and 0 < _n_gz <= _n_mz):
         return _n_self._bad_grid(_n_L, _n_grid)
     try:
-        _n_L.pack(_n_L.storage, 0, {v})
-    except Exception as e:
-        _n_L.bad_values(e)
-    try:
-        _n_r = _n_L.cu_launch(_n_L.func, _n_gx, _n_gy, _n_gz, _n_L.block, 1, 1, _n_L.shared,
-                              _n_L.stream(_n_L.device_index), _n_L.params_addr, None)
-    except Exception:  # a grid of numpy/torch integers (or of something that is no int)
-        return _n_self._launch_converted(_n_L, _n_grid)
+        _n_L.pack(_n_L.storage, 0, _n_gx, _n_gy, _n_gz, _n_L.block, 1, 1, _n_L.shared,
+                  _n_L.stream(_n_L.device_index), {v})
+    except Exception:  # a grid of numpy/torch integers, or a value that does not fit
+        return _n_self._launch_converted(_n_L, _n_grid, ({v}{',' if vals else ''}))
+    _n_r = _n_L.cu_launch(_n_L.config_addr, _n_L.func, _n_L.params_addr, None)
     _n_last[0] = _n_L.name
     if _n_r:
         _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
@@ -319,7 +316,7 @@ def launch(_n_grid, {params}):
             self._generate({n: type(v) for n, v in arguments.items()})
         return launcher
 
-    def _launch_converted(self, launcher, grid):
+    def _launch_converted(self, launcher, grid, values):
         import operator
         try:
             g = tuple(operator.index(v) for v in grid) + (1,) * (3 - len(grid))
@@ -330,16 +327,7 @@ def launch(_n_grid, {params}):
             if g is None:
                 raise LaunchError(f"kernel {self.__name__}: grid {tuple(grid)!r} must hold ints")
             return None
-        return self.run_launcher(launcher, g)
-
-    @staticmethod
-    def run_launcher(launcher, grid):
-        """Launch a prepared Launcher whose buffer is already packed (slow path helper)."""
-        gx, gy, gz = grid
-        res = launcher.cu_launch(launcher.func, gx, gy, gz, launcher.block, 1, 1, launcher.shared,
-                                 launcher.stream(launcher.device_index), launcher.params_addr, None)
-        if res:
-            launcher.failed(res, gx, gy, gz)
+        launcher.launch(*g, values)
 
     def _bad_grid(self, launcher, grid):
         if not 1 <= len(grid) <= 3:

@@ -81,6 +81,21 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     fake_launches++;
     return 0;
 }
+/* Same layout as CUDA's CUlaunchConfig (cuda.h); test_runtime_launch checks the offsets against
+ * the real header when one is installed. */
+typedef struct {
+    unsigned gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes;
+    void *hStream;
+    void *attrs;
+    unsigned numAttrs;
+} FakeLaunchConfig;
+
+CUresult cuLaunchKernelEx(const FakeLaunchConfig *c, void *f, void **params, void **extra) {
+    if (c->attrs != 0 || c->numAttrs != 0) return 1;
+    return cuLaunchKernel(f, c->gridDimX, c->gridDimY, c->gridDimZ, c->blockDimX, c->blockDimY,
+                          c->blockDimZ, c->sharedMemBytes, c->hStream, params, extra);
+}
+
 CUresult cuTensorMapEncodeTiled(void *tm, int dt, unsigned rank, void *addr, const uint64_t *dims,
                                 const uint64_t *strides, const unsigned *box, const unsigned *es,
                                 int il, int sw, int l2, int oob) {

@@ -82,9 +82,7 @@ def test_dynamic_shared_memory_above_48k():
     L = _raw_launcher(SMEM_REVERSE, "smem_reverse", ["*fp32", "*fp32", "i32"], 256, n * 4)
     x = torch.randn(n, device="cuda")
     out = torch.full_like(x, float("nan"))
-    L.pack(L.storage, 0, x.data_ptr(), out.data_ptr(), n)
-    assert L.cu_launch(L.func, 1, 1, 1, L.block, 1, 1, L.shared, L.stream(x.device.index),
-                       L.params_addr, None) == 0
+    L.launch(1, 1, 1, (x.data_ptr(), out.data_ptr(), n))
     torch.testing.assert_close(out, x.flip(0))
 
 
@@ -115,9 +113,7 @@ dev = driver.Device.get(0)
 meta = dict(name="bad_store", params=[dict(name="p", dtype="*fp32", index=0)], num_threads=32,
             shared_bytes=0)
 L = Launcher(cache.KernelBinary(meta, nvrtc.compile_cuda(src, "bad_store", dev.arch).cubin), dev, [0])
-L.pack(L.storage, 0, 16)                                  # an address nobody owns
-driver.last_launched[0] = L.name
-L.cu_launch(L.func, 1, 1, 1, 32, 1, 1, 0, L.stream(0), L.params_addr, None)
+L.launch(1, 1, 1, (16,))                                  # an address nobody owns
 try:
     newt.runtime.synchronize()
 except newt.DriverError as e:

@@ -308,3 +308,30 @@ def test_kernel_without_runtime_parameters(gpu):
     only_constexpr[(3,)](5)
     assert len(fc.calls) == 2 and fake_state(cu).grid == (3, 1, 1)
     assert fc.calls[0]["signature"] == {} and fc.calls[1]["constexprs"] == {"N": 5}
+
+
+def test_launch_config_layout_matches_cuda_h(tmp_path):
+    """The launcher packs CUlaunchConfig by hand: check the offsets against the real header."""
+    import os
+    import shutil
+    import subprocess
+    inc = next((d for d in ("/usr/local/cuda/include", os.path.join(
+        os.environ.get("CUDA_HOME", "/nonexistent"), "include")) if os.path.exists(
+        os.path.join(d, "cuda.h"))), None)
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if inc is None or cc is None:
+        pytest.skip("no cuda.h or C compiler")
+    src = tmp_path / "layout.c"
+    src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include <cuda.h>\nint main(void) {\n'
+                   'printf("%zu %zu %zu %zu %zu %zu\\n", offsetof(CUlaunchConfig, gridDimX), '
+                   'offsetof(CUlaunchConfig, sharedMemBytes), offsetof(CUlaunchConfig, hStream), '
+                   'offsetof(CUlaunchConfig, attrs), offsetof(CUlaunchConfig, numAttrs), '
+                   'sizeof(CUlaunchConfig));\nreturn 0;\n}\n')
+    exe = tmp_path / "layout"
+    subprocess.run([cc, f"-I{inc}", "-o", str(exe), str(src)], check=True)
+    got = [int(v) for v in subprocess.run([str(exe)], capture_output=True, text=True,
+                                          check=True).stdout.split()]
+    fmt = driver.LAUNCH_CONFIG_FORMAT
+    offs = [struct.calcsize(fmt[:i]) for i in (1, 7, 10, 11, 12)]
+    assert got == [0, 24, 32, 40, 48, 56]
+    assert offs == [0, 24, 32, 40, 48] and struct.calcsize(fmt) == driver.LAUNCH_CONFIG_BYTES

@@ -70,6 +70,9 @@ _PROTOS = {
     # address (an int), which converts faster than a ctypes array object.
     "cuLaunchKernel": (c_int, [c_void_p, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint,
                                c_uint, c_void_p, c_void_p, c_void_p]),
+    # One pointer to a CUlaunchConfig the launcher packs together with the arguments: 4
+    # arguments to convert per call instead of cuLaunchKernel's 11 (about 1 us less in ctypes).
+    "cuLaunchKernelEx": (c_int, [c_void_p, c_void_p, c_void_p, c_void_p]),
     "cuTensorMapEncodeTiled": (c_int, [P(CUtensorMap), c_int, ctypes.c_uint32, c_void_p,
                                        P(c_uint64), P(c_uint64), P(ctypes.c_uint32),
                                        P(ctypes.c_uint32), c_int, c_int, c_int, c_int]),
@@ -93,7 +96,26 @@ def load_library(path: str = "libcuda.so.1"):
         if f is not None:  # cuTensorMapEncodeTiled is missing on old drivers
             f.restype, f.argtypes = res, args
     _check_with(cu, cu.cuInit(0), "cuInit")
+    if getattr(cu, "cuLaunchKernelEx", None) is None:   # drivers before CUDA 12
+        cu.cuLaunchKernelEx = _launch_ex_shim(cu)
     return cu
+
+
+# CUlaunchConfig (cuda.h): grid xyz, block xyz, sharedMemBytes (u32 each), pad, hStream,
+# attrs (pointer), numAttrs (u32), pad: 56 bytes. Arguments follow it in the launcher's buffer.
+LAUNCH_CONFIG_FORMAT = "<IIIIIII4xQQI4x"
+LAUNCH_CONFIG_BYTES = 56
+
+
+def _launch_ex_shim(cu):
+    import struct
+    unpack = struct.Struct(LAUNCH_CONFIG_FORMAT).unpack_from
+
+    def launch_ex(config_addr, func, params, extra):
+        raw = ctypes.string_at(config_addr, LAUNCH_CONFIG_BYTES)
+        gx, gy, gz, bx, by, bz, shared, stream, _, _ = unpack(raw)
+        return cu.cuLaunchKernel(func, gx, gy, gz, bx, by, bz, shared, stream, params, extra)
+    return launch_ex
 
 
 def lib():

@@ -46,7 +46,8 @@ class Launcher:
     """One compiled specialization loaded on one device, ready to launch."""
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
-                 "params_addr", "block", "shared", "max_grid", "cu_launch", "stream")
+                 "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
+                 "stream")
 
     def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
         """`runtime_positions`: the Python parameter index of each value the launch function
@@ -69,25 +70,40 @@ class Launcher:
         if missing:
             raise LaunchError(f"kernel '{self.name}': compiled parameters {missing} are not "
                               "runtime parameters of the Python function")
-        fmt = "<"
+        # The buffer: a CUlaunchConfig (grid, block, shared bytes, stream; attrs NULL, 0 of
+        # them: the pad bytes pack as zeros), then one 8-byte slot per runtime parameter. One
+        # pack_into per call writes grid, stream and arguments together.
+        fmt = "<IIIIIII4xQ16x"
+        cfg = driver.LAUNCH_CONFIG_BYTES
         for pos in runtime_positions:
             p = by_index.get(pos)
             code = struct_code(p["dtype"]) if p else "q"   # compiled out (== 1): packed, unused
             fmt += code + "x" * (8 - struct.calcsize("<" + code))
         self.pack = struct.Struct(fmt).pack_into
-        self.storage = ctypes.create_string_buffer(max(8 * len(runtime_positions), 8))
-        base = ctypes.addressof(self.storage)
+        assert struct.calcsize(fmt) == cfg + 8 * len(runtime_positions)
+        self.storage = ctypes.create_string_buffer(cfg + 8 * len(runtime_positions))
+        self.config_addr = ctypes.addressof(self.storage)
+        base = self.config_addr + cfg
         # One trailing NULL: the driver reads only as many slots as the kernel has; the NULL lets
         # a recording stand-in driver (tests) find the end.
         addrs = [base + 8 * slot_of[p["index"]] for p in meta["params"]]
         self.params = (ctypes.c_void_p * (len(addrs) + 1))(*addrs, None)
         self.params_addr = ctypes.addressof(self.params)
-        self.cu_launch = driver.lib().cuLaunchKernel
+        self.cu_launch = driver.lib().cuLaunchKernelEx
         self.stream = _raw_stream_getter()
 
-    def bad_values(self, e: Exception):
-        raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter type "
-                          f"({e})") from None
+    def launch(self, gx: int, gy: int, gz: int, values: tuple):
+        """The slow path's launch (the generated launch function inlines the same two calls)."""
+        try:
+            self.pack(self.storage, 0, gx, gy, gz, self.block, 1, 1, self.shared,
+                      self.stream(self.device_index), *values)
+        except struct.error as e:
+            raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter "
+                              f"type ({e})") from None
+        res = self.cu_launch(self.config_addr, self.func, self.params_addr, None)
+        driver.last_launched[0] = self.name
+        if res:
+            self.failed(res, gx, gy, gz)
 
     def failed(self, res, gx, gy, gz):
         if res in (driver.CUDA_ERROR_INVALID_CONTEXT, driver.CUDA_ERROR_INVALID_HANDLE):
@@ -96,8 +112,7 @@ class Launcher:
             # does on first use in a thread. Another one: push ours for this launch only, so that
             # torch's current device does not change under the user.
             res = driver.run_in_context(self.device_index, lambda: self.cu_launch(
-                self.func, gx, gy, gz, self.block, 1, 1, self.shared,
-                self.stream(self.device_index), self.params_addr, None))
+                self.config_addr, self.func, self.params_addr, None))
             if not res:
                 return
         driver.check(res, f"cuLaunchKernel(grid=({gx}, {gy}, {gz}), block={self.block}, "
