@@ -159,6 +159,8 @@ class _Lowering:
                 fused = self._fused_dot(v)
                 if fused:
                     return fused, ATOM
+            if v.attrs["fn"] in ("mod", "floordiv"):
+                return self._floor_divmod(v), ATOM
             op = BINOP[v.attrs["fn"]]
             p = PREC[op]
             return (f"{self.operand(a[0], v.rank, p, False)} {op} "
@@ -218,6 +220,20 @@ class _Lowering:
                 e = f"{e}.to({nl_dtype(v.dtype)})"
             return e, ATOM
         raise AssertionError(op)
+
+    def _floor_divmod(self, v):
+        """torch's `%` and `//` round toward -inf (Python's); newt's, like C's and Triton's,
+        toward 0. Correct the remainder where it is non-zero and its sign differs from b's."""
+        a, b = (self.atom(x, v.rank) for x in v.args)
+        if v.dtype.is_floating_point:
+            q = f"nl.floor({a} / {b})"
+            return q if v.attrs["fn"] == "floordiv" else f"({a} - {q} * {b})"
+        r = f"({a} % {b})"
+        positive = not isinstance(v.args[1], ir.Value) and v.args[1] > 0
+        fix = f"({r} < 0)" if positive else f"(({r} != 0) & (({r} < 0) != ({b} < 0)))"
+        if v.attrs["fn"] == "mod":
+            return f"nl.where({fix}, {r} + {b}, {r})"
+        return f"({a} // {b} - nl.where({fix}, 1, 0))"
 
     def _math(self, fn, x):
         if x.dtype in (torch.float16, torch.bfloat16):   # compute in fp32, as torch does inside

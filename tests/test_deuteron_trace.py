@@ -362,3 +362,56 @@ def test_static_shapes_make_extents_constexpr():
 def dcache_key(k, args):
     from deuteron.autotune import cache
     return cache.make_key(k, args, {})
+
+
+@dt.kernel
+def grid3(x, y):
+    """A 3-D grid over int32 data: exact integer results, y broadcast along the middle dim."""
+    out = torch.empty_like(x)
+    for ta, tb, tc in dt.tile([x.shape[0], x.shape[1], x.shape[2]]):
+        v = x[ta, tb, tc]
+        w = y[ta, tc]
+        out[ta, tb, tc] = torch.where(v > w[:, None, :], v * 3 - w[:, None, :], v % 7)
+    return out
+
+
+def test_three_dim_grid_integers_exact():
+    x = torch.randint(-50, 50, (5, 6, 7), dtype=torch.int32)
+    y = torch.randint(-50, 50, (5, 7), dtype=torch.int32)
+    got = _run(grid3, x, y, config=dt.Config([2, 4, 4]))
+    w = y[:, None, :]
+    assert torch.equal(got, torch.where(x > w, x * 3 - w, x % 7))
+    assert "pid_tc = pid % num_pid_tc" in grid3.to_newt_source(x, y)
+
+
+@dt.kernel
+def bf16_scale(x, s: float):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.shape[0]):
+        out[t] = (x[t].float() * s).to(torch.bfloat16)
+    return out
+
+
+def test_bf16_roundtrip():
+    x = torch.randn(1000, dtype=torch.bfloat16)
+    got = _run(bf16_scale, x, 0.3, config=dt.Config([128]))
+    assert torch.equal(got, (x.float() * 0.3).to(torch.bfloat16))
+
+
+@dt.kernel
+def divmod_k(a, b):
+    q = torch.empty_like(a)
+    r = torch.empty_like(a)
+    for t in dt.tile(a.shape[0]):
+        q[t] = a[t] // b[t]
+        r[t] = a[t] % b[t]
+    return q, r
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.float32])
+def test_floor_division_and_modulo_follow_torch(dtype):
+    a = torch.randint(-40, 40, (200,)).to(dtype)
+    b = torch.randint(1, 9, (200,)).to(dtype) * torch.where(torch.rand(200) < 0.5, -1, 1).to(dtype)
+    q, r = _run(divmod_k, a, b, config=dt.Config([64]))
+    torch.testing.assert_close(q, a // b)
+    torch.testing.assert_close(r, a % b)
