@@ -67,7 +67,15 @@ def compile_in_workers(jobs: list, max_workers: int | None = None, job_timeout: 
                 i = pending.pop(0)
                 recv, send = ctx.Pipe(duplex=False)
                 p = ctx.Process(target=_child, args=(i, send), daemon=True)
-                p.start()
+                try:
+                    p.start()
+                except (AssertionError, OSError):   # e.g. inside a daemonic worker process
+                    send.close()
+                    recv.close()
+                    for j in [i] + pending:
+                        results[j] = None            # the caller compiles in-process
+                    pending.clear()
+                    break
                 send.close()
                 running[i] = (p, recv, time.monotonic())
             for i, (p, recv, t0) in list(running.items()):
