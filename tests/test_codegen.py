@@ -140,5 +140,5 @@ def test_integer_semantics_in_c():
                          {"BLOCK": 2048})
     assert k.n_spills == 0 and k.local_bytes == 0
     # int8 math runs in 32 bits and is truncated back; 16 int8 per 128-bit access
-    assert "(i8)((i32)" in k.source
+    assert "(i8)((i32)" in k.source and "(i8)nt_div((i32)" in k.source
     assert "layout=cyclic(vec=16" in k.ir and "ld.global.v4" in k.ptx

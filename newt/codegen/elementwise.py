@@ -66,7 +66,10 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
         if dt.bits == 64 or wide:
             return f"({rt})__umul64hi((u64)({a}), (u64)({b}))"
         return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
-    e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
+    if op in ("idiv", "mod"):
+        e = f"nt_{'div' if op == 'idiv' else 'mod'}(({ct})({a}), ({ct})({b}))"
+    else:
+        e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
     return e if ct == rt else f"({rt}){e}"
 
 

@@ -17,8 +17,13 @@ typedef unsigned long long u64;
 #define NT_INLINE static __device__ __forceinline__
 """
 
-# helpers written in PTX (a CPU emulation of generated code replaces exactly these)
+# device-specific helpers, mostly inline PTX (a CPU emulation of generated code replaces
+# exactly these)
 PTX_HELPERS = r"""
+// integer division as the GPU does it (no trap on a zero divisor or INT_MIN / -1)
+template <class T> NT_INLINE T nt_div(T a, T b) { return a / b; }
+template <class T> NT_INLINE T nt_mod(T a, T b) { return a % b; }
+
 // fp16 / bf16: 16-bit storage, fp32 registers
 NT_INLINE float nt_h2f(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 NT_INLINE u16 nt_f2h(float f) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
