@@ -46,6 +46,7 @@ class WgmmaConfig:
     num_stages: int = 4
     group_m: int = 8
     swap_lbo_sbo: bool = False  # debugging aid for the MN-major descriptor
+    late_loads: bool = False    # issue the tensor-core work before this iteration's copies
 
     @property
     def esize(self):
@@ -67,7 +68,8 @@ class WgmmaConfig:
     @property
     def name(self):
         return (f"newt_wgmma_{self.kind}_{self.out}_{self.bm}x{self.bn}x{self.bk}"
-                f"_w{self.num_warps}_s{self.num_stages}" + ("_swap" if self.swap_lbo_sbo else ""))
+                f"_w{self.num_warps}_s{self.num_stages}" + ("_swap" if self.swap_lbo_sbo else "")
+                + ("_late" if self.late_loads else ""))
 
     def check(self):
         assert self.num_warps % 4 == 0 and self.num_stages >= 3
@@ -145,6 +147,15 @@ def matmul_source(cfg: WgmmaConfig) -> str:
         c_store = (f"*(float2*)(ct + r * {pitch} + c * 4) = make_float2(acc[ms][4*i+h*2], "
                    "acc[ms][4*i+h*2+1]);")
 
+    # this iteration's copies (stage kt % S: free, see the module docstring); with late_loads
+    # they go after the wgmma issue, which reads another stage, so the tensor cores start first
+    late = cfg.late_loads and not cfg.b_kmajor
+    copies = f"""if (kt < KT) {{
+      newt_load_a(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u, A, m0, kt * {bk}, M, K,
+                  sam, sak, vec_a);
+      {b_issue}
+    }}
+    newt_cp_async_commit();"""
     parts.append(f"""
 extern "C" __global__ void __launch_bounds__({nt}, 1)
 {cfg.name}(const {u}* __restrict__ A, const {u}* __restrict__ B, {ou}* __restrict__ C,
@@ -172,12 +183,7 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
       newt_fence_proxy_async();
       __syncthreads();
     }}
-    if (kt < KT) {{
-      newt_load_a(ring + (newt_u32)(kt % {S}) * {cfg.stage_bytes}u, A, m0, kt * {bk}, M, K,
-                  sam, sak, vec_a);
-      {b_issue}
-    }}
-    newt_cp_async_commit();
+    {copies if not late else ""}
     if (kt >= {D}) {{
       const newt_u32 stage = ring + (newt_u32)((kt - {D}) % {S}) * {cfg.stage_bytes}u;
       newt_wgmma_fence();
@@ -189,6 +195,7 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
       }}
       newt_wgmma_commit();
     }}
+    {copies if late else ""}
     if (kt < KT) {{ {b_commit} }}
     if (kt >= {D}) newt_wgmma_wait<1>();
   }}
