@@ -60,6 +60,14 @@ template <class T> static T __shfl_xor_sync(unsigned, T v, int m) {
   pthread_barrier_wait(&w.bar);
   T r; memcpy(&r, &o, sizeof(T)); return r;
 }
+template <class T> static T __shfl_up_sync(unsigned, T v, int m) {
+  int t = threadIdx.x; nt_warp& w = nt_warps[t / 32];
+  unsigned long long b = 0; memcpy(&b, &v, sizeof(T)); w.slot[t % 32] = b;
+  pthread_barrier_wait(&w.bar);
+  unsigned long long o = w.slot[t % 32 >= m ? t % 32 - m : t % 32];
+  pthread_barrier_wait(&w.bar);
+  T r; memcpy(&r, &o, sizeof(T)); return r;
+}
 static void __assertfail(const char* msg, const char* file, unsigned line, const char* fn, size_t) {
   pthread_mutex_lock(&nt_mu); nt_failed = 1;
   fprintf(stderr, "%s:%u: %s: Assertion `%s` failed.\n", file, line, fn, msg);
@@ -311,6 +319,22 @@ def test_cumsum_with_loop_carried_block():
     out = torch.full_like(x, float("nan"))
     emulate(_cumsum_loop, (1,), out, x, 1000, BLOCK=256)
     torch.testing.assert_close(out, torch.cumsum(x, 0), rtol=1e-4, atol=1e-4)
+
+
+@newt.jit
+def _cumsum_1d(out_ptr, in_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(in_ptr + offs, mask=offs < n, other=0)
+    nl.store(out_ptr + offs, nl.cumsum(x, axis=0), mask=offs < n)
+
+
+@pytest.mark.parametrize("num_warps", [1, 4])
+@pytest.mark.parametrize("BLOCK", [2048, 128])
+def test_warp_shuffle_scan(num_warps, BLOCK):
+    x = torch.randint(-100, 100, (BLOCK - 5,), dtype=torch.int32)
+    out = torch.full_like(x, -7)
+    emulate(_cumsum_1d, (1,), out, x, BLOCK - 5, BLOCK=BLOCK, num_warps=num_warps)
+    assert torch.equal(out, torch.cumsum(x, 0).int())
 
 
 def test_atomic_add_histogram_counts_each_element_once():

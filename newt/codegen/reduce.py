@@ -166,6 +166,8 @@ def _scan(em, op):
         em.emit(f"{out}[{s}] = {em.at(x, s)};")
     if n == 1:
         return
+    if op.attrs.get("plan") == "warp":
+        return _warp_scan(em, op, out, ct, dt, lay)
     buf = em.fresh("sbuf")
     em.emit(f"{ct}* {buf} = {em.smem(op, ct)};")
     d, first = 1, True
@@ -194,3 +196,42 @@ def _scan(em, op):
             op_name = {"sum": "add", "max": "maximum", "min": "minimum"}[kind]
             em.emit(f"if ({cond}) {out}[{s}] = {binary_expr(op_name, dt, a, b)};")
         d *= 2
+
+
+def _warp_scan(em, op, out, ct, dt, lay):
+    """Inclusive sum of a 1-D block in a cyclic layout: within each group of vec slots, then
+    across the 32 lanes with __shfl_up_sync, then across warps and rounds of groups through one
+    value per (group, warp) in the scratch arena (one barrier)."""
+    vec, G, W = lay.vec, lay.groups, em.T // 32
+    add = lambda a, b: binary_expr("add", dt, a, b)  # noqa: E731
+    with em.slots(G, "g"):
+        with em.slots(vec - 1, "j"):
+            em.emit(f"{out}[g * {vec} + j + 1] = {add(f'{out}[g * {vec} + j]', f'{out}[g * {vec} + j + 1]')};")
+    tot = em.fresh("tot")
+    em.emit(f"{ct} {tot}[{G}];")
+    with em.slots(G, "g"):
+        em.emit(f"{ct} incl = {out}[g * {vec} + {vec - 1}];")
+        for m in (1, 2, 4, 8, 16):
+            em.emit(f"{{ {ct} o = __shfl_up_sync({FULL_MASK}, incl, {m}); "
+                    f"if (lane >= {m}) incl = {add('o', 'incl')}; }}")
+        em.emit(f"{tot}[g] = incl;")               # inclusive over the warp's lanes
+        em.emit(f"{ct} ex = __shfl_up_sync({FULL_MASK}, incl, 1);")
+        em.emit(f"if (lane == 0) ex = 0;")         # exclusive: the lanes before this one
+        with em.slots(vec, "j"):
+            em.emit(f"{out}[g * {vec} + j] = {add('ex', f'{out}[g * {vec} + j]')};")
+    if op.attrs.get("sync_first"):
+        em.barrier()
+    buf = em.fresh("wbuf")
+    em.emit(f"{ct}* {buf} = {em.smem(op, ct)};")
+    with em.slots(G, "g"):
+        em.emit(f"if (lane == 31) {buf}[g * {W} + warp] = {tot}[g];")
+    em.barrier()
+    base = em.fresh("base")
+    em.emit(f"{ct} {base} = 0;")
+    with em.slots(G, "g"):
+        em.emit(f"{ct} off = {base};")
+        with em.slots(W, "w"):
+            em.emit(f"if (w < warp) off = {add('off', f'{buf}[g * {W} + w]')};")
+            em.emit(f"{base} = {add(base, f'{buf}[g * {W} + w]')};")
+        with em.slots(vec, "j"):
+            em.emit(f"{out}[g * {vec} + j] = {add(f'{out}[g * {vec} + j]', 'off')};")

@@ -88,6 +88,9 @@ def _scratch_bytes(op, num_threads) -> int:
         return plan.entries * per
     if c == "scan":
         x = op.operands[0]
+        lay = x.attrs["layout"]
+        if op.attrs.get("plan") == "warp":
+            return lay.groups * (num_threads // 32) * acc_dtype_bytes(x.dtype)
         return x.type.numel * acc_dtype_bytes(x.dtype)
     if c in ("broadcast", "reshape", "permute", "convert_layout"):
         if op.attrs.get("movement") == "smem":
@@ -110,6 +113,12 @@ class _Planner:
         for op in block.ops:
             if op.opcode == "reduce":
                 op.attrs["plan"] = plan_reduce(op.operands[0], self.T)
+            if op.opcode == "scan":
+                x = op.operands[0]
+                fast = (len(x.shape) == 1 and op.attrs["kind"] == "sum"
+                        and not op.attrs.get("reverse") and not x.attrs["layout"].partial
+                        and isinstance(x.attrs["layout"], CyclicLayout))
+                op.attrs["plan"] = "warp" if fast else "smem"
             nbytes = _scratch_bytes(op, self.T)
             if nbytes:
                 parity = 0 if self.last in (None, -1) else 1 - self.last
