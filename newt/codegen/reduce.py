@@ -10,8 +10,10 @@ the last axis of a block in a group-cyclic layout (the layout pass permutes othe
 A full reduction gives a uniform scalar. argmax/argmin carry (value, index) pairs and keep the
 smallest index among equal values.
 
-Scan is a Hillis-Steele scan through the scratch arena (log2(n) steps, two barriers each):
-simple and obviously right for any axis.
+Scan (op.attrs["plan"], decided in passes/smem.py): "warp" for a forward sum of a 1-D block
+(prefix inside each group of vec slots, __shfl_up_sync across lanes, one value per (group,
+warp) through the arena, one barrier); otherwise "smem", a Hillis-Steele scan through the
+scratch arena (log2(n) steps, two barriers each), simple and obviously right for any axis.
 """
 from __future__ import annotations
 
