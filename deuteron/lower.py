@@ -39,6 +39,7 @@ class _Lowering:
         self.lines, self.env, self.var = [], {}, {}
         self.uses = {}          # id(value) -> [(user, block)]
         self.fused = set()      # ids of dot nodes folded into an accumulator add
+        self.ptr_blocks = {}    # id(load) -> (pointer block name, increment) in dot loops
 
     # ------------------------------------------------------------------ naming and parameters
     def _letters(self):
@@ -208,6 +209,8 @@ class _Lowering:
             return f"nl.full({shape}, {literal(v.attrs['value'])}, {nl_dtype(v.dtype)})", ATOM
         if op == "load":
             ptr, mask = self._address(v.attrs["ref"], v.attrs["index"])
+            if id(v) in self.ptr_blocks:
+                ptr, mask = self.ptr_blocks[id(v)]
             other = "0.0" if v.dtype.is_floating_point else "0"
             if mask is None:
                 return f"nl.load({ptr})", ATOM
@@ -242,7 +245,11 @@ class _Lowering:
             return f"nl.{fn}({self.atom(x)}.to(nl.float32))"
         return f"nl.{fn}({self.ref(x)[0]})"
 
-    def _address(self, ref, index):
+    def _address(self, ref, index, at_start_of=None, wrap=()):
+        """(pointer expression, mask expression). `at_start_of`: a loop dim whose offsets are
+        taken at the loop's first iteration (the tutorial's pointer blocks, built before it).
+        `wrap`: dims read at `offs % extent` instead of masked (the tutorial's trick: padded
+        rows read real rows; only valid where nothing reduces over those lanes)."""
         r = sum(1 for kind, _ in index if kind in ("tile", "full"))
         terms, masks, j = [f"{ref.name}_ptr"], [], 0
         for axis, (kind, d) in enumerate(index):
@@ -254,8 +261,13 @@ class _Lowering:
             if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
                 terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
                 continue
-            terms.append(f"offs_{d.letter}{bc(j, r)} * {stride}")
-            masks.append(self.mask(d, j, r))
+            offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
+                    else f"offs_{d.letter}")
+            if d in wrap:
+                terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc(j, r)} * {stride}")
+            else:
+                terms.append(f"{offs}{bc(j, r)} * {stride}")
+                masks.append(self.mask(d, j, r))
             j += 1
         return " + ".join(terms), (" & ".join(masks) if masks else None)
 
@@ -354,6 +366,7 @@ class _Lowering:
             # value to the variable in place would clobber it: go through a temporary.
             self.var[id(c.final)] = (self.names.fresh(f"{name}_next")
                                      if _read_after(lp.items, c.final, init) else name)
+        bumps = self._pointer_blocks(lp, depth)
         inner = depth
         for d in lp.dims:
             L = d.letter
@@ -362,6 +375,8 @@ class _Lowering:
             self.emit(f"offs_{L} = start_{L} + nl.arange(0, BLOCK_SIZE_{L.upper()})", inner)
             self.emit(f"mask_{L} = offs_{L} < {L.upper()}", inner)
         self.block(lp.items, inner)
+        for line in bumps:
+            self.emit(line, inner)
         for c in lp.carried:
             name = self.env[id(c.init)]
             if id(c.final) not in self.env:        # the final value was inlined: assign it now
@@ -374,6 +389,40 @@ class _Lowering:
             self.env[id(c.init)] = saved[id(c.init)] or name
             if saved[id(c.init)] is None:
                 del self.env[id(c.init)]
+
+    def _pointer_blocks(self, lp, depth):
+        """Loads that feed only dots and move along this loop's dim on one axis get the
+        tutorial's form: a pointer block built before the loop and advanced by
+        BLOCK_SIZE * stride at the end of each iteration (newt's dot pipeline recognises it
+        and keeps one scalar offset instead of a pointer per element)."""
+        if len(lp.dims) != 1:
+            return []
+        d, bumps = lp.dims[0], []
+        for it in lp.items:
+            if not (isinstance(it, ir.Value) and it.op == "load"):
+                continue
+            axes = [a for a, (kind, dim) in enumerate(it.attrs["index"]) if dim is d]
+            users = self.uses.get(id(it), [])
+            if len(axes) != 1 or not users or any(
+                    isinstance(u, tuple) or u.op != "dot" for u, _ in users):
+                continue
+            ref = it.attrs["ref"]
+            name = self.names.fresh(f"{ref.name}_ptrs")
+            wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
+                    and id(g) not in self._reduced_dims()]
+            ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap)
+            self.emit(f"{name} = {ptr}", depth)
+            self.ptr_blocks[id(it)] = (name, mask)
+            bumps.append(f"{name} += BLOCK_SIZE_{d.letter.upper()} * stride_{ref.name}{axes[0]}")
+        return bumps
+
+    def _reduced_dims(self):
+        """Dims some reduction or dot sums over: their padded lanes must keep their pad."""
+        if not hasattr(self, "_reduced"):
+            from .pads import _values
+            self._reduced = {id(v.attrs["rdim"]) for v in _values(self.p.items) if v.op == "reduce"}
+            self._reduced |= {id(v.attrs["kdim"]) for v in _values(self.p.items) if v.op == "dot"}
+        return self._reduced
 
     def _inside(self, block, lp):
         if block is lp.items:

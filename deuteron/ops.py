@@ -49,6 +49,8 @@ def _proto(x):
 def _promote(*xs):
     with torch._C.DisableTorchFunction():
         protos = [_proto(x) for x in xs]
+        if not any(isinstance(p, torch.Tensor) for p in protos):   # numbers only: as torch.tensor
+            protos[0] = torch.tensor(protos[0])
         dt = protos[0] if len(protos) == 1 else None
         if dt is None:
             r = torch.result_type(protos[0], protos[1])
