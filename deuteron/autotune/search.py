@@ -1,8 +1,9 @@
 """The search: an initial sample, then a local pattern search, within a budget by effort.
 
     none    the heuristic default, nothing run
-    quick   default + 7 random samples, then pattern search; at most 32 configs
-    full    default + 23 random samples, then pattern search; at most 120 configs
+    quick   default + 7 random samples, then pattern search; at most 32 configs and no new
+            batch after 20 s (the target is <= 30 s of cold tuning per kernel and shape)
+    full    default + 23 random samples, then pattern search; at most 120 configs, 300 s
 
 `evaluate(configs) -> {config: Result}` is supplied by bench.py (compile in parallel, check
 against the oracle, time); this file only decides which configs to ask about, so it is tested
@@ -14,8 +15,10 @@ from __future__ import annotations
 
 import dataclasses
 import random
+import time
 
 BUDGETS = {"quick": (8, 32), "full": (24, 120)}
+SECONDS = {"quick": 20.0, "full": 300.0}
 
 
 @dataclasses.dataclass
@@ -32,6 +35,7 @@ def search(space, evaluate, effort: str, candidates=None, seed: int = 0):
     rng = random.Random(seed)
     results: dict = {}
     n_init, budget = BUDGETS.get(effort, BUDGETS["quick"])
+    deadline = time.monotonic() + SECONDS.get(effort, SECONDS["quick"])
 
     def run(batch):
         batch = [c for c in dict.fromkeys(batch) if c not in results][: max(0, budget - len(results))]
@@ -48,7 +52,7 @@ def search(space, evaluate, effort: str, candidates=None, seed: int = 0):
     default = space.default()
     run([default] + [c for c in space.sample(rng, n_init * 2) if c != default][: n_init - 1])
     current = best()
-    while current is not None and len(results) < budget:
+    while current is not None and len(results) < budget and time.monotonic() < deadline:
         fresh = [c for c in space.neighbors(current) if c not in results]
         if not fresh:
             break
