@@ -1,5 +1,6 @@
 """Passes: IR -> IR decisions, run in order after the frontend and before codegen.
 
+    dot_pipeline loads that feed only a dot go through an asynchronous shared-memory ring (dot_pipeline.py)
     wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
     layout       a register layout for every block value; how shape ops move data (layout.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
@@ -10,11 +11,13 @@ Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so t
 """
 from __future__ import annotations
 
+from .dot_pipeline import pipeline_dots
 from .layout import assign_layouts
 from .smem import plan_occupancy, plan_shared_memory
 from .wide_index import mark_wide_indices
 
 PASSES = (
+    ("dot_pipeline", pipeline_dots),
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
     ("smem", plan_shared_memory),

@@ -87,6 +87,7 @@ class _Assigner:
                 self._carry(a, init)
             self.block(op.regions[0])
             self._settle(op, op.regions[0].args[1:], op.regions[0].ops[-1].operands)
+            return  # _settle gave the results their layouts
         elif c == "while":
             for r in op.regions:
                 for a, init in zip(r.args, op.operands):
@@ -97,6 +98,7 @@ class _Assigner:
             for a, b in zip(op.regions[0].args, op.regions[1].args):
                 if is_block(a.type):
                     a.attrs["layout"] = b.attrs["layout"]
+            return  # _settle gave the results their layouts
         elif c == "if":
             for r in op.regions:
                 self.block(r)
