@@ -15,8 +15,8 @@ import dataclasses
 import torch
 
 from . import ir
-from .ir import ONE
-from .spelling import ATOM, BINOP, LETTERS, PREC, UNARY, Names, bc, literal, nl_dtype
+from .lower_expr import ExprMixin
+from .spelling import LETTERS, Names
 
 @dataclasses.dataclass
 class Lowered:
@@ -33,7 +33,7 @@ def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
     return _Lowering(prog, static_shapes).run()
 
 
-class _Lowering:
+class _Lowering(ExprMixin):
     def __init__(self, prog, static_shapes=False):
         self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
@@ -122,193 +122,6 @@ class _Lowering:
             return False
         u = self.uses.get(id(v), [])
         return len(u) == 1 and u[0][1] is v.block and not isinstance(u[0][0], tuple)
-
-    # ------------------------------------------------------------------ expressions
-    def ref(self, x, rank=None):
-        """(expression, precedence) for an operand, its rank raised to `rank` with None axes."""
-        if not isinstance(x, ir.Value):
-            return literal(x), (UNARY if isinstance(x, (int, float)) and x < 0 else ATOM)
-        if id(x) in self.env:
-            e, prec = self.env[id(x)], ATOM
-        elif self._inline(x):
-            e, prec = self.expr(x)
-        else:
-            raise AssertionError(f"value {x} used before it is defined")
-        if rank is not None and 0 < x.rank < rank:
-            e = e if prec == ATOM else f"({e})"
-            e, prec = e + "[" + ", ".join(["None"] * (rank - x.rank) + [":"] * x.rank) + "]", ATOM
-        return e, prec
-
-    def atom(self, x, rank=None):
-        e, prec = self.ref(x, rank)
-        return e if prec == ATOM else f"({e})"
-
-    def operand(self, x, rank, prec, right):
-        e, p = self.ref(x, rank)
-        tight = p <= prec if (right or prec == 3) else p < prec
-        return f"({e})" if tight else e
-
-    def mask(self, dim, j, r):
-        return f"mask_{dim.letter}{bc(j, r)}"
-
-    def expr(self, v):
-        op, a = v.op, v.args
-        if op == "binary":
-            if v.attrs["fn"] in ("maximum", "minimum"):
-                return f"nl.{v.attrs['fn']}({self.ref(a[0], v.rank)[0]}, {self.ref(a[1], v.rank)[0]})", ATOM
-            if v.attrs["fn"] == "add":
-                fused = self._fused_dot(v)
-                if fused:
-                    return fused, ATOM
-            if v.attrs["fn"] in ("mod", "floordiv"):
-                return self._floor_divmod(v), ATOM
-            op = BINOP[v.attrs["fn"]]
-            p = PREC[op]
-            return (f"{self.operand(a[0], v.rank, p, False)} {op} "
-                    f"{self.operand(a[1], v.rank, p, True)}"), p
-        if op == "unary":
-            fn, x = v.attrs["fn"], a[0]
-            if fn == "neg":
-                return f"-{self.operand(x, None, UNARY, True)}", UNARY
-            if fn == "invert":
-                return f"~{self.operand(x, None, UNARY, True)}", UNARY
-            if fn == "abs":
-                return f"nl.abs({self.ref(x)[0]})", ATOM
-            if fn in ("floor", "ceil"):
-                return f"nl.{fn}({self.ref(x)[0]})", ATOM
-            zero = "0.0" if x.dtype.is_floating_point else "0"
-            if fn == "relu":
-                return f"nl.maximum({self.ref(x)[0]}, {zero})", ATOM
-            if fn == "silu":
-                return f"{self.operand(x, None, 9, False)} * {self._math('sigmoid', x)}", 9
-            return self._math(fn, x), ATOM
-        if op == "where":
-            return "nl.where(" + ", ".join(self.ref(x, v.rank)[0] for x in a) + ")", ATOM
-        if op == "cast":
-            if self._dot_into_cast(a[0]) and v.dtype == torch.float32:
-                return self._dot(a[0], None), ATOM
-            return f"{self.atom(a[0])}.to({nl_dtype(v.dtype)})", ATOM
-        if op == "view":
-            idx = ", ".join("None" if i is None else ":" for i in v.attrs["index"])
-            return f"{self.atom(a[0])}[{idx}]", ATOM
-        if op == "trans":
-            return f"nl.trans({self.ref(a[0])[0]})", ATOM
-        if op == "index":
-            return f"offs_{v.attrs['dim'].letter}", ATOM
-        if op == "begin":
-            d = v.attrs["dim"]
-            if d.is_index:
-                return f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter}", ATOM
-            return (f"pid_{d.letter} * BLOCK_SIZE_{d.letter.upper()}" if d.kind == "grid"
-                    else f"start_{d.letter}"), (9 if d.kind == "grid" else ATOM)
-        if op == "full":
-            shape = ", ".join("1" if d is ONE else f"BLOCK_SIZE_{d.letter.upper()}" for d in v.dims)
-            shape = f"({shape},)" if v.rank == 1 else f"({shape})"
-            if v.attrs["value"] == 0:
-                return f"nl.zeros({shape}, dtype={nl_dtype(v.dtype)})", ATOM
-            return f"nl.full({shape}, {literal(v.attrs['value'])}, {nl_dtype(v.dtype)})", ATOM
-        if op == "load":
-            ptr, mask = self._address(v.attrs["ref"], v.attrs["index"])
-            if id(v) in self.ptr_blocks:
-                ptr, mask = self.ptr_blocks[id(v)]
-            other = "0.0" if v.dtype.is_floating_point else "0"
-            if mask is None:
-                return f"nl.load({ptr})", ATOM
-            return f"nl.load({ptr}, mask={mask}, other={other})", ATOM
-        if op == "reduce":
-            return self._reduce(v)
-        if op == "dot":
-            e = self._dot(v, None)
-            if v.dtype != torch.float32 and v.dtype.is_floating_point:
-                e = f"{e}.to({nl_dtype(v.dtype)})"
-            return e, ATOM
-        raise AssertionError(op)
-
-    def _floor_divmod(self, v):
-        """torch's `%` and `//` round toward -inf (Python's); newt's, like C's and Triton's,
-        toward 0. Correct the remainder where it is non-zero and its sign differs from b's."""
-        a, b = (self.atom(x, v.rank) for x in v.args)
-        if v.dtype.is_floating_point:
-            q = f"nl.floor({a} / {b})"
-            return q if v.attrs["fn"] == "floordiv" else f"({a} - {q} * {b})"
-        r = f"({a} % {b})"
-        positive = not isinstance(v.args[1], ir.Value) and v.args[1] > 0
-        fix = f"({r} < 0)" if positive else f"(({r} != 0) & (({r} < 0) != ({b} < 0)))"
-        if v.attrs["fn"] == "mod":
-            return f"nl.where({fix}, {r} + {b}, {r})"
-        return f"({a} // {b} - nl.where({fix}, 1, 0))"
-
-    def _math(self, fn, x):
-        if x.dtype in (torch.float16, torch.bfloat16):   # compute in fp32, as torch does inside
-            return f"nl.{fn}({self.atom(x)}.to(nl.float32)).to({nl_dtype(x.dtype)})"
-        if not x.dtype.is_floating_point:
-            return f"nl.{fn}({self.atom(x)}.to(nl.float32))"
-        return f"nl.{fn}({self.ref(x)[0]})"
-
-    def _address(self, ref, index, at_start_of=None, wrap=()):
-        """(pointer expression, mask expression). `at_start_of`: a loop dim whose offsets are
-        taken at the loop's first iteration (the tutorial's pointer blocks, built before it).
-        `wrap`: dims read at `offs % extent` instead of masked (the tutorial's trick: padded
-        rows read real rows; only valid where nothing reduces over those lanes)."""
-        r = sum(1 for kind, _ in index if kind in ("tile", "full"))
-        terms, masks, j = [f"{ref.name}_ptr"], [], 0
-        for axis, (kind, d) in enumerate(index):
-            stride = f"stride_{ref.name}{axis}"
-            if kind == "int":
-                if d:
-                    terms.append(f"{d} * {stride}")
-                continue
-            if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
-                terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
-                continue
-            offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
-                    else f"offs_{d.letter}")
-            if d in wrap:
-                terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc(j, r)} * {stride}")
-            else:
-                terms.append(f"{offs}{bc(j, r)} * {stride}")
-                masks.append(self.mask(d, j, r))
-            j += 1
-        return " + ".join(terms), (" & ".join(masks) if masks else None)
-
-    def _reduce(self, v):
-        x, kind, axis = v.args[0], v.attrs["kind"], v.attrs["axis"]
-        e = self.ref(x)[0]
-        if v.attrs["masked"]:
-            ident = v.attrs["identity"]
-            ident = float(ident) if x.dtype.is_floating_point else ident
-            e = f"nl.where({self.mask(v.attrs['rdim'], axis, x.rank)}, {e}, {literal(ident)})"
-        keep = ", keep_dims=True" if v.attrs["keepdim"] else ""
-        fn = {"sum": "sum", "mean": "sum", "max": "max", "min": "min"}[kind]
-        call = f"nl.{fn}({e}, axis={axis}{keep})"
-        if kind == "mean" and v.attrs["rdim"] is not ONE:
-            return f"{call} / {v.attrs['rdim'].letter.upper()}", 9
-        return call, ATOM
-
-    def _dot(self, v, acc):
-        a, b = v.args
-        ea, eb = self.ref(a)[0], self.ref(b)[0]
-        k = v.attrs["kdim"]
-        if v.attrs["mask_a"]:
-            ea = f"nl.where({self.mask(k, 1, 2)}, {ea}, 0.0)"
-        if v.attrs["mask_b"]:
-            eb = f"nl.where({self.mask(k, 0, 2)}, {eb}, 0.0)"
-        args = [ea, eb] + ([acc] if acc else [])
-        if v.attrs["precision"] == "ieee":
-            args.append('input_precision="ieee"')
-        return f"nl.dot({', '.join(args)})"
-
-    def _fused_dot(self, v):
-        """`acc + a @ b` -> nl.dot(a, b, acc) when the dot feeds only this add."""
-        for i in (0, 1):
-            d, acc = v.args[i], v.args[1 - i]
-            if (isinstance(d, ir.Value) and d.op == "dot" and id(d) not in self.env
-                    and len(self.uses.get(id(d), [])) == 1 and isinstance(acc, ir.Value)
-                    and acc.dims == v.dims and v.dtype == torch.float32 == acc.dtype
-                    and d.args[0].dtype in (torch.float16, torch.bfloat16, torch.float32)):
-                self.fused.add(id(d))
-                return self._dot(d, self.ref(acc)[0])
-        return None
 
     # ------------------------------------------------------------------ statements
     def emit(self, line, depth):
