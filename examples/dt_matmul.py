@@ -57,12 +57,30 @@ def check(device, small=True):
                                    msg=lambda s: f"dt matmul {m}x{k}x{n}: {s}")
 
 
+def _hand_written():
+    """The hand-written newt matmul (examples/05_matmul.py), if present: (fn(x, y, cfg), configs)."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "05_matmul.py")
+    if not os.path.exists(path):
+        return None, []
+    spec = importlib.util.spec_from_file_location("newt_example_matmul", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    sweep = [dict(BLOCK_SIZE_M=m, BLOCK_SIZE_N=n, BLOCK_SIZE_K=k, num_warps=w, num_stages=s)
+             for m, n, k, w, s in [(128, 128, 64, 8, 3), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
+                                   (256, 128, 64, 8, 3), (128, 128, 64, 4, 4), (64, 128, 64, 4, 4)]]
+    return mod.matmul, sweep
+
+
 def bench():
     from newt.testing import do_bench
     # cold: empty deuteron and newt caches, so the time includes every compile
     os.environ["DEUTERON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dt-cache-")
     os.environ["NEWT_CACHE_DIR"] = tempfile.mkdtemp(prefix="newt-cache-")
-    print(f"{'size':>6} {'tune s':>7} {'deuteron TFLOP/s':>17} {'torch TFLOP/s':>14}  config")
+    hand, sweep = _hand_written()
+    print(f"{'size':>6} {'tune s':>7} {'deuteron TFLOP/s':>17} {'hand newt (best)':>17} "
+          f"{'dt/hand':>8} {'torch TFLOP/s':>14}  config")
     for n in (4096, 8192):
         x = torch.randn(n, n, device="cuda", dtype=torch.float16)
         y = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -73,7 +91,15 @@ def bench():
         flops = 2 * n ** 3
         ms_dt = do_bench(lambda: matmul(x, y, out))
         ms_torch = do_bench(lambda: torch.matmul(x, y, out=out))
-        print(f"{n:>6} {tune_s:>7.1f} {flops / ms_dt * 1e-9:>17.1f} {flops / ms_torch * 1e-9:>14.1f}  {cfg}")
+        ms_hand = float("inf")
+        for c in sweep:
+            try:
+                ms_hand = min(ms_hand, do_bench(lambda: hand(x, y, config=c)))
+            except Exception as e:   # a config the compiler cannot build yet
+                print(f"  hand-written {c}: {type(e).__name__}")
+        tf = lambda ms: flops / ms * 1e-9   # noqa: E731
+        print(f"{n:>6} {tune_s:>7.1f} {tf(ms_dt):>17.1f} {tf(ms_hand):>17.1f} "
+              f"{ms_hand / ms_dt:>8.3f} {tf(ms_torch):>14.1f}  {cfg}")
 
 
 def main(argv=None):
