@@ -66,7 +66,8 @@ def test_compiles_for_sm90a_without_spills(data):
     kernel = harness.load_kernel(src)
     sig, constexprs = harness.signature(case)
     try:
-        ck = newt.compiler.compile(kernel, sig, constexprs, arch="sm_90a")
+        ck = newt.compiler.compile(kernel, sig, constexprs, arch="sm_90a",
+                                   num_warps=case.num_warps)
     except Exception as e:
         raise AssertionError(f"compile failed: {type(e).__name__}: {e}\n{src}") from e
     assert ck.n_spills == 0, f"{ck.n_spills} spills\n{src}"

@@ -57,6 +57,7 @@ class Case:
     counts: list      # (name, value): runtime loop trip counts
     flags: list       # (name, bool): constexpr branch selectors
     seed: int         # input data
+    num_warps: int = 4
 
     @property
     def BM(self):
@@ -151,7 +152,7 @@ class Gen:
         out_dt = r.choice(ALL)
         root = self.gen(out_dt, r.choice(["MN", "MN", "M1", "1N", "S"]), self.max_depth)
         return Case(root, out_dt, M, N, self.inputs, self.scalars, self.counts, self.flags,
-                    r.int(0, 2 ** 31 - 1))
+                    r.int(0, 2 ** 31 - 1), r.choice([4, 1, 2, 8]))
 
     # ------------------------------------------------------------------ helpers
     def narrower(self, dt, div=False):

@@ -154,7 +154,7 @@ def run(case: Case, kernel, device) -> torch.Tensor:
     """Launch `kernel` (from load_kernel) on `device`; returns the output on the CPU."""
     kwargs, _ = inputs(case, device)
     out = poison(case, device)
-    kernel[(1,)](**kwargs, out=out)
+    kernel[(1,)](**kwargs, out=out, num_warps=case.num_warps)
     return out.cpu()
 
 
@@ -190,3 +190,35 @@ def compare(actual: torch.Tensor, want: torch.Tensor, case: Case) -> str | None:
     pairs = ", ".join(f"[{i},{j}] got {a[i, j].item()} expected {e[i, j].item()}"
                       for i, j in idx)
     return f"{int(bad.sum())} of {bad.numel()} elements differ: {pairs}"
+
+
+def run_emulated(case: Case, kernel) -> torch.Tensor:
+    """Run the kernel's generated CUDA C++ on the CPU (tests/test_codegen_emulator.py) in a
+    forked child, so that a crash of the emulated code (e.g. SIGFPE from an integer division
+    by zero in padding lanes, harmless on a GPU) is reported instead of killing the caller."""
+    import os
+    import signal
+    import tempfile
+    import test_codegen_emulator as emu
+    kwargs, _ = inputs(case, "cpu")
+    out = poison(case, "cpu")
+    with tempfile.NamedTemporaryFile(suffix=".pt") as f:
+        pid = os.fork()
+        if pid == 0:  # child: emulate, save the output, never return into the caller
+            code = 1
+            try:
+                emu.emulate(kernel, (1,), **kwargs, out=out, num_warps=case.num_warps)
+                torch.save(out, f.name)
+                code = 0
+            except BaseException:
+                import traceback
+                traceback.print_exc()
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.WIFSIGNALED(status):
+            raise RuntimeError("emulated kernel crashed with "
+                               f"{signal.Signals(os.WTERMSIG(status)).name}")
+        if os.WEXITSTATUS(status) != 0:
+            raise RuntimeError("emulation failed (see stderr)")
+        return torch.load(f.name)
