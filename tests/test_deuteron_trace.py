@@ -437,3 +437,11 @@ def test_rows_read_wrapped_only_where_nothing_reduces_over_them():
     assert "offs_m % M" not in src and "offs_n % N" in src
     _run(colsum_of_product, x, y, out, config=dt.Config([16, 16]))
     torch.testing.assert_close(out, (x @ y).sum(0), rtol=1e-4, atol=1e-3)
+
+
+def test_strided_views_use_their_strides():
+    xt = torch.randn(29, 37).T                     # a transposed view: strides (1, 37)
+    y = torch.randn(45, 29)[:, ::1].T              # another view
+    out = _poisoned(37, 90)[:, ::2]                # a strided output
+    _run(matmul, xt, y, out, config=dt.Config([16, 16, 16]))
+    torch.testing.assert_close(out, xt @ y, rtol=1e-4, atol=1e-4)
