@@ -445,3 +445,25 @@ def test_strided_views_use_their_strides():
     out = _poisoned(37, 90)[:, ::2]                # a strided output
     _run(matmul, xt, y, out, config=dt.Config([16, 16, 16]))
     torch.testing.assert_close(out, xt @ y, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["logsumexp", "divmod_k", "grid3", "attention"])
+def test_more_generated_kernels_compile_with_nvrtc(name):
+    _nvrtc_or_skip()
+    if name == "attention":
+        import importlib.util
+        import os
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                            "examples", "dt_attention.py")
+        spec = importlib.util.spec_from_file_location("dt_example_attention_nvrtc", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        qkv = [torch.randn(4, 256, 64, dtype=torch.float16) for _ in range(3)]
+        cks = mod.attention.compile(*qkv, config=dt.Config([64, 64]))
+    else:
+        args = {"logsumexp": (torch.randn(13, 100),),
+                "divmod_k": (torch.randn(100), torch.randn(100)),
+                "grid3": (torch.randint(1, 5, (5, 6, 7), dtype=torch.int32),
+                          torch.randint(1, 5, (5, 7), dtype=torch.int32))}[name]
+        cks = globals()[name].compile(*args)
+    assert all(ck.cubin for ck in cks)
