@@ -48,6 +48,9 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=4, help="expression tree depth (default 4)")
     ap.add_argument("--target", choices=["cuda", "emu"], default="cuda")
     ap.add_argument("--quiet", action="store_true", help="no kernel source on failures")
+    ap.add_argument("--scalar-one", action="store_true",
+                    help="let runtime int arguments be 1 (off by default while the equal_to_1 "
+                         "bug in tests/test_fuzz_regressions.py is open)")
     args = ap.parse_args(argv)
     if args.target == "cuda":
         import torch
@@ -55,8 +58,8 @@ def main(argv=None) -> int:
             print("fuzz_gpu: no CUDA device (use --target emu to run generated code on the CPU)")
             return 2
     base = args.seed if args.seed is not None else random.SystemRandom().randint(0, 2 ** 31)
-    print(f"fuzz_gpu: target {args.target}, base seed {base}, budget {args.seconds:.0f} s",
-          flush=True)
+    print(f"fuzz_gpu: target {args.target}, base seed {base}, budget {args.seconds:.0f} s"
+          f"{'' if args.scalar_one else ', int scalar arguments never 1'}", flush=True)
     start = time.monotonic()
     ran = mismatches = errors = ref_mismatches = 0
     slowest = 0.0
@@ -67,7 +70,7 @@ def main(argv=None) -> int:
             break
         t0 = time.monotonic()
         seed = base + i
-        case = random_case(seed, args.depth)
+        case = random_case(seed, args.depth, args.scalar_one)
         src = harness.source(case)
         try:
             kernel = harness.load_kernel(src)

@@ -14,8 +14,8 @@ from .gen import Case, Gen, Rand  # noqa: F401
 from . import harness  # noqa: F401
 
 
-def random_case(seed: int, max_depth: int = 4) -> Case:
+def random_case(seed: int, max_depth: int = 4, scalar_one: bool = True) -> Case:
     """A case drawn from Python's random with `seed` (reproducible)."""
     import random
     rng = random.Random(seed)
-    return Gen(Rand(rng.randint), max_depth).case()
+    return Gen(Rand(rng.randint), max_depth, scalar_one).case()

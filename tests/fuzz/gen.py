@@ -141,8 +141,10 @@ def mk_cast(c: Node, dst):
 
 
 class Gen:
-    def __init__(self, r: Rand, max_depth=4):
-        self.r, self.max_depth = r, max_depth
+    def __init__(self, r: Rand, max_depth=4, scalar_one=True):
+        # scalar_one=False keeps runtime int arguments away from the value 1 (the JIT
+        # specializes it; see the open bug in tests/test_fuzz_regressions.py)
+        self.r, self.max_depth, self.scalar_one = r, max_depth, scalar_one
         self.inputs, self.scalars, self.counts, self.flags = [], [], [], []
         self.loopvars, self.n_loops = [], 0
 
@@ -225,6 +227,8 @@ class Gen:
             value = r.choice([1, -1]) * r.int(1, 16) / 4.0
         else:
             value = r.choice([1, -1]) * r.choice([r.int(1, 9), r.int(1, 2 ** 31 - 1)])
+            if value == 1 and not self.scalar_one:
+                value = 2
         self.scalars.append((name, base, value))
         n = Node("arg", base, "S", attr=name, bound=LEAF_BOUND if base is D.float32 else None)
         return mk_cast(n, dt) or Node("cast", dt, "S", [n], (dt, False), bound=LEAF_BOUND)
