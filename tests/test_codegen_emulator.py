@@ -83,6 +83,8 @@ static long long __double_as_longlong(double x) { return nt_bits<long long>(x); 
 static unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 static unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
+static int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
+static long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
 static float __fsqrt_rn(float x) { return sqrtf(x); }
 static double __dsqrt_rn(double x) { return sqrt(x); }
 static float rsqrtf(float x) { return 1.0f / sqrtf(x); }

@@ -62,9 +62,13 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
     if op in ("maximum", "minimum"):
         cmp = ">" if op == "maximum" else "<"
         return f"({a} {cmp} {b} ? {a} : {b})"
-    if op == "umulhi":
+    if op == "umulhi":   # the high half of the full product; signed types multiply signed
         if dt.bits == 64 or wide:
+            if dt.is_signed():
+                return f"({rt})__mul64hi((i64)({a}), (i64)({b}))"
             return f"({rt})__umul64hi((u64)({a}), (u64)({b}))"
+        if dt.is_signed():
+            return f"({rt})__mulhi((i32)({a}), (i32)({b}))"
         return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
     if op in ("idiv", "mod"):
         e = f"nt_{'div' if op == 'idiv' else 'mod'}(({ct})({a}), ({ct})({b}))"
