@@ -25,6 +25,7 @@ from ..passes.dot import AccLayout
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
+from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .emitter import handles
 
@@ -89,6 +90,53 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
     need = em.fresh("need")
     if late:
         em.emit(f"u32 {need} = 0;")
+    if late and lay.groups > 1 and not lay.valid("tid", "0"):
+        _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need)
+    else:
+        _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late, need,
+                     contig, slot)
+    if not late:
+        return
+    _late_gather(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, need)
+
+
+def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
+    """The standalone kernels' copy loop: where a thread's group heads lie at one constant
+    distance d from each other (every in-range tile of the tutorial: rows r0, r0 + 32, ...;
+    one loop-invariant test decides it), each group's address is head0 + o + g * d: a pointer
+    and a distance stay alive across the loop instead of a pointer per group. Otherwise every
+    group takes the out-of-line gather (rows wrapped by `% M`: only edge tiles)."""
+    rl = _Recompute(lay)
+    h = lambda g: em.at(base, f"{g * epc}", rl)  # noqa: E731
+    uni, d = em.fresh("uni"), em.fresh("dist")
+    em.emit(f"const long long {d} = (long long)({h(1)} - {h(0)});")
+    terms = [f"({h(g)} == {h(0)} + {g} * {d})" for g in range(2, lay.groups)]
+    terms.append(f"((({d}) * {tile.esize}) % 16 == 0)")
+    if consec:
+        terms.append(consec)
+    em.emit(f"const bool {uni} = {' && '.join(terms)};")
+    with em.scope(f"if ({uni})"):
+        em.emit(f"const {em.ctype(ptr)} q0 = {h(0)} + {o};")
+        em.emit("const bool al = (((u64)(q0)) & 15) == 0;")
+        em.emit("#pragma unroll")
+        with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
+            first = f"g * {epc}"
+            em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
+            em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+            conds = ["al"]
+            if mask is not None:
+                conds += group_mask(em, mask, [coords_of(rl.flat("tid", f"{first} + {j}"),
+                                                         mask.shape) for j in range(epc)])
+            with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+                em.emit(f"newt_cp_async16(dst, q0 + g * {d}, 16);")
+            with em.scope("else"):
+                em.emit(f"{need} |= 1u << g;")
+    with em.scope("else"):
+        em.emit(f"{need} = {(1 << lay.groups) - 1}u;")
+
+
+def _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late, need, contig,
+                 slot):
     em.emit("#pragma unroll")
     with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
         first = f"g * {epc}"
@@ -112,8 +160,9 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
             else:
                 _gather(em, ptr, mask, lambda j: f"{slot(j)} + {o}" if not contig else f"p0 + {j}",
                         lambda j: em.at(mask, f"{first} + {j}"), epc, u, rd)
-    if not late:
-        return
+
+
+def _late_gather(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, need):
     rl = _Recompute(lay)
     with em.scope(f"if ({need})"):
         em.emit("#pragma unroll 1")
@@ -305,3 +354,5 @@ def _acc_out(em, op):
         rd = f"{buf}[{dst.flat('tid', s)}]"
         em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
     em.barrier()
+    from .dot_epilogue import claim_stores   # the epilogue's stores: addresses per group
+    claim_stores(op)
