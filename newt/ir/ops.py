@@ -35,6 +35,7 @@ Notation: S = ScalarType, B = BlockType. "elementwise" ops take operands of one 
 | print         | *values                          | prefix, hex                             | device printf |
 | barrier       | -                                | -                                       | __syncthreads |
 | philox        | seed: S u32/u64, offset: B u32   | n_rounds                                | 4 results, B u32 each (Philox4x32) |
+| convert_layout | x: B                            | movement (set by passes)                | x in another register layout (inserted by the layout pass, never by the frontend) |
 """
 
 BINARY_OPS = {
@@ -67,6 +68,6 @@ OPCODES = {
     "constant", "program_id", "num_programs", "arange", "splat", "broadcast", "reshape",
     "permute", "cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
     "reduce", "scan", "dot", "for", "while", "if", "yield", "condition", "return", "assert",
-    "print", "barrier", "philox",
+    "print", "barrier", "philox", "convert_layout",
 }
 TERMINATORS = {"yield", "condition", "return"}
