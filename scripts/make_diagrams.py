@@ -57,7 +57,7 @@ def pipeline():
     for i, (what, how, where) in enumerate(stages):
         x = 10 + i * 158
         s.rect(x, 30, 130, 50, fill="#eef3fa", rx=6)
-        s.text(x + 65, 52, what, 13, weight="bold")
+        s.text(x + 65, 52, what, 12, weight="bold")
         s.text(x + 65, 70, where, 10, fill="#555")
         if i:
             s.line(x - 28, 55, x - 2, 55, arrow=True)
@@ -84,17 +84,17 @@ def gpu_model():
     s.text(490, 55, "one block = one program (e.g. 4 warps = 128 threads)", 11, weight="bold")
     for w in range(4):
         y = 68 + w * 38
-        s.rect(340, y, 210, 30, fill="#fff")
+        s.rect(340, y, 228, 30, fill="#fff")
         s.text(360, y + 19, f"warp {w}", 10, anchor="start")
         for t in range(16):
             s.rect(400 + t * 9, y + 8, 7, 14, fill=COLORS[w])
-        s.text(540, y + 19, "x32", 9, anchor="end")
+        s.text(564, y + 19, "x32", 9, anchor="end")
     s.rect(340, 225, 300, 38, fill="#fdf1dc")
     s.text(490, 242, "shared memory (up to 227 KB, 32 banks x 4 bytes)", 11)
     s.text(490, 257, "visible to every thread of this block only", 10, fill="#555")
-    s.rect(560, 68, 85, 144, fill="#e8f4e8")
-    s.text(602, 130, "registers", 11)
-    s.text(602, 146, "per thread", 10, fill="#555")
+    s.rect(574, 68, 72, 144, fill="#e8f4e8")
+    s.text(610, 130, "registers", 11)
+    s.text(610, 146, "per thread", 10, fill="#555")
     # SM + HBM
     s.rect(690, 35, 200, 120, fill="#f1e8f4", rx=6)
     s.text(790, 58, "SM (132 on an H200)", 12, weight="bold")
@@ -141,24 +141,26 @@ def group_cyclic(numel=32, threads=4, vec=4):
 
 def swizzle(rows=8, chunks=8):
     """Chunk c of row r at position c ^ (r % 8) in its 128-byte line (dot_tiles.py)."""
-    s = SVG(900, 300)
+    s = SVG(900, 335)
     s.text(450, 20, "XOR swizzle of 16-byte chunks in 128-byte rows: chunk c of row r is stored "
            "at position c ^ (r % 8)", 13, weight="bold")
     for k, (title, f) in enumerate((("without swizzle: column 0 is all in banks 0-3", lambda r, c: c),
                                     ("with swizzle: column 0 spreads over all 32 banks", lambda r, c: c ^ (r % 8)))):
-        x0 = 30 + k * 440
+        x0 = 10 + k * 450
         s.text(x0 + 180, 48, title, 12)
         for p in range(chunks):
-            s.text(x0 + 40 + p * 40, 66, f"banks {4 * p}-{4 * p + 3}", 7)
+            s.text(x0 + 55 + p * 40, 66, f"banks {4 * p}-{4 * p + 3}", 7)
         for r in range(rows):
-            s.text(x0 + 10, 88 + r * 26, f"row {r}", 10)
+            s.text(x0 + 32, 88 + r * 26, f"row {r}", 10, anchor="end")
             for c in range(chunks):
                 pos = f(r, c)
                 hot = c == 0
-                s.rect(x0 + 22 + pos * 40, 72 + r * 26, 38, 24, fill="#e15759" if hot else "#eef3fa")
-                s.text(x0 + 41 + pos * 40, 88 + r * 26, f"c{c}", 10, fill="#fff" if hot else "#333")
-    s.text(450, 290, "ldmatrix reads one 16-byte chunk per row for 8 rows at once: red = those "
-           "8 chunks. Same banks = 8 serialized accesses; different banks = 1.", 11)
+                s.rect(x0 + 36 + pos * 40, 72 + r * 26, 38, 24, fill="#e15759" if hot else "#eef3fa")
+                s.text(x0 + 55 + pos * 40, 88 + r * 26, f"c{c}", 10, fill="#fff" if hot else "#333")
+    s.text(450, 304, "ldmatrix reads one 16-byte chunk per row for 8 rows at once (red: column "
+           "chunk 0 of rows 0-7).", 11)
+    s.text(450, 322, "All in the same 4 banks: 8 serialized accesses. Spread over 32 banks: "
+           "one access.", 11)
     return s.render()
 
 
@@ -166,12 +168,13 @@ def ring(k_tiles=6, stages=3):
     """Deferred consumption with D = S - 1 (mma.sync path): iteration i starts tile i, consumes
     tile i - D; the last iteration drains."""
     D = stages - 1
-    s = SVG(900, 260)
+    s = SVG(900, 280)
     s.text(450, 20, f"Deferred-consumption ring: S = {stages} stages, consume the tile started "
            f"D = {D} iterations ago", 14, weight="bold")
-    s.text(20, 50, "iteration i of the user's loop", 11, anchor="start")
+    s.text(20, 50, "user's loop:", 11, anchor="start")
+    s.text(20, 84, "copy (start)", 11, anchor="start")
     for i in range(k_tiles):
-        x = 120 + i * 120
+        x = 150 + i * 120
         s.text(x + 50, 50, f"i = {i}", 12, weight="bold")
         s.rect(x, 60, 100, 40, fill=COLORS[i % len(COLORS)], rx=4)
         s.text(x + 50, 78, f"cp.async tile {i}", 10, fill="#fff")
@@ -181,15 +184,16 @@ def ring(k_tiles=6, stages=3):
             s.rect(x, 130, 100, 40, fill="#fff", stroke=COLORS[j % len(COLORS)], sw=3, rx=4)
             s.text(x + 50, 148, f"mma on tile {j}", 10)
             s.text(x + 50, 162, f"(stage {j % stages})", 10)
-            s.line(120 + j * 120 + 50, 100, x + 50, 130, stroke=COLORS[j % len(COLORS)], arrow=True)
+            s.line(150 + j * 120 + 50, 100, x + 50, 130, stroke=COLORS[j % len(COLORS)], arrow=True)
         if i == k_tiles - 1:
             s.rect(x, 185, 100, 40, fill="#fdf1dc", rx=4)
             s.text(x + 50, 203, f"last: wait all,", 10)
             s.text(x + 50, 217, f"tiles {i - D + 1}..{i}", 10)
-    s.text(20, 150, "consume", 11, anchor="start")
+    s.text(20, 154, "consume (mma)", 11, anchor="start")
     s.text(20, 250, "The loads of iteration i use only iteration i's pointers: the user's loop "
-           "is not rewritten, yet D tiles are always in flight while the tensor cores work.", 11,
-           anchor="start")
+           "is not rewritten,", 11, anchor="start")
+    s.text(20, 268, "yet D tiles are always in flight while the tensor cores work on an older "
+           "one.", 11, anchor="start")
     return s.render()
 
 
