@@ -112,6 +112,18 @@ def _sig(name, fn) -> str:
     return f"{name}{s}"
 
 
+def _interpreter_notes() -> str:
+    """The part of newt/interpreter's docstring that lists where it is more defined than the
+    GPU (Triton's interpreter has the same kind of differences)."""
+    import newt.interpreter as interp
+    doc = inspect.getdoc(interp)
+    tail = doc[doc.index("Where the interpreter"):]
+    head, _, items = tail.partition("\n")
+    return ("`NEWT_INTERPRET=1` runs kernels on CPU tensors with the interpreter "
+            "([newt/interpreter/](../newt/interpreter/)). " + head.split(" (")[0].rstrip(":") + ":\n\n" +
+            "\n".join(ln.strip() for ln in items.splitlines()) + "\n")
+
+
 def language_md() -> str:
     import newt.language as nl
     import deuteron as dt
@@ -149,7 +161,10 @@ def language_md() -> str:
             f"#### `dt.Kernel`\n\n{_doc(dk.Kernel)}\n"]
     for meth in ("ref", "trace", "to_newt_source", "autotune", "compile"):
         f = getattr(dk.Kernel, meth)
-        s = str(inspect.signature(f)).replace("(self, ", "(").replace("(self)", "()")
+        sig = inspect.signature(f)
+        sig = sig.replace(parameters=[q for q in sig.parameters.values()
+                                      if q.name != "self" and not q.name.startswith("_")])
+        s = str(sig)
         out.append(f"#### `k.{meth}{s}`\n\n{_doc(f)}\n")
     for name in ("tile", "zeros", "full"):
         out.append(f"#### `dt.{_sig(name, getattr(dt, name))}`\n\n{_doc(getattr(dt, name))}\n")
@@ -166,7 +181,8 @@ def language_md() -> str:
         "indexing...) works the same way. Dtypes: `dt.float16`, `dt.bfloat16`, `dt.float32`, "
         "`dt.float64`, `dt.int8`, `dt.int16`, `dt.int32`, `dt.int64`, `dt.bool_` (torch's).\n")
     out += ["## Differences from Triton\n", TRITON_DIFFERENCES,
-            "## Differences from Helion\n", HELION_DIFFERENCES]
+            "## Differences from Helion\n", HELION_DIFFERENCES,
+            "## Interpreter and GPU\n", _interpreter_notes()]
     return "\n".join(out)
 
 
@@ -210,6 +226,11 @@ def errors_md() -> str:
     import newt
     from newt.frontend import build_ir
     mod = _load_error_catalogue()
+    try:
+        build_ir(mod.k_break, mod._sig(mod.k_break), {})
+        example = "(k_break raised nothing)"
+    except newt.CompilationError as e:
+        example = str(e).replace(e.loc.file, "tests/test_errors.py")
     rows = []
     for p in mod.CASES:
         fn, expected, constexprs, types, line_of = p.values
@@ -227,9 +248,7 @@ def errors_md() -> str:
     out = [HEADER, "# Error catalogue\n",
            "Every error newt raises points at the user's source: `file:line:col`, the line, and "
            "a caret under the column. For example:\n",
-           "```text\nmy_kernels.py:12:8: break is not supported inside a kernel\n"
-           "        break\n        ^\n```\n",
-           "(The exact wording of each message is in the tables below.)\n",
+           "```text\n" + example + "\n```\n",
            "## Compilation errors (`newt.CompilationError`)\n",
            f"Generated from the {len(rows)} bad kernels of "
            "[tests/test_errors.py](../tests/test_errors.py): each one is compiled by the "
