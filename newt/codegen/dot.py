@@ -51,6 +51,12 @@ class Tile:
         return (f"({self.base} + {panel}(u32)({row}) * {self.sw}u + "
                 f"(u32)(((({chunk}) % {self.cpl}) ^ {x}) * 16))")
 
+    def py_chunk_off(self, row: int, chunk: int) -> int:
+        """chunk_addr's byte offset from the base, in Python (for linearity checks)."""
+        panel = (chunk // self.cpl) * self.rows * self.sw if self.cols * self.esize > 128 else 0
+        x = (row // self.rpl) % self.cpl if self.rpl > 1 else row % self.cpl
+        return panel + row * self.sw + ((chunk % self.cpl) ^ x) * 16
+
     def elem_addr(self, row: str, col: str) -> str:
         epc = 16 // self.esize
         return f"({self.chunk_addr(row, f'({col}) / {epc}')} + (u32)((({col}) % {epc}) * {self.esize}))"

@@ -115,14 +115,21 @@ def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
     if consec:
         terms.append(consec)
     em.emit(f"const bool {uni} = {' && '.join(terms)};")
+    step = _dst_step(lay, tile, C, epc)
     with em.scope(f"if ({uni})"):
         em.emit(f"const {em.ctype(ptr)} q0 = {h(0)} + {o};")
         em.emit("const bool al = (((u64)(q0)) & 15) == 0;")
+        if step is not None:   # the shared-memory side steps by a constant too
+            em.emit(f"const int fl0 = {lay.flat('tid', '0')}, rr0 = fl0 / {C}, cc0 = fl0 % {C};")
+            em.emit(f"const u32 dst0 = {tile.chunk_addr('rr0', f'cc0 / {epc}')};")
         em.emit("#pragma unroll")
         with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
             first = f"g * {epc}"
-            em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
-            em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+            if step is not None:
+                em.emit(f"const u32 dst = dst0 + (u32)g * {step}u;")
+            else:
+                em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
+                em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
             conds = ["al"]
             if mask is not None:
                 conds += group_mask(em, mask, [coords_of(rl.flat("tid", f"{first} + {j}"),
@@ -133,6 +140,19 @@ def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
                 em.emit(f"{need} |= 1u << g;")
     with em.scope("else"):
         em.emit(f"{need} = {(1 << lay.groups) - 1}u;")
+
+
+def _dst_step(lay, tile, C, epc):
+    """The byte distance between a thread's consecutive groups in the swizzled tile when it
+    is the same for every thread and group (checked on the Python model), else None."""
+    def off(t, g):
+        fl = lay.py_flat(t, g * epc)
+        return tile.py_chunk_off(fl // C, (fl % C) // epc)
+    step = off(0, 1) - off(0, 0)
+    if step < 0 or any(off(t, g) != off(t, 0) + g * step
+                       for t in range(lay.num_threads) for g in range(lay.groups)):
+        return None
+    return step
 
 
 def _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late, need, contig,
