@@ -55,9 +55,14 @@ TRITON_DIFFERENCES = """\
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
-- **No `tl.extra.cuda` / `libdevice` namespace, no `inline_asm_elementwise`, no
-  `tl.associative_scan` / `tl.reduce` with a user combine function, no `tl.sort`,
-  `tl.histogram`, `tl.join` / `tl.split`, `tl.gather`**: only the names listed on this page exist.
+- **Missing Triton names**: no `tl.math` / `tl.extra.cuda` / `libdevice` namespaces, no
+  `inline_asm_elementwise`, no `tl.reduce` / `tl.associative_scan` with a user combine
+  function, no `cumprod`, `xor_sum`, `sort`, `topk`, `histogram`, `flip`, `ravel`,
+  `interleave`, `join` / `split`, `gather`, `swizzle2d`, `fdiv`, `dot_scaled`, no tensor
+  descriptors (TMA): only the names listed on this page exist.
+- **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
+  ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
+  `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
   generated source is readable (`NEWT_DEBUG=1` prints the IR after passes and the CUDA C++).
 """
