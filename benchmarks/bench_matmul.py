@@ -86,7 +86,7 @@ def precompile(kernel, plan):
     worker processes (into the disk cache); later launches load the binaries."""
     from newt.runtime import driver, precompile as pc, specialize
     jobs = []
-    for dt in (torch.float16, torch.bfloat16, torch.float32):
+    for dt in sorted({d for d, _ in plan}, key=str):
         t = torch.empty(16, device="cuda", dtype=dt)
         shapes = [(M, N, K, act) for (M, N, K, act) in CHECK_SHAPES] + \
                  [(n, n, n, "") for d, n in plan if d == dt]
@@ -115,40 +115,42 @@ def precompile(kernel, plan):
           + (f" ({len(bad)} failed: {bad[0][:200]})" if bad else ""), flush=True)
 
 
-def regs_of(kernel):
-    """Registers/spills of the most recent newt compile of `kernel` (from its cache)."""
+def regs_of(kernel, a, b, c, cfg):
+    """registers/spills/local bytes of newt's binary for these arguments (ptxas report)."""
     try:
-        ck = list(kernel.cache.values())[-1]
-        return f"{ck.n_regs}/{ck.n_spills}"
-    except Exception:  # noqa: BLE001 - reporting only
-        return "?"
+        BM, BN, BK, W, S = cfg
+        M, K = a.shape
+        N = b.shape[1]
+        ln = kernel.warmup(a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                           c.stride(0), c.stride(1), BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+                           BLOCK_SIZE_K=BK, GROUP_SIZE_M=8, ACTIVATION="", num_warps=W,
+                           num_stages=S)
+        m = ln.binary.meta
+        return f"{m['n_regs']}r/{m['n_spills']}s/{m['local_bytes']}l"
+    except Exception as e:  # noqa: BLE001 - reporting only
+        return f"? ({type(e).__name__})"
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
+_STATE: dict = {}   # kernels, passing configs: prepared once per process (run() may repeat)
+
+
+def _prepare(plan):
+    if "ok_cfgs" in _STATE:
+        return _STATE
     torch.backends.cuda.matmul.allow_tf32 = True
     ex = example()
     nk = ex.matmul_kernel
     tk = common.triton_twin(nk) if common.have_triton() else None
-    plan = [(torch.float16, n) for n in (2048, 4096, 8192)] + \
-           [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)]
-    if args.quick:
-        plan = [(torch.float16, 4096)]
-    t_start = time.time()
     try:
         precompile(nk, plan)
     except Exception as e:  # noqa: BLE001 - launches compile in-process instead
         print(f"precompile failed ({type(e).__name__}: {e}); compiling in-process")
     ok_cfgs = {}
-    for dt in (torch.float16, torch.bfloat16, torch.float32):
+    for dt in sorted({d for d, _ in plan}, key=str):
         ok_cfgs[dt] = []
-        for cfg in CONFIGS:
-            if not _fits(dt, cfg):
-                continue
+        for cfg in [c for c in CONFIGS if _fits(dt, c)]:
             t0 = time.time()
-            try:
+            try:   # correctness before any timing
                 ok, msg = check(nk, dt, cfg)
             except Exception as e:  # noqa: BLE001 - a failing config is a result
                 ok, msg = False, f"{type(e).__name__}: {str(e)[:300]}"
@@ -156,35 +158,68 @@ def main():
                   f"({time.time() - t0:.1f}s)", flush=True)
             if ok:
                 ok_cfgs[dt].append(cfg)
-    rows = []
+    _STATE.update(nk=nk, tk=tk, ok_cfgs=ok_cfgs)
+    return _STATE
+
+
+def _plan(quick):
+    if quick:
+        return [(torch.float16, 4096)]
+    return [(torch.float16, n) for n in (2048, 4096, 8192)] + \
+        [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)]
+
+
+def run(out_dir=None, quick=False):
+    """run_all.py's interface: one row per (dtype, size), TFLOP/s of newt, Triton, cuBLAS."""
+    t_start = time.time()
+    plan = _plan(quick)
+    st = _prepare(plan)
+    nk, tk, ok_cfgs = st["nk"], st["tk"], st["ok_cfgs"]
+    rows, table = [], []
     for dt, n in plan:
         a = torch.randn(n, n, device="cuda").to(dt)
         b = torch.randn(n, n, device="cuda").to(dt)
         c = torch.empty(n, n, device="cuda", dtype=dt)
         flop = 2.0 * n ** 3
         best = {"newt": (0.0, None, ""), "triton": (0.0, None, "")}
-        for cfg in [c for c in CONFIGS if _fits(dt, c)]:
+        errors = {}
+        for cfg in [x for x in CONFIGS if _fits(dt, x)]:
             for name, k in (("newt", nk), ("triton", tk)):
-                if k is None or (name == "newt" and cfg not in ok_cfgs[dt]):
+                if k is None or (name == "newt" and cfg not in ok_cfgs.get(dt, [])):
                     continue
                 try:
                     ms = bench(lambda: launch(k, a, b, c, cfg))
                 except Exception as e:  # noqa: BLE001
+                    errors[name] = str(e)[:200]
                     print(f"  {name} {cfg} failed: {str(e)[:200]}")
                     continue
                 tf = flop / ms / 1e9
                 print(f"  {name} {str(dt)[6:]} {n} {cfg}: {tf:.0f} TFLOP/s", flush=True)
                 if tf > best[name][0]:
-                    best[name] = (tf, cfg, regs_of(k) if name == "newt" else "")
+                    best[name] = (tf, cfg, regs_of(k, a, b, c, cfg) if name == "newt" else "")
         cub = flop / bench(lambda: torch.matmul(a, b)) / 1e9
-        rows.append((str(dt)[6:], n, best["newt"], best["triton"], cub))
-    print(f"\n== bench_matmul ({time.time() - t_start:.0f}s) {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
+        d = str(dt)[6:]
+        table.append((d, n, best["newt"], best["triton"], cub))
+        rows.append(dict(workload=f"matmul {'tf32' if dt == torch.float32 else d} {n}^3",
+                         unit="TFLOP/s", higher_is_better=True,
+                         newt=best["newt"][0] or None, triton=best["triton"][0] or None,
+                         torch=cub, errors=errors, target_ratio=1.0))
+    print(f"\n== bench_matmul ({time.time() - t_start:.0f}s) "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
           f"{torch.cuda.get_device_name()} (examples/05_matmul.py, same source for Triton) ==")
     print(f"{'dtype':8} {'n':>5} {'newt':>6} {'triton':>7} {'cuBLAS':>7} {'n/tri':>6}  "
-          "newt cfg (regs/spills) | triton cfg")
-    for dt, n, (tn, nc, nr), (tt, tc, _), cub in rows:
-        print(f"{dt:8} {n:5d} {tn:6.0f} {tt:7.0f} {cub:7.0f} {tn / max(tt, 1e-9):6.2f}  "
-              f"{nc} ({nr}) | {tc}")
+          "newt cfg (regs/spills/local) | triton cfg")
+    for d, n, (tn, nc, nr), (tt, tc, _), cub in table:
+        print(f"{d:8} {n:5d} {tn:6.0f} {tt:7.0f} {cub:7.0f} {tn / max(tt, 1e-9):6.2f}  "
+              f"{nc} ({nr}) | {tc}", flush=True)
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    run(None, quick=args.quick)
 
 
 if __name__ == "__main__":
