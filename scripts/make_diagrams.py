@@ -76,7 +76,8 @@ def gpu_model():
     s.text(135, 55, "grid (program_id 0..N-1)", 12, weight="bold")
     for r in range(3):
         for c in range(4):
-            s.rect(25 + c * 57, 70 + r * 62, 50, 50, fill="#eef3fa" if (r, c) != (0, 0) else "#cfe0f5")
+            fill = "#cfe0f5" if (r, c) == (0, 0) else "#eef3fa"
+            s.rect(25 + c * 57, 70 + r * 62, 50, 50, fill=fill)
             s.text(50 + c * 57, 100 + r * 62, f"pid {r * 4 + c}", 10)
     s.line(265, 95, 320, 95, arrow=True)
     # block
@@ -144,8 +145,9 @@ def swizzle(rows=8, chunks=8):
     s = SVG(900, 335)
     s.text(450, 20, "XOR swizzle of 16-byte chunks in 128-byte rows: chunk c of row r is stored "
            "at position c ^ (r % 8)", 13, weight="bold")
-    for k, (title, f) in enumerate((("without swizzle: column 0 is all in banks 0-3", lambda r, c: c),
-                                    ("with swizzle: column 0 spreads over all 32 banks", lambda r, c: c ^ (r % 8)))):
+    panels = (("without swizzle: column 0 is all in banks 0-3", lambda r, c: c),
+              ("with swizzle: column 0 spreads over all 32 banks", lambda r, c: c ^ (r % 8)))
+    for k, (title, f) in enumerate(panels):
         x0 = 10 + k * 450
         s.text(x0 + 180, 48, title, 12)
         for p in range(chunks):
@@ -155,7 +157,8 @@ def swizzle(rows=8, chunks=8):
             for c in range(chunks):
                 pos = f(r, c)
                 hot = c == 0
-                s.rect(x0 + 36 + pos * 40, 72 + r * 26, 38, 24, fill="#e15759" if hot else "#eef3fa")
+                s.rect(x0 + 36 + pos * 40, 72 + r * 26, 38, 24,
+                       fill="#e15759" if hot else "#eef3fa")
                 s.text(x0 + 55 + pos * 40, 88 + r * 26, f"c{c}", 10, fill="#fff" if hot else "#333")
     s.text(450, 304, "ldmatrix reads one 16-byte chunk per row for 8 rows at once (red: column "
            "chunk 0 of rows 0-7).", 11)
@@ -187,7 +190,7 @@ def ring(k_tiles=6, stages=3):
             s.line(150 + j * 120 + 50, 100, x + 50, 130, stroke=COLORS[j % len(COLORS)], arrow=True)
         if i == k_tiles - 1:
             s.rect(x, 185, 100, 40, fill="#fdf1dc", rx=4)
-            s.text(x + 50, 203, f"last: wait all,", 10)
+            s.text(x + 50, 203, "last: wait all,", 10)
             s.text(x + 50, 217, f"tiles {i - D + 1}..{i}", 10)
     s.text(20, 154, "consume (mma)", 11, anchor="start")
     s.text(20, 250, "The loads of iteration i use only iteration i's pointers: the user's loop "
