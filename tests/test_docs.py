@@ -75,6 +75,11 @@ def test_generated_pages_are_up_to_date():
             assert f.read() == make(), f"{rel} is stale: run python scripts/gen_language_docs.py"
 
 
+def test_every_name_has_a_docstring():
+    with open(os.path.join(ROOT, "docs", "language.md")) as f:
+        assert "(no docstring)" not in f.read()
+
+
 def test_launch_error_fragments_exist():
     for what, rel, frag in _gen().LAUNCH_ERRORS:
         with open(os.path.join(ROOT, rel)) as f:
