@@ -81,7 +81,8 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
         consec = em.fresh("consec")
         terms = [f"({slot(j, g)} == {slot(0, g)} + {j})"
                  for g in range(lay.groups) for j in range(1, epc)]
-        em.emit(f"const bool {consec} = {' && '.join(terms)};")
+        # `&`, not `&&`: one branch-free expression, which NVRTC hoists out of the loop whole
+        em.emit(f"const bool {consec} = {' & '.join(terms)};")
     # slow groups (tails, misaligned or strided rows) are gathered afterwards in a rolled loop
     # with addresses and masks recomputed from index math: kept out of the unrolled fast loop,
     # their temporaries do not compete with the accumulators for registers
@@ -114,7 +115,7 @@ def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
     terms.append(f"((({d}) * {tile.esize}) % 16 == 0)")
     if consec:
         terms.append(consec)
-    em.emit(f"const bool {uni} = {' && '.join(terms)};")
+    em.emit(f"const bool {uni} = {' & '.join(terms)};")   # branch-free: hoisted whole
     step = _dst_step(lay, tile, C, epc)
     with em.scope(f"if ({uni})"):
         em.emit(f"const {em.ctype(ptr)} q0 = {h(0)} + {o};")
