@@ -33,12 +33,14 @@ TRITON_DIFFERENCES = """\
 - **Python integer constants that do not fit their type wrap** (two's complement) where Triton
   raises an overflow error; a constant that does not fit 64 bits is an error
   (`_wrap_int` in [newt/frontend/semantic.py](../newt/frontend/semantic.py)).
-- **Loop temporaries are not loop-carried**: a variable the loop body writes before reading and
-  that is never read after the loop stays local to the body, so its type may change between
-  iterations' uses ([newt/frontend/control.py](../newt/frontend/control.py)). A carried variable
-  must keep its type, as in Triton.
-- **`break` and `continue` are not supported** (Triton rejects them too; newt says so at the
-  line). `return` inside a loop is an error.
+- **Loop temporaries are not loop-carried**: a variable that exists before the loop, that the
+  body writes before reading, and that nothing after the loop reads is local to the body, so
+  the body may give it another type (`x = 0` before the loop, `x = nl.load(...)` inside)
+  where Triton would reject the type change of a carried value
+  ([newt/frontend/control.py](../newt/frontend/control.py)). A carried variable must keep its
+  type, as in Triton.
+- **`break` and `continue` are not supported**: a `CompilationError` at the line. `return`
+  inside a loop is an error too.
 - **Block pointers are not supported**: no `make_block_ptr` / `advance`; `boundary_check` and
   `padding_option` on `nl.load` / `nl.store` raise a `CompilationError`
   ([newt/frontend/memory.py](../newt/frontend/memory.py)).
@@ -78,8 +80,9 @@ HELION_DIFFERENCES = """\
 - **The oracle is built in**: every candidate config runs on cloned inputs and is rejected if it
   disagrees with `k.ref(...)` (the same function run as eager PyTorch) before it is timed.
 - **Efforts are `none`, `quick` (<= 32 configs, no new batch after 20 s) and `full` (<= 120
-  configs, 300 s)**; the search is a random sample plus a local pattern search, not Helion's
-  genetic / differential-evolution search ([deuteron/autotune/search.py](../deuteron/autotune/search.py)).
+  configs, 300 s)**; there is one search, a random sample followed by a local pattern search
+  ([deuteron/autotune/search.py](../deuteron/autotune/search.py)), where Helion offers several
+  search algorithms.
 - **`dt.Config` has `block_sizes`, `num_warps`, `num_stages` and `group_size` only** (no
   `loop_orders`, `indexing`, `pid_type`, `range_unroll_factors`...).
 - **The generated code is newt source** (one `@newt.jit` kernel per top-level tile loop),
