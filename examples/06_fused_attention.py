@@ -33,8 +33,7 @@ import newt.language as nl  # noqa: E402
 @newt.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, K, V, stride_kn, stride_kk, stride_vn, stride_vk, start_m,
                     qk_scale, N_CTX, BLOCK_M: nl.constexpr, BLOCK_N: nl.constexpr,
-                    STAGE: nl.constexpr, EVEN_N: nl.constexpr, offs_m: nl.constexpr,
-                    offs_n: nl.constexpr, offs_d: nl.constexpr):
+                    STAGE: nl.constexpr, EVEN_N: nl.constexpr, offs_m, offs_n, offs_d):
     # the key range of this stage: left of the diagonal, the diagonal block, or everything
     if STAGE == 1:
         lo, hi = 0, start_m * BLOCK_M
