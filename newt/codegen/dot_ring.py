@@ -258,6 +258,9 @@ def _ring_load(em, op):
             and C % epc == 0 and (mask is None or mask.attrs["layout"] == lay)):
         _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd)
         return
+    if heads and transpose and es == 4 and (mask is None or mask.attrs.get("icomp")):
+        _transposed_copies(em, ptr, mask, lay, tile, heads, R, C)
+        return
     icomp = ptr.attrs.get("icomp") and (mask is None or mask.attrs.get("icomp"))
     if icomp and isinstance(lay, CyclicLayout):
         lay = _Recompute(lay)
@@ -304,6 +307,32 @@ def _ring_load(em, op):
         store = (f'asm volatile("st.shared.{"u8" if es == 1 else "b" + str(width)} [%0], %1;" '
                  f':: "r"({tile.elem_addr(row, col)}), "{cons}"(({ct})({val})) : "memory");')
         em.emit(f"if ({valid}) {store}" if valid else store)
+
+
+_CP4 = """// 4-byte asynchronous copy global -> shared; src_bytes = 0 zero-fills (masked off).
+NEWT_DEV void newt_cp_async4(newt_u32 dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\\n"
+               :: "r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+"""
+
+
+def _transposed_copies(em, ptr, mask, lay, tile, heads, R, C):
+    """A 4-byte operand stored transposed (tf32 B goes K-major into shared memory): one 4-byte
+    cp.async per element into its transposed place, zero-filled where masked off, so the tile
+    stays in the asynchronous ring (no register staging, no synchronous loads)."""
+    _helpers(em, ("newt_cp_async4", _CP4))
+    base, off = heads
+    o = em.name(off)
+    blay = _Recompute(lay) if base.attrs.get("icomp") and isinstance(lay, CyclicLayout) else lay
+    mlay = _Recompute(lay) if isinstance(lay, CyclicLayout) else lay
+    with em.slots(lay.nslots) as s:
+        valid = lay.valid("tid", s)
+        rr, cc = coords_of(lay.flat("tid", s), (R, C))
+        m = em.at(mask, s, mlay) if mask is not None else None
+        cp = (f"newt_cp_async4({tile.elem_addr(cc, rr)}, {em.at(base, s, blay)} + {o}, "
+              f"{f'({m}) ? 4 : 0' if m else '4'});")
+        em.emit(f"if ({valid}) {cp}" if valid else cp)
 
 
 def emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor):
