@@ -27,7 +27,7 @@ UNSIGNED = [D.uint8, D.uint16, D.uint32, D.uint64]
 INTS = SIGNED + UNSIGNED
 ALL = FLOATS + INTS + [D.int1]
 CAP = {D.float16: 2000.0, D.bfloat16: 1e20, D.float32: 1e20, D.float64: 1e100}
-SIZES = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33]
+SIZES = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 100]
 SUBSHAPES = {"MN": ["MN", "MN", "MN", "M1", "1N", "S"], "M1": ["M1", "M1", "S"],
              "1N": ["1N", "1N", "S"], "S": ["S"]}
 LEAF_BOUND = 4.0   # float inputs and scalars are drawn from +-[0.25, 4]
@@ -312,7 +312,18 @@ class Gen:
                     exact=fn in ("floor", "ceil"))
 
     def g_cast(self, dt, shape, d):
+        if dt.is_int() and not dt.is_bool() and dt.bits >= 16 and self.r.chance(0.25):
+            return self.bitcast(dt, shape, d)
         return mk_cast(self.gen(self.r.choice([x for x in ALL if x is not dt]), shape, d), dt)
+
+    def bitcast(self, dt, shape, d):
+        """Float bits reinterpreted as an integer of the same width. Only for exact values
+        without a float minimum/maximum inside (the sign of a zero result is unspecified)."""
+        src = self.r.choice([x for x in FLOATS if x.bits == dt.bits])
+        c = self.gen(src, shape, d)
+        if not c.exact or _has_float_minmax(c):
+            return None
+        return Node("cast", dt, shape, [c], (dt, "bitcast"))
 
     def g_cmp(self, dt, shape, d):
         x = self.r.choice(ALL)
@@ -384,6 +395,10 @@ class Gen:
         t = a if value else b
         return Node("branch", dt, shape, [a, b], (name, value), bound=t.bound, exact=t.exact,
                     fusable=t.fusable)
+
+
+def _has_float_minmax(n: Node) -> bool:
+    return (n.op == "minmax" and n.dt.is_floating()) or any(_has_float_minmax(k) for k in n.kids)
 
 
 def _ct(a, b, div=False, b_weak=False):

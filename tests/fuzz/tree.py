@@ -130,7 +130,7 @@ class Node:
     """One value of a generated kernel. `op` selects the meaning of `kids` and `attr`:
 
     load (attr: input name) | arg (attr: scalar parameter name) | lit (attr: Python number)
-    | loopvar (attr: name) | cast (attr: target dtype; via_abs) | unary (attr: '-', '~', 'abs')
+    | loopvar (attr: name) | cast (attr: target dtype, via_abs or "bitcast") | unary (attr: '-', '~', 'abs')
     | math (attr: function name) | bin (attr: operator) | minmax (attr: 'minimum'/'maximum')
     | cmp (attr: operator) | where | reduce (attr: (fn, axis, keep, spelling))
     | loop (attr: (trip-count parameter, carry operator)) | branch (attr: (flag, value))
@@ -161,6 +161,8 @@ class Node:
         k = [c.emit(em) for c in self.kids] if op not in ("loop", "branch") else None
         if op == "cast":
             src = f"nl.abs({k[0]})" if self.attr[1] else k[0]
+            if a[1] == "bitcast":
+                return em.tmp(f"({k[0]}).to(nl.{a[0].name}, bitcast=True)")
             return em.tmp(f"({src}).to(nl.{a[0].name})")
         if op == "unary":
             return em.tmp(f"nl.abs({k[0]})" if a == "abs" else f"{a}{k[0]}")
@@ -235,6 +237,9 @@ class Node:
             return self.kids[0 if a[1] else 1].eval(env)
         vals = [None if k.op == "lit" else k.eval(env) for k in self.kids]
         if op == "cast":
+            if a[1] == "bitcast":   # float bits as a same-width integer
+                bits = vals[0].view({16: torch.int16, 32: torch.int32, 64: torch.int64}[a[0].bits])
+                return wrap(bits.to(torch.int64), a[0])
             v = vals[0].abs() if a[1] else vals[0]
             return cast(v, self.kids[0].dt, a[0])
         if op == "unary":
