@@ -96,3 +96,39 @@ def test_scalar_arg_equal_to_1_same_ir_types():
         return [ln.split(":")[-1].strip() for ln in text.splitlines()
                 if re.search(r"\badd\b", ln) and "ptr" not in ln]
     assert add_types(spec) == add_types(plain), (plain, spec)
+
+
+# --------------------------------------------------------------------------- register spills
+# Found by the fuzzer (AOT compile check): a plain masked 2-D copy of a 64x128 block on 4 warps
+# (64 elements per thread) uses 255 registers and spills.
+
+SPILL_REASON = ("codegen (newt/codegen/memory.py, elementwise arrays): a masked 2-D load/store "
+                "materializes one 64-bit pointer per element (e.g. `float* v_21[64]`), the "
+                "per-element masks and the loaded values in per-thread arrays that are all live "
+                "across the vectorizability check and the predicated fallback; at 64 elements "
+                "per thread that is > 255 registers (fp32: 120 spill ops, fp64: 1100)")
+
+
+@newt.jit
+def _copy2d_kernel(x_ptr, out_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)[:, None]
+    rn = nl.arange(0, BN)[None, :]
+    mask = (rm < M) & (rn < N)
+    x = nl.load(x_ptr + rm * N + rn, mask=mask, other=1.0)
+    nl.store(out_ptr + rm * N + rn, x, mask=mask)
+
+
+def test_masked_copy_64x128(target, device):
+    x = torch.randn(33, 100, device=device)
+    out = torch.full((33, 100), float("nan"), device=device)
+    _copy2d_kernel[(1,)](x, out, 33, 100, BM=64, BN=128, num_warps=4)
+    assert torch.equal(out.cpu(), x.cpu())
+
+
+@pytest.mark.xfail(strict=True, reason=SPILL_REASON)
+@pytest.mark.parametrize("dt", ["fp32", "fp16"])
+def test_masked_copy_64x128_does_not_spill(dt):
+    ck = newt.compiler.compile(_copy2d_kernel, {"x_ptr": "*" + dt, "out_ptr": "*" + dt,
+                                                "M": "i32", "N": "i32"},
+                               {"BM": 64, "BN": 128}, arch="sm_90a", num_warps=4)
+    assert ck.n_spills == 0, f"{ck.n_regs} registers, {ck.n_spills} spills"
