@@ -25,6 +25,8 @@ typedef unsigned short newt_u16;
 typedef unsigned int newt_u32;
 typedef unsigned long long newt_u64;
 struct uint4 { unsigned x, y, z, w; };
+struct float4 { float x, y, z, w; };
+struct int4 { int x, y, z, w; };
 static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 static int max(int a, int b) { return a > b ? a : b; }
 static newt_u32 newt_smem_addr(const void* p) { return (newt_u32)((const unsigned char*)p - nt_smem); }

@@ -1,5 +1,10 @@
-"""Codegen of a dot epilogue's store: `dot_store`, the masked store of a value computed from a
-loop's dot accumulator.
+"""Codegen of a dot loop's epilogue: `dot_acc_out` (the accumulator leaves the fragment layout)
+and `dot_store` (the masked store of a value computed from it).
+
+dot_acc_out goes through shared memory with rows padded by 8 words: the fragment layout's
+writes (8 rows x 4 column pairs per warp) then hit each bank at most twice instead of 8 times,
+and the reads back in the group-cyclic layout take 16 bytes at a time where a group holds whole
+4-word runs (scalar reads of 8 consecutive words per thread conflict 8 ways).
 
 Where it sits: codegen. newt/codegen/dot_ring.py's `dot_acc_out` handler (which moves the
 accumulator out of the fragment layout) renames the stores that consume it to `dot_store`
@@ -16,7 +21,9 @@ nothing per-slot but the values outlives its group.
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
+from ..passes.dot import AccLayout
 from ..passes.layouts import CyclicLayout
+from .dot import _region
 from .emitter import handles
 from .memory import _bits, _mask_all, _pack_store, _utype, to_bits
 
@@ -108,3 +115,61 @@ def _dot_store(em, op):
                 pj = f"{p0} + {j}" if contig else em.at(ptr, f"{first} + {j}", rl)
                 mj = em.at(mask, f"{first} + {j}", rl) if mask is not None else "true"
                 em.emit(f"nt_stp{b}({pj}, {mj}, {raw}[{j}]);")
+
+
+_VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
+
+
+@handles("dot_acc_out")
+def _acc_out(em, op):
+    """Fragment layout (of the dot that produced the loop-carried value) -> the result's layout,
+    through shared memory (the ring's when it is large enough: it is idle after the loop)."""
+    x, r = op.operands[0], op.result
+    plan = op.attrs["dot_plan"]
+    if plan.engine != "mma":
+        em.alias(r, x)
+        return
+    src = AccLayout(plan.M, plan.N, em.T)
+    dst = r.attrs["layout"]
+    if dst == src:
+        em.alias(r, x)
+        return
+    N = plan.N
+    pitch = N + 8                      # words per staged row (see the module docstring)
+    nbytes = plan.M * pitch * 4
+    ring = op.attrs.get("ring")
+    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
+        base = ring.state["base"]
+        em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+    else:
+        base = _region(em, nbytes)
+    ct = em.ctype(x)
+    buf = em.fresh("accx")
+    em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    em.barrier()
+    n = em.name(x)
+    with em.slots(src.nslots) as s:
+        row, col = src.row_col("tid", s)
+        em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n}[{s}];")
+    em.barrier()
+    rn = em.declare(r)
+    v4 = _VEC4.get(ct)
+    vec = getattr(dst, "vec", 1)
+    if (v4 and isinstance(dst, CyclicLayout) and vec % 4 == 0 and N % vec == 0
+            and not dst.valid("tid", "0") and dst.nslots % vec == 0):
+        with em.slots(dst.nslots // vec, "g"):
+            em.emit(f"const int fl = {dst.flat('tid', f'g * {vec}')}, "
+                    f"rr = fl / {N}, cc = fl % {N};")
+            for q in range(vec // 4):
+                t = em.fresh("q")
+                em.emit(f"const {v4} {t} = *(const {v4}*)&{buf}[rr * {pitch} + cc + {4 * q}];")
+                for e, f in enumerate("xyzw"):
+                    em.emit(f"{rn}[g * {vec} + {4 * q + e}] = {t}.{f};")
+    else:
+        with em.slots(dst.nslots) as s:
+            v = dst.valid("tid", s)
+            fl = dst.flat("tid", s)
+            rd = f"{buf}[(({fl}) / {N}) * {pitch} + ({fl}) % {N}]"
+            em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
+    em.barrier()
+    claim_stores(op)   # the epilogue's stores: addresses per group

@@ -21,7 +21,6 @@ iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, 
 """
 from __future__ import annotations
 
-from ..passes.dot import AccLayout
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
@@ -369,40 +368,5 @@ def emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor):
         em.barrier()
 
 
-@handles("dot_acc_out")
-def _acc_out(em, op):
-    """Fragment layout (of the dot that produced the loop-carried value) -> the result's layout,
-    through shared memory (the ring's when it is large enough: it is idle after the loop)."""
-    x, r = op.operands[0], op.result
-    plan = op.attrs["dot_plan"]
-    if plan.engine != "mma":
-        em.alias(r, x)
-        return
-    src = AccLayout(plan.M, plan.N, em.T)
-    dst = r.attrs["layout"]
-    if dst == src:
-        em.alias(r, x)
-        return
-    nbytes = plan.M * plan.N * 4
-    ring = op.attrs.get("ring")
-    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
-        base = ring.state["base"]
-        em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    else:
-        base = _region(em, nbytes)
-    ct = em.ctype(x)
-    buf = em.fresh("accx")
-    em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
-    em.barrier()
-    n = em.name(x)
-    with em.slots(src.nslots) as s:
-        em.emit(f"{buf}[{src.flat('tid', s)}] = {n}[{s}];")
-    em.barrier()
-    rn = em.declare(r)
-    with em.slots(dst.nslots) as s:
-        v = dst.valid("tid", s)
-        rd = f"{buf}[{dst.flat('tid', s)}]"
-        em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
-    em.barrier()
-    from .dot_epilogue import claim_stores   # the epilogue's stores: addresses per group
-    claim_stores(op)
+# dot_acc_out and dot_store (the epilogue) register on import
+from . import dot_epilogue as _dot_epilogue  # noqa: E402,F401
