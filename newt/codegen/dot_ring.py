@@ -21,6 +21,8 @@ iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, 
 """
 from __future__ import annotations
 
+import re
+
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
@@ -62,6 +64,20 @@ def _split_ptr(ptr, body):
     return base, sp.operands[0]
 
 
+def _before_loop(em, op, line: str):
+    """Emit `line` (a declaration from loop-invariant values only) right before the header of
+    the `for` loop holding op: NVRTC keeps a test it could not hoist (its pointer terms were
+    hoisted instead: 2 registers each) inside the loop otherwise."""
+    iv = re.escape(em.name(op.parent.args[0]))
+    pat = re.compile(r"\s*for \(\w+ " + iv + " = ")
+    for i in range(len(em.lines) - 1, -1, -1):
+        if pat.match(em.lines[i]):
+            ind = em.lines[i][:len(em.lines[i]) - len(em.lines[i].lstrip())]
+            em.lines.insert(i, ind + line)
+            return
+    em.emit(line)
+
+
 def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
     """One 16-byte copy per layout group, addressed from the loop-invariant pointer array at
     the group's first slot plus the carried offset: only those heads stay alive across the
@@ -81,7 +97,7 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
         terms = [f"({slot(j, g)} == {slot(0, g)} + {j})"
                  for g in range(lay.groups) for j in range(1, epc)]
         # `&`, not `&&`: one branch-free expression, which NVRTC hoists out of the loop whole
-        em.emit(f"const bool {consec} = {' & '.join(terms)};")
+        _before_loop(em, op, f"const bool {consec} = {' & '.join(terms)};")
     # slow groups (tails, misaligned or strided rows) are gathered afterwards in a rolled loop
     # with addresses and masks recomputed from index math: kept out of the unrolled fast loop,
     # their temporaries do not compete with the accumulators for registers
@@ -91,7 +107,7 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
     if late:
         em.emit(f"u32 {need} = 0;")
     if late and lay.groups > 1 and not lay.valid("tid", "0"):
-        _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need)
+        _strided_copies(em, op, ptr, mask, lay, tile, base, o, C, epc, consec, need)
     else:
         _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late, need,
                      contig, slot)
@@ -100,7 +116,7 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
     _late_gather(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, need)
 
 
-def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
+def _strided_copies(em, op, ptr, mask, lay, tile, base, o, C, epc, consec, need):
     """The standalone kernels' copy loop: where a thread's group heads lie at one constant
     distance d from each other (every in-range tile of the tutorial: rows r0, r0 + 32, ...;
     one loop-invariant test decides it), each group's address is head0 + o + g * d: a pointer
@@ -109,12 +125,12 @@ def _strided_copies(em, ptr, mask, lay, tile, base, o, C, epc, consec, need):
     rl = _Recompute(lay)
     h = lambda g: em.at(base, f"{g * epc}", rl)  # noqa: E731
     uni, d = em.fresh("uni"), em.fresh("dist")
-    em.emit(f"const long long {d} = (long long)({h(1)} - {h(0)});")
+    _before_loop(em, op, f"const long long {d} = (long long)({h(1)} - {h(0)});")
     terms = [f"({h(g)} == {h(0)} + {g} * {d})" for g in range(2, lay.groups)]
     terms.append(f"((({d}) * {tile.esize}) % 16 == 0)")
     if consec:
         terms.append(consec)
-    em.emit(f"const bool {uni} = {' & '.join(terms)};")   # branch-free: hoisted whole
+    _before_loop(em, op, f"const bool {uni} = {' & '.join(terms)};")
     step = _dst_step(lay, tile, C, epc)
     with em.scope(f"if ({uni})"):
         em.emit(f"const {em.ctype(ptr)} q0 = {h(0)} + {o};")
