@@ -56,6 +56,27 @@ def triton_kernel():
     return common.load_file(path, f"triton_twin_attn_{digest}")._attn_fwd
 
 
+def precompile(kernel, size, configs, dtype=torch.float16):
+    """Compile the four newt specializations of the run in parallel worker processes (into
+    the disk cache), so that the first launches load binaries instead of compiling in turn."""
+    from newt.runtime import driver, precompile as pc, specialize
+    ex = example()
+    B, H, N = size["B"], size["H"], size["N"]
+    jobs = []
+    for D in (64, 128):
+        t = torch.empty(B, H, N, D, device="cuda", dtype=dtype)  # the run's shapes and strides
+        for causal in (False, True):
+            _, args, kw = ex.launch_args(t, t, t, t, causal, config=configs[D])
+            arguments, nw, ns = specialize.bind(kernel, args, kw)
+            sig, cx, spec, dev = specialize.specialize(kernel, arguments)
+            jobs.append((kernel, sig, cx, spec, driver.Device.get(dev).arch, nw, ns))
+        del t
+    t0 = time.perf_counter()
+    bad = [r for r in pc.compile_in_workers(jobs) if r]
+    print(f"precompiled {len(jobs)} newt attention kernels in {time.perf_counter() - t0:.1f}s"
+          + (f" ({len(bad)} failed: {bad[0][:200]})" if bad else ""), flush=True)
+
+
 def _time(fn, bench, sync):
     """(ms, note): do_bench for normal kernels, a few calls for very slow ones, or skip."""
     t0 = time.perf_counter()
@@ -94,6 +115,11 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
             except Exception as exc:
                 errors["triton"] = f"twin kernel failed: {type(exc).__name__}: {exc}"
     B, H, N = size["B"], size["H"], size["N"]
+    if dev == "cuda" and "newt" in providers:
+        try:
+            precompile(providers["newt"], size, configs or ex.CONFIG, dtype)
+        except Exception as exc:  # noqa: BLE001 - the launches compile in-process instead
+            print(f"precompile failed ({type(exc).__name__}: {exc}); compiling in-process")
     rows = []
     for D in (64, 128):
         for causal in (False, True):

@@ -123,21 +123,27 @@ CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=32, num_warps=8, num_stages=3),
 SMALL_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 
 
-def attention(q, k, v, causal, sm_scale=None, config=None, kernel=None, out=None):
-    """q, k, v: [B, H, N, D] (any strides); returns O like q (written into `out` when given).
-    `kernel` may be the Triton twin (benchmarks/bench_attention.py)."""
+def launch_args(q, k, v, o, causal, sm_scale=None, config=None):
+    """(grid, args, kwargs) of one launch of _attn_fwd (or its Triton twin) for [B, H, N, D]
+    tensors of any strides."""
     B, H, N, D = q.shape
-    assert k.shape == v.shape == q.shape and D in (16, 32, 64, 128)
+    assert k.shape == v.shape == o.shape == q.shape and D in (16, 32, 64, 128)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
     cfg = dict(config or CONFIG.get(D, CONFIG[64]))
     assert cfg["BLOCK_M"] % cfg["BLOCK_N"] == 0, "the causal split needs BLOCK_N | BLOCK_M"
-    o = torch.empty_like(q) if out is None else out
     grid = (newt.cdiv(N, cfg["BLOCK_M"]), B * H, 1)
-    kernel = kernel or _attn_fwd
-    kernel[grid](q, k, v, sm_scale, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(),
-                 H, N, HEAD_DIM=D, STAGE=3 if causal else 1,
-                 EVEN_N=N % cfg["BLOCK_M"] == 0, **cfg)
+    args = (q, k, v, sm_scale, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H, N)
+    kwargs = dict(HEAD_DIM=D, STAGE=3 if causal else 1, EVEN_N=N % cfg["BLOCK_M"] == 0, **cfg)
+    return grid, args, kwargs
+
+
+def attention(q, k, v, causal, sm_scale=None, config=None, kernel=None, out=None):
+    """q, k, v: [B, H, N, D] (any strides); returns O like q (written into `out` when given).
+    `kernel` may be the Triton twin (benchmarks/bench_attention.py)."""
+    o = torch.empty_like(q) if out is None else out
+    grid, args, kwargs = launch_args(q, k, v, o, causal, sm_scale, config)
+    (kernel or _attn_fwd)[grid](*args, **kwargs)
     return o
 
 
