@@ -223,3 +223,26 @@ def test_equals_triton(kind, monkeypatch):
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-5)
     else:
         assert torch.equal(ours, theirs)
+
+
+@newt.jit
+def rand2d_kernel(out_ptr, seed, n_rows, n_cols, stride, ROUNDS: nl.constexpr,
+                  R: nl.constexpr, C: nl.constexpr):
+    rows = nl.program_id(0) * R + nl.arange(0, R)
+    cols = nl.arange(0, C)
+    offs = rows[:, None] * stride + cols[None, :]
+    mask = (rows[:, None] < n_rows) & (cols[None, :] < n_cols)
+    nl.store(out_ptr + offs, nl.randint(seed, offs, ROUNDS), mask=mask)
+
+
+@pytest.mark.parametrize("rounds", [10, 7])
+def test_randint_2d_offsets_and_rounds(target, device, rounds):
+    """A 2-D block of offsets (a matrix's linear indices) and n_rounds other than 10."""
+    n_rows, n_cols = 13, 37
+    out = torch.full((n_rows, n_cols), -7, dtype=torch.int32, device=device)
+    rand2d_kernel[(newt.cdiv(n_rows, 4),)](out, 555, n_rows, n_cols, out.stride(0),
+                                           ROUNDS=rounds, R=4, C=64)
+    ref = philox_ref(555, torch.arange(n_rows * n_cols), n_rounds=rounds)[0]
+    assert torch.equal(out.cpu().long().flatten() & _M32, ref)
+    if rounds != 10:  # the rounds matter
+        assert not torch.equal(ref, philox_ref(555, torch.arange(n_rows * n_cols))[0])
