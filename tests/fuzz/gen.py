@@ -384,7 +384,8 @@ class Gen:
             bound = init.bound + 3 * body.bound if carry in "+-" else max(init.bound, body.bound)
             if bound > CAP[dt]:
                 return None
-        exact = init.exact and body.exact and not (carry in "+-" and body.fusable)
+        exact = init.exact and body.exact and not (carry in "+-" and (body.fusable or
+                                                                     init.fusable))
         return Node("loop", dt, "MN", [init, body], (count, carry, var), bound=bound, exact=exact)
 
     def g_branch(self, dt, shape, d):
