@@ -169,7 +169,8 @@ class Space:
 def tolerance(dtype: torch.dtype, tf32: bool = False):
     """(rtol, atol) a candidate must meet against the oracle, by output dtype:
     fp64 1e-7; fp32 1e-4 (2e-2 when a matmul runs on tf32 tensor cores); fp16/bf16 2e-2;
-    integers and bool exact."""
+    integers and bool exact. The absolute tolerance is scaled by max(1, RMS of the oracle's
+    output) (bench.compare), so large-K products are judged at their own magnitude."""
     if dtype == torch.float64:
         return 1e-7, 1e-7
     if dtype == torch.float32:
