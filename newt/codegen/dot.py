@@ -230,11 +230,15 @@ def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor):
     mma_row = em.fresh("mma_row")
     em.emit(f"const int {mma_row} = {g} * {lay.rows_grp} + {wi} * 16;")
     with em.slots(lay.nsub, "ms"):
-        em.emit("#pragma unroll")
+        # with 128+ accumulator registers, unrolled k-steps prefetch fragments of the next
+        # step and push live values out to local memory; rolled, nothing spills
+        em.emit("#pragma unroll" if lay.nslots < 128 else "#pragma unroll 1")
         with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
-            em.emit("u32 fa[4], fb[{0}][2];".format(N // 8))
+            em.emit("u32 fa[4];")
             arow = f"{mma_row} + ms * {lay.sub} + (lane % 8) + ((lane / 8) & 1) * 8"
             em.emit(f"newt_ldmatrix_x4({ta.chunk_addr(arow, 'kk * 2 + lane / 16')}, fa);")
+            # B fragments of 16 columns at a time, used at once: 4 live registers instead of
+            # N/4 (at N = 256 the whole row of fragments spilled next to the accumulators)
             em.emit("#pragma unroll")
             with em.scope(f"for (int nj = 0; nj < {N // 16}; ++nj)"):
                 em.emit("u32 t4[4];")
@@ -244,11 +248,8 @@ def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor):
                 else:
                     brow = f"kk * {ki} + (lane % 8) + ((lane / 8) & 1) * 8"
                     em.emit(f"newt_ldmatrix_x4_trans({tb.chunk_addr(brow, 'nj * 2 + lane / 16')}, t4);")
-                em.emit("fb[2 * nj][0] = t4[0]; fb[2 * nj][1] = t4[1]; "
-                        "fb[2 * nj + 1][0] = t4[2]; fb[2 * nj + 1][1] = t4[3];")
-            em.emit("#pragma unroll")
-            with em.scope(f"for (int j = 0; j < {N // 8}; ++j)"):
-                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + j * 4], fa, fb[j]);")
+                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8], fa, &t4[0]);")
+                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8 + 4], fa, &t4[2]);")
 
 
 def _emit_fma(em, op):
