@@ -23,9 +23,11 @@ Consumes the frontend's IR; produces:
        dot:             commit; if i >= D: consume stage (i-D) % S;
                         at the last iteration: wait for all, consume the remaining tiles
 
-Not registered by newt/passes/__init__.py yet: `install()` puts it first in PASSES (the hook
-the backend's pass list needs is exactly that entry: ("dot_pipeline", pipeline_dots) before
-"layout").
+Registered first in newt/passes/__init__.py's PASSES (`install()` does the same for older
+pass lists). Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
+constant, invariant tests declared before the loop, slow groups gathered out of line),
+dot_masks.py (one test per 16-byte group), dot_epilogue.py (dot_acc_out through padded shared
+memory; the epilogue's stores addressed per group from index math).
 """
 from __future__ import annotations
 
