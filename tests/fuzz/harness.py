@@ -192,13 +192,14 @@ def compare(actual: torch.Tensor, want: torch.Tensor, case: Case) -> str | None:
     return f"{int(bad.sum())} of {bad.numel()} elements differ: {pairs}"
 
 
-def run_emulated(case: Case, kernel) -> torch.Tensor:
+def run_emulated(case: Case, kernel, timeout: float = 120.0) -> torch.Tensor:
     """Run the kernel's generated CUDA C++ on the CPU (tests/test_codegen_emulator.py) in a
     forked child, so that a crash of the emulated code (e.g. SIGFPE from an integer division
     by zero in padding lanes, harmless on a GPU) is reported instead of killing the caller."""
     import os
     import signal
     import tempfile
+    import time
     import test_codegen_emulator as emu
     kwargs, _ = inputs(case, "cpu")
     out = poison(case, "cpu")
@@ -215,7 +216,16 @@ def run_emulated(case: Case, kernel) -> torch.Tensor:
                 traceback.print_exc()
             finally:
                 os._exit(code)
-        _, status = os.waitpid(pid, 0)
+        deadline = time.monotonic() + timeout
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            if time.monotonic() > deadline:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+                raise RuntimeError(f"emulation took more than {timeout:.0f} s")
+            time.sleep(0.02)
         if os.WIFSIGNALED(status):
             raise RuntimeError("emulated kernel crashed with "
                                f"{signal.Signals(os.WTERMSIG(status)).name}")
