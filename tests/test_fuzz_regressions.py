@@ -132,3 +132,52 @@ def test_masked_copy_64x128_does_not_spill(dt):
                                                 "M": "i32", "N": "i32"},
                                {"BM": 64, "BN": 128}, arch="sm_90a", num_warps=4)
     assert ck.n_spills == 0, f"{ck.n_regs} registers, {ck.n_spills} spills"
+
+
+# --------------------------------------------------------------------------- compile time
+# Found by the fuzzer (case seed 31001, depth 6): a kernel with six masked loads sharing the
+# same offsets and mask did not finish compiling in minutes (the load-hoisting pass re-lifted
+# the shared pure operands of every load recursively, exponential in their sharing).
+
+_SIX_LOADS = '''
+import newt
+import newt.compiler
+import newt.language as nl
+
+
+@newt.jit
+def six_loads(a, b, c, d, e, f, out, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)[:, None]
+    rn = nl.arange(0, BN)[None, :]
+    mask = (rm < M) & (rn < N)
+    x = nl.load(a + rm * N + rn, mask=mask)
+    x += nl.load(b + rm * N + rn, mask=mask)
+    x += nl.load(c + rm * N + rn, mask=mask)
+    x += nl.load(d + rm * N + rn, mask=mask)
+    x += nl.load(e + rm * N + rn, mask=mask)
+    x += nl.load(f + rm * N + rn, mask=mask)
+    nl.store(out + rm * N + rn, x, mask=mask)
+
+
+if __name__ == "__main__":
+    sig = dict({p: "*fp32" for p in "abcdef"}, out="*fp32", M="i32", N="i32")
+    newt.compiler.compile(six_loads, sig, {"BM": 1, "BN": 8}, num_warps=2)
+    print("compiled")
+'''
+
+
+def test_six_masked_loads_compile(tmp_path):
+    """Compiles in a child process with a generous limit, so a regression cannot hang CI."""
+    import os
+    import subprocess
+    import sys
+    path = tmp_path / "six_loads.py"
+    path.write_text(_SIX_LOADS)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    try:
+        r = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                           timeout=120, env=env)
+    except subprocess.TimeoutExpired:
+        pytest.fail("compiling six masked loads did not finish in 120 s")
+    assert r.returncode == 0 and "compiled" in r.stdout, r.stderr[-3000:]
