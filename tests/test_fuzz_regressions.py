@@ -15,10 +15,8 @@ import newt.compiler
 import newt.language as nl
 from newt import dtypes as D
 
-EQ1_REASON = ("frontend build_ir (newt/frontend/__init__.py) binds a runtime scalar specialized "
-              "as equal_to_1 to the Python int 1: it becomes a weak constant (different "
-              "promotion from the interpreter and from any other value of the argument) and "
-              "has no tensor methods such as .to()")
+# Fixed: build_ir bound a runtime scalar specialized as equal_to_1 to the weak Python int 1
+# (different promotion from any other value of the argument, and no tensor methods such as .to()).
 
 
 def xfail_on_cuda(request, target, reason):
@@ -47,8 +45,6 @@ def _scalar_promote_kernel(x_ptr, s, out_ptr, N, BLOCK: nl.constexpr):
 
 @pytest.mark.parametrize("s", [1, 3])
 def test_scalar_arg_to_method_when_value_is_one(request, target, device, s):
-    if s == 1:
-        xfail_on_cuda(request, target, EQ1_REASON)
     x = torch.randint(-100, 100, (37,), dtype=torch.int8, device=device)
     out = torch.full((37,), 77, dtype=torch.int8, device=device)
     _scalar_to_kernel[(1,)](x, s, out, 37, BLOCK=64)
@@ -58,8 +54,6 @@ def test_scalar_arg_to_method_when_value_is_one(request, target, device, s):
 
 @pytest.mark.parametrize("s", [1, 3])
 def test_scalar_arg_promotes_strongly_when_value_is_one(request, target, device, s):
-    if s == 1:
-        xfail_on_cuda(request, target, EQ1_REASON)
     x = torch.randint(-128, 128, (37,), dtype=torch.int8, device=device)
     x[0] = 127   # 127 + 1 = 128 only if the sum is computed in int32
     out = torch.full((37,), -7, dtype=torch.int32, device=device)
@@ -67,7 +61,6 @@ def test_scalar_arg_promotes_strongly_when_value_is_one(request, target, device,
     assert torch.equal(out.cpu(), x.cpu().to(torch.int32) + s)
 
 
-@pytest.mark.xfail(strict=True, reason=EQ1_REASON)
 def test_scalar_arg_equal_to_1_compiles():
     """CPU view of the bug: AOT compile with the specialization the JIT picks for s == 1."""
     newt.compiler.compile(_scalar_to_kernel, {"x_ptr": "*i8", "s": "i32", "out_ptr": "*i8",
@@ -85,7 +78,6 @@ def _ir_store_dtype(spec):
     return format_function(fn)
 
 
-@pytest.mark.xfail(strict=True, reason=EQ1_REASON)
 def test_scalar_arg_equal_to_1_same_ir_types():
     """CPU view: the add is typed the same whether or not `s` is specialized as 1."""
     import re

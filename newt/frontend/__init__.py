@@ -59,7 +59,7 @@ def _build(fn, signature, constexprs, specialization):
     src = get_source(pyfn)
     constexprs = dict(constexprs or {})
     specialization = specialization or {}
-    params, scope = [], {}
+    params, scope, ones = [], {}, []
     for i, (name, p) in enumerate(inspect.signature(pyfn).parameters.items()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise CompilationError(f"kernels cannot take *args / **kwargs (`{name}`)",
@@ -72,7 +72,7 @@ def _build(fn, signature, constexprs, specialization):
             dt = D.from_signature(dt) if isinstance(dt, str) else dt
             spec = specialization.get(name) or {}
             if spec.get("equal_to_1"):
-                scope[name] = 1
+                ones.append((name, dt))   # a typed constant below, not a weak Python 1
                 continue
             params.append(Param(name, dt, i, divisible_by_16=bool(spec.get("divisible_by_16")),
                                 large=bool(spec.get("large"))))
@@ -84,6 +84,10 @@ def _build(fn, signature, constexprs, specialization):
     b = Builder.for_function(pyfn.__name__, params, loc=src.loc(src.node))
     for prm in params:
         scope[prm.name] = Tensor(prm.value, b)
+    # A runtime int specialized as equal to 1 keeps its parameter's type: the kernel must mean
+    # the same whatever value the argument happens to have (int8_block + n stays int32 math).
+    for name, dt in ones:
+        scope[name] = Tensor(b.constant(1, dt), b)
     cg = CodeGen(Context(b), pyfn, is_kernel=True)
     cg.scope = scope
     cg.visit_stmts(src.node.body)
