@@ -84,6 +84,7 @@ class JITFunction:
         self.debug = debug
         self.cache: dict = {}        # key tuple -> Launcher (memory cache, per process)
         self._launch_fn = None       # generated per kernel, on the first launch
+        self._bound = (_MISSING, None)   # __getitem__'s cache; reset when _launch_fn changes
         self._binder = self._meta_of = None
         self.runtime_positions = None
         self._kinds = None
@@ -94,7 +95,16 @@ class JITFunction:
         if _flags.interpret:
             from .interpreter import launch as interp_launch
             return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
-        return functools.partial(self._launch_fn or self._first_launch, grid)
+        bound = self._bound    # (grid, launch function bound to it) of the last launch
+        if bound[0] is grid:
+            return bound[1]
+        fn = self._launch_fn
+        if fn is None:
+            return functools.partial(self._first_launch, grid)
+        # `k[grid](...)` in a loop passes the same grid object each time: bind it once. Holding
+        # the grid keeps its identity valid; a list or callable grid is still read per call.
+        bound = self._bound = (grid, functools.partial(fn, grid))
+        return bound[1]
 
     def run(self, *args, grid, **kwargs):
         if options.flags.interpret:
@@ -244,7 +254,7 @@ def launch(_n_grid, {params}):
                   _n_L.stream(_n_L.device_index), {v})
     except Exception:  # a grid of numpy/torch integers, or a value that does not fit
         return _n_self._launch_converted(_n_L, _n_grid, ({v}{',' if vals else ''}))
-    _n_r = _n_L.cu_launch(_n_L.config_addr, _n_L.func, _n_L.params_addr, None)
+    _n_r = _n_L.go(*_n_L.go_args)
     _n_last[0] = _n_L.name
     if _n_r:
         _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
@@ -262,6 +272,7 @@ def launch(_n_grid, {params}):
             self._kinds = kinds
         self._meta_of = ns["meta"]
         self._launch_fn = ns["launch"]
+        self._bound = (_MISSING, None)
         return self._launch_fn
 
     def _first_launch(self, grid, *args, **kwargs):

@@ -42,12 +42,26 @@ def _raw_stream_getter():
     return lambda index: torch.cuda.current_stream(index).cuda_stream
 
 
+def _prepared_launch(cu_launch, config_addr, func, params_addr):
+    """(function, argument tuple) of this launcher's cuLaunchKernelEx call. For a ctypes
+    function, an undeclared copy of it takes prebuilt c_void_p arguments: the call then converts
+    no Python ints (the declared prototype runs c_void_p.from_param on each of them)."""
+    args = (config_addr, func, params_addr, None)
+    if not isinstance(cu_launch, ctypes._CFuncPtr):   # the Python shim of old drivers
+        return cu_launch, args
+    owner = driver.lib()
+    raw = owner._FuncPtr((cu_launch.__name__, owner))
+    raw.restype = ctypes.c_int
+    return raw, (ctypes.c_void_p(config_addr), ctypes.c_void_p(func),
+                 ctypes.c_void_p(params_addr), None)
+
+
 class Launcher:
     """One compiled specialization loaded on one device, ready to launch."""
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
                  "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
-                 "stream")
+                 "stream", "go", "go_args")
 
     def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
         """`runtime_positions`: the Python parameter index of each value the launch function
@@ -90,6 +104,8 @@ class Launcher:
         self.params = (ctypes.c_void_p * (len(addrs) + 1))(*addrs, None)
         self.params_addr = ctypes.addressof(self.params)
         self.cu_launch = driver.lib().cuLaunchKernelEx
+        self.go, self.go_args = _prepared_launch(self.cu_launch, self.config_addr, self.func,
+                                                 self.params_addr)
         self.stream = _raw_stream_getter()
 
     def launch(self, gx: int, gy: int, gz: int, values: tuple):
@@ -100,7 +116,7 @@ class Launcher:
         except struct.error as e:
             raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter "
                               f"type ({e})") from None
-        res = self.cu_launch(self.config_addr, self.func, self.params_addr, None)
+        res = self.go(*self.go_args)
         driver.last_launched[0] = self.name
         if res:
             self.failed(res, gx, gy, gz)
