@@ -6,7 +6,7 @@ NEWT_INTERPRET=1 the interpreter runs the kernel with these names bound to torch
 (newt/interpreter/). Called from ordinary Python they raise, so a stray call is a clear error.
 
 Every function is registered in BUILTINS by name; both implementations must cover that table
-(tests/test_language_coverage.py checks it). Docstrings here are the user reference
+(tests/test_docs.py checks every name is documented). Docstrings here are the user reference
 (docs/language.md is generated from them).
 """
 from __future__ import annotations

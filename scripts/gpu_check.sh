@@ -57,8 +57,16 @@ if [ "$TESTS" = 1 ]; then
   args=(tests -p no:cacheprovider -rfE --durations=8 --maxfail="${MAXFAIL:-25}")
   "$PY" -c "import xdist" 2>/dev/null && args+=(-n "${JOBS:-8}")
   "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout="${TEST_TIMEOUT:-120}")
-  timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1
+  # in a session of its own, so that everything it started (xdist workers, compile workers) is
+  # killed with it: leftovers would load the CPU and GPU while the benchmarks run
+  setsid timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1 &
+  pgid=$!
+  wait "$pgid"
   rc=$?
+  kill -- -"$pgid" 2>/dev/null; sleep 1
+  # which tests were running when the budget ran out (pytest-timeout dumps name them)
+  [ "$rc" = 124 ] && grep -oE "tests/test_[a-z0-9_]+\.py::[A-Za-z0-9_]+(\[[^]]*\])?" "$OUT/pytest.log" \
+    | sort | uniq -c | sort -rn | head -n 15
   tail -n 30 "$OUT/pytest.log"
   pytest_status="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest.log" | tail -n 1) (rc=$rc)"
   [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-240} s; $pytest_status"

@@ -107,3 +107,12 @@ def test_diagrams_are_committed_and_fresh(tmp_path):
         committed = os.path.join(ROOT, "docs", "img", name)
         assert os.path.exists(committed), f"docs/img/{name} missing: run scripts/make_diagrams.py"
         assert open(committed).read() == svg, f"docs/img/{name} is stale"
+
+
+def test_readme_numbers_come_from_benchmarks_page():
+    """README.md's measured table is docs/benchmarks.md's, copied by a script, never typed."""
+    import subprocess
+    import sys
+    r = subprocess.run([sys.executable, "scripts/sync_readme_numbers.py", "--check"],
+                       cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -18,7 +18,7 @@ iteration kt use only addresses of iteration kt. Why D = S-2 and not S-1: wgmma 
 memory asynchronously; after `wait_group 1` only the group before the newest is known finished,
 and the barrier of iteration kt proves it for every warp only up to iteration kt-2. Stage
 kt % S last held tile kt-S, consumed at iteration kt-S+D = kt-2: free. Accumulators stay in
-registers (the m64nNk16 fragment, see `dot_layouts.py`); the epilogue stages them through shared
+registers (the m64nNk16 fragment, see `AccLayout` in newt/passes/dot.py); the epilogue stages them through shared
 memory for 16-byte coalesced stores.
 """
 from __future__ import annotations
