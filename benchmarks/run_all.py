@@ -169,7 +169,14 @@ def main(argv=None):
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--only", default="", help="comma-separated names: memory,launch,matmul")
     ap.add_argument("--quick", action="store_true", help="smaller sizes (smoke test)")
+    ap.add_argument("--plot-from", nargs=2, metavar=("RESULTS_JSON", "PNG"), default=None,
+                    help="redraw the newt/Triton plot of a saved results.json (no GPU needed)")
     args = ap.parse_args(argv)
+    if args.plot_from:
+        with open(args.plot_from[0]) as f:
+            saved = json.load(f)
+        plot(saved["runs"][-1], args.plot_from[1])
+        return
     import torch
     if not torch.cuda.is_available():
         sys.exit("benchmarks need a CUDA device (the interpreter is not timed); "
