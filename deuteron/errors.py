@@ -82,12 +82,5 @@ class TraceError(Exception):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        if self.loc is None:
-            return self.msg
-        where = f"{self.loc.file}:{self.loc.line}:{self.loc.col}"
-        line = self.loc.source_line.rstrip("\n")
-        if not line:
-            return f"{where}: {self.msg}"
-        indent = len(line) - len(line.lstrip())
-        caret = " " * max(self.loc.col, indent) + "^"
-        return f"{where}: {self.msg}\n    {line}\n    {caret}"
+        from newt.errors import format_at
+        return format_at(self.msg, self.loc)

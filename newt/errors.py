@@ -15,15 +15,21 @@ class CompilationError(NewtError):
         super().__init__(self._format())
 
     def _format(self) -> str:
-        if self.loc is None:
-            return self.msg
-        where = f"{self.loc.file}:{self.loc.line}:{self.loc.col}"
-        line = self.loc.source_line.rstrip("\n")
-        if not line:
-            return f"{where}: {self.msg}"
-        indent = len(line) - len(line.lstrip())
-        caret = " " * max(self.loc.col, indent) + "^"
-        return f"{where}: {self.msg}\n    {line}\n    {caret}"
+        return format_at(self.msg, self.loc)
+
+
+def format_at(msg: str, loc) -> str:
+    """`file:line:col: msg`, then the source line and a caret under the column (any `loc` with
+    file, line, col and source_line; deuteron's TraceError uses it too)."""
+    if loc is None:
+        return msg
+    where = f"{loc.file}:{loc.line}:{loc.col}"
+    line = loc.source_line.rstrip("\n")
+    if not line:
+        return f"{where}: {msg}"
+    indent = len(line) - len(line.lstrip())
+    caret = " " * max(loc.col, indent) + "^"
+    return f"{where}: {msg}\n    {line}\n    {caret}"
 
 
 class NVRTCError(NewtError):
