@@ -246,7 +246,7 @@ def errors_md() -> str:
             build_ir(fn, mod._sig(fn, **types), constexprs)
             msg = "(no error raised: the catalogue is out of date)"
         except newt.CompilationError as e:
-            msg = e.msg
+            msg = e.msg.replace(ROOT + os.sep, "")   # no machine paths in the docs
         lines, first = inspect.getsourcelines((line_of or fn).fn if hasattr(line_of or fn, "fn")
                                               else (line_of or fn))
         bad = next(ln for ln in lines if "# ERR" in ln)
