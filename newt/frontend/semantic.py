@@ -241,9 +241,28 @@ def _identity(op, x, y):
             and y.dtype.is_int() and not y.dtype.is_bool():
         t, k = y, x
     else:
-        return None
+        return _typed_identity(op, x, y)
     if (op == "mul" and k == 1) or (op in ("add", "sub") and k == 0):
         return t
+    return None
+
+
+def _typed_identity(op, x, y):
+    """The same with a typed scalar constant (a runtime int specialized as equal to 1 is one):
+    only when promotion would leave the other operand's type unchanged."""
+    def const(v):
+        owner = getattr(getattr(v, "v", None), "owner", None)
+        if getattr(owner, "opcode", None) == "constant" and not v.v.type.shape:
+            return owner.attrs.get("value")
+        return None
+    for t, k, kv in ((x, y, const(y)), (y, x, const(x) if op != "sub" else None)):
+        if kv is None or not isinstance(t, Tensor) or not t.dtype.is_int() or t.dtype.is_bool() \
+                or not k.dtype.is_int() or k.dtype.is_bool():
+            continue
+        if not ((op == "mul" and kv == 1) or (op in ("add", "sub") and kv == 0)):
+            continue
+        if D.computation_type(t.dtype, False, k.dtype, False) is t.dtype:
+            return t
     return None
 
 
