@@ -8,6 +8,17 @@ import newt.options
 HAS_CUDA = torch.cuda.is_available()
 
 
+def pytest_terminal_summary(terminalreporter):
+    """The differential fuzzer's seed (tests/test_fuzz.py), so any failure can be replayed;
+    printed at the end, where -q still shows it."""
+    try:
+        from fuzz import run_seed
+    except ImportError:
+        return
+    terminalreporter.write_line(f"newt fuzz seed: {run_seed()} (NEWT_FUZZ_SEED=<int> replays "
+                                "it; NEWT_FUZZ_SEED=random draws a fresh one)")
+
+
 @pytest.fixture(params=["interp", "cuda"])
 def target(request):
     if request.param == "cuda" and not HAS_CUDA:

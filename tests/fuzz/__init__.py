@@ -19,3 +19,18 @@ def random_case(seed: int, max_depth: int = 4, scalar_one: bool = True) -> Case:
     import random
     rng = random.Random(seed)
     return Gen(Rand(rng.randint), max_depth, scalar_one).case()
+
+
+FUZZ_SEED = 20261129    # CI's seed: the same programs every run, so main stays green
+
+
+def run_seed() -> int:
+    """The seed of this test run: NEWT_FUZZ_SEED (an integer, or `random` for a fresh one, which
+    is written back to the environment so that every reader of it in the run agrees), else
+    FUZZ_SEED."""
+    import os
+    import random
+    v = os.environ.get("NEWT_FUZZ_SEED", "")
+    if v == "random":
+        v = os.environ["NEWT_FUZZ_SEED"] = str(random.SystemRandom().randrange(2**32))
+    return int(v) if v else FUZZ_SEED
