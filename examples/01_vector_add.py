@@ -12,7 +12,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt.testing import assert_close, do_bench
+from newt.testing import assert_close, do_bench, run_example
 
 
 @newt.jit
@@ -55,15 +55,6 @@ def check(device, small=True):
     return n
 
 
-def setup_device() -> str:
-    """The GPU when there is one; otherwise switch newt to the CPU interpreter."""
-    if torch.cuda.is_available() and not newt.options.flags.interpret:
-        return "cuda"
-    newt.options.flags.interpret = True
-    print("note: no CUDA device: running on the CPU interpreter (NEWT_INTERPRET=1), small sizes")
-    return "cpu"
-
-
 def sweep(save_path=None):
     """GB/s of newt and torch over sizes (Triton tutorial style); needs a GPU."""
     from newt.testing import Benchmark, perf_report
@@ -83,22 +74,20 @@ def sweep(save_path=None):
     bench.run(print_data=True, save_path=save_path)
 
 
+def timed(n):
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.empty_like(x)
+    return bytes_moved(n), [("newt", lambda: add(x, y, out)),
+                            ("torch", lambda: torch.add(x, y, out=out))]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    device = setup_device()
-    small = device == "cpu" or "--small" in argv
-    n = check(device, small)
-    print(f"vector add: matches torch (n up to {n:,}, fp32)")
-    if device == "cuda" and not small:  # --small: a correctness run only (sanitizers, tests)
-        x, y = torch.randn(n, device=device), torch.randn(n, device=device)
-        out = torch.empty_like(x)
-        for name, fn in [("newt", lambda: add(x, y, out)),
-                         ("torch", lambda: torch.add(x, y, out=out))]:
-            ms = do_bench(fn)
-            print(f"  {name:6s} {bytes_moved(n) / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
-        if "--sweep" in argv:  # --sweep [DIR]: a table over sizes, and a PNG in DIR
-            i = argv.index("--sweep")
-            sweep(argv[i + 1] if i + 1 < len(argv) else None)
+    device = run_example(argv, check, lambda n: f"vector add: matches torch (n up to {n:,}, fp32)",
+                         timed)
+    if device == "cuda" and "--sweep" in argv:  # --sweep [DIR]: a table over sizes, a PNG in DIR
+        i = argv.index("--sweep")
+        sweep(argv[i + 1] if i + 1 < len(argv) else None)
 
 
 if __name__ == "__main__":

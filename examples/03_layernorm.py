@@ -14,7 +14,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt.testing import assert_close, do_bench
+from newt.testing import assert_close, run_example
 
 
 @newt.jit
@@ -84,28 +84,20 @@ def check(device, small=True):
     return cases[-1][:2]
 
 
-def setup_device() -> str:
-    if torch.cuda.is_available() and not newt.options.flags.interpret:
-        return "cuda"
-    newt.options.flags.interpret = True
-    print("note: no CUDA device: running on the CPU interpreter (NEWT_INTERPRET=1), small sizes")
-    return "cpu"
+def timed(shape):
+    m, n = shape
+    x = torch.randn(m, n, device="cuda").half()
+    w, b = torch.randn(n, device="cuda").half(), torch.randn(n, device="cuda").half()
+    out = torch.empty_like(x)
+    return bytes_moved(m, n), [
+        ("newt", lambda: layernorm(x, w, b, out=out, block=4096)),
+        ("torch", lambda: torch.nn.functional.layer_norm(x, (n,), w, b))]
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    device = setup_device()
-    small = device == "cpu" or "--small" in argv
-    m, n = check(device, small)
-    print(f"layernorm forward: matches torch (up to {m}x{n}, fp16, N = 1,500 included)")
-    if device == "cuda" and not small:  # --small: a correctness run only (sanitizers, tests)
-        x = torch.randn(m, n, device=device).half()
-        w, b = torch.randn(n, device=device).half(), torch.randn(n, device=device).half()
-        out = torch.empty_like(x)
-        for name, fn in [("newt", lambda: layernorm(x, w, b, out=out, block=4096)),
-                         ("torch", lambda: torch.nn.functional.layer_norm(x, (n,), w, b))]:
-            ms = do_bench(fn)
-            print(f"  {name:6s} {bytes_moved(m, n) / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
+    run_example(argv, check, lambda s: f"layernorm forward: matches torch (up to {s[0]}x{s[1]}, "
+                "fp16, N = 1,500 included)", timed)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import torch  # noqa: E402
 
 import newt  # noqa: E402
 import newt.language as nl  # noqa: E402
+from newt.testing import run_example  # noqa: E402
 
 
 @newt.jit
@@ -63,13 +64,8 @@ def check(device, small=True):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    gpu = torch.cuda.is_available() and not newt.options.flags.interpret
-    if not gpu:
-        newt.options.flags.interpret = True
-        print("note: no CUDA device: running on the CPU interpreter, small sizes")
     torch.manual_seed(0)
-    check("cuda" if gpu else "cpu", small="--small" in argv or not gpu)
-    print("07_dropout: all checks passed")
+    run_example(argv, check, lambda _: "07_dropout: all checks passed")
 
 
 if __name__ == "__main__":

@@ -353,3 +353,34 @@ def perf_report(benchmarks):
     (x names..., line_arg, **args) into a Mark whose `.run(print_data=True, save_path=...)`
     executes the grid."""
     return lambda fn: Mark(fn, benchmarks)
+
+
+# ---------------------------------------------------------------- the examples' shared driver
+def example_device() -> str:
+    """"cuda" when there is a GPU; otherwise switch newt to the CPU interpreter, say so, and
+    return "cpu". The examples run either way, so the main example works on any machine."""
+    from . import options
+    if torch.cuda.is_available() and not options.flags.interpret:
+        return "cuda"
+    options.flags.interpret = True
+    print("note: no CUDA device: running on the CPU interpreter (NEWT_INTERPRET=1), small sizes")
+    return "cpu"
+
+
+def run_example(argv, check, describe, timed=None) -> str:
+    """What every example's main() does, in one place.
+
+    check(device, small) -> shape   verifies against torch and returns the largest shape checked
+    describe(shape) -> str          the line printed when it matches
+    timed(shape) -> (bytes, [(name, fn), ...])   on a GPU at full size: GB/s of each fn
+    `--small` keeps a GPU run to the correctness check (sanitizers, tests). Returns the device."""
+    device = example_device()
+    small = device == "cpu" or "--small" in argv
+    shape = check(device, small)
+    print(describe(shape))
+    if device == "cuda" and not small and timed is not None:
+        nbytes, impls = timed(shape)
+        for name, fn in impls:
+            ms = do_bench(fn)
+            print(f"  {name:6s} {nbytes / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
+    return device

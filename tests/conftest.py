@@ -1,5 +1,7 @@
 """Shared fixtures. Op tests run on every target through `target`: "interp" (the CPU
 interpreter, always) and "cuda" (skipped when there is no CUDA device)."""
+import sys
+
 import pytest
 import torch
 
@@ -11,11 +13,10 @@ HAS_CUDA = torch.cuda.is_available()
 def pytest_terminal_summary(terminalreporter):
     """The differential fuzzer's seed (tests/test_fuzz.py), so any failure can be replayed;
     printed at the end, where -q still shows it."""
-    try:
-        from fuzz import run_seed
-    except ImportError:
+    fuzz = sys.modules.get("fuzz")     # imported only when fuzz tests were collected
+    if fuzz is None:
         return
-    terminalreporter.write_line(f"newt fuzz seed: {run_seed()} (NEWT_FUZZ_SEED=<int> replays "
+    terminalreporter.write_line(f"newt fuzz seed: {fuzz.run_seed()} (NEWT_FUZZ_SEED=<int> replays "
                                 "it; NEWT_FUZZ_SEED=random draws a fresh one)")
 
 
