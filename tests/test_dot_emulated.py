@@ -1,12 +1,15 @@
-"""The tutorial matmul's generated sm_80 code (cp.async ring, strided copies, transposed 4-byte
-copies, mask groups, ldmatrix + mma.sync, the per-group epilogue store) run on the CPU.
+"""The tutorial matmul's generated code for sm_80 and sm_90a run on the CPU: cp.async ring,
+strided copies, transposed 4-byte copies, mask groups, ldmatrix + mma.sync, wgmma.mma_async
+from shared-memory descriptors, the per-group epilogue store.
 
 Uses the backend's emulator (tests/test_codegen_emulator.py: one OS thread per CUDA thread)
-and swaps the dot helpers' inline PTX for C++ models of the instructions: cp.async copies at
-once (so commit/wait are no-ops), ldmatrix and mma.sync exchange fragments through a per-warp
-buffer with the PTX ISA's fragment tables. Results are compared with torch on odd shapes with
-a NaN-poisoned output, so every element must be written. (wgmma has no model here; the sm_90a
-path shares the copies and the epilogue, and is checked on the GPU by bench_matmul.)"""
+and swaps the dot helpers' inline PTX for C++ models of the instructions, written from the PTX
+ISA: cp.async copies at once (so commit/wait are no-ops), ldmatrix and mma.sync exchange
+fragments through a per-warp buffer with the fragment tables; wgmma.mma_async decodes its
+matrix descriptors (start, LBO, SBO, swizzle mode) and reads the canonical K-major / MN-major
+swizzled layouts itself, with commit_group / wait_group as real ordering points (see
+EMU_WGMMA). Results are compared with torch on odd shapes with a NaN-poisoned output, so
+every element must be written."""
 import os
 import shutil
 import sys
@@ -38,6 +41,7 @@ static void newt_cp_async4(newt_u32 dst, const void* src, int n) {
 static void newt_cp_async_commit() {}
 template <int N> static void newt_cp_async_wait() {}
 static void newt_st_shared_v4(newt_u32 dst, uint4 v) { memcpy(nt_smem + dst, &v, 16); }
+template <int B> static void nt_sts(newt_u32 dst, newt_u32 v) { memcpy(nt_smem + dst, &v, B); }
 static newt_u32 newt_lds_u32(newt_u32 a) { newt_u32 v; memcpy(&v, nt_smem + a, 4); return v; }
 static newt_u32 newt_lds_u8(newt_u32 a) { return nt_smem[a]; }
 static newt_u32 newt_f32_to_tf32(float f) { return nt_bits<newt_u32>(f) & 0xffffe000u; }
@@ -96,30 +100,204 @@ static void newt_mma_bf16(float* c, const newt_u32* a, const newt_u32* b) { nt_m
 static void newt_mma_tf32(float* c, const newt_u32* a, const newt_u32* b) { nt_mma(c, a, b, 2); }
 """
 
+# wgmma.mma_async (sm_90a), modelled from the PTX ISA ("Asynchronous Warpgroup Level Matrix
+# Multiply-Accumulate": matrix descriptor, canonical shared-memory layouts, register fragment D).
+# Each thread computes its own fragment of D = A[64xK] @ B[KxN] (+ D) from the descriptors, so
+# no exchange between threads is needed. Asynchrony: the product is computed at issue; the
+# accumulator registers only change when wait_group retires the op, and then the operands are
+# read again and must be unchanged (a stage overwritten while the tensor cores may still read
+# it, or an accumulator read before the wait, shows up as a failure or a wrong result).
+EMU_WGMMA = r"""
+#include <vector>
+struct nt_wg_op { float* d; int n, scale_d; std::vector<float> delta; newt_u64 da, db; int kind, tb; };
+struct nt_wg_state {
+  std::vector<nt_wg_op> open;                  // issued since the last commit_group
+  std::vector<std::vector<nt_wg_op>> groups;   // committed, not yet retired
+  ~nt_wg_state() {                             // thread exit: nothing may still be in flight
+    if (!open.empty() || !groups.empty()) nt_emu_fail("wgmma ops never waited for"); }
+};
+static thread_local nt_wg_state nt_wg;
+struct nt_desc { newt_u32 start, lbo, sbo; int base_off, mode; };
+static nt_desc nt_decode(newt_u64 d) {
+  // bits 0-13 start address >> 4, 16-29 leading byte offset >> 4, 32-45 stride byte offset >> 4,
+  // 49-51 matrix base offset, 62-63 swizzle (0 none, 1 128-byte, 2 64-byte, 3 32-byte)
+  return {(newt_u32)(d & 0x3FFF) << 4, (newt_u32)((d >> 16) & 0x3FFF) << 4,
+          (newt_u32)((d >> 32) & 0x3FFF) << 4, (int)((d >> 49) & 7), (int)(d >> 62)};
+}
+static int nt_swz_width(int mode) { return mode == 1 ? 128 : mode == 2 ? 64 : 32; }
+// the swizzle XORs address bits [4, 4+b) with bits [7, 7+b), b = 3 / 2 / 1 (128/64/32-byte)
+static newt_u32 nt_swz_addr(newt_u32 a, int mode) {
+  newt_u32 m = mode == 1 ? 7 : mode == 2 ? 3 : 1;
+  return a ^ (((a >> 7) & m) << 4);
+}
+static void nt_desc_check(const nt_desc& q) {
+  if (q.base_off) nt_emu_fail("wgmma descriptor: matrix base offset is not modelled");
+  // every start address newt forms lies within the first 128-byte row of a swizzle pattern
+  // (k offsets only); the base offset field would be needed otherwise
+  if (q.mode && ((q.start >> 7) & (nt_swz_width(q.mode) / 16 - 1)))
+    nt_emu_fail("wgmma descriptor: start address not at a swizzle pattern row 0");
+}
+// K-major operand (A; B when not transposed): element (i, k-byte kb) of the i = 0.. rows
+// (M or N), kb < 32. Swizzled: rows of W bytes, 8-row groups SBO apart (LBO unused).
+// No swizzle: 8x16-byte core matrices, rows 16 bytes apart, K halves LBO apart, groups SBO.
+static newt_u32 nt_kmajor(const nt_desc& q, int i, int kb) {
+  if (q.mode == 0) return q.start + (i / 8) * q.sbo + (i % 8) * 16 + (kb / 16) * q.lbo + kb % 16;
+  int W = nt_swz_width(q.mode);
+  return nt_swz_addr(q.start + (i / 8) * q.sbo + (i % 8) * W + kb, q.mode);
+}
+// MN-major operand (transposed B, 16-bit): element (n, k): W/es consecutive n in a W-byte row,
+// the next n block LBO away; k rows W bytes apart, 8-row groups SBO apart.
+static newt_u32 nt_mnmajor(const nt_desc& q, int n, int k, int es) {
+  if (q.mode == 0) { nt_emu_fail("wgmma: MN-major without swizzle is not modelled"); return 0; }
+  int W = nt_swz_width(q.mode), per = W / es;
+  return nt_swz_addr(q.start + (n / per) * q.lbo + (n % per) * es + (k % 8) * W + (k / 8) * q.sbo,
+                     q.mode);
+}
+static float nt_wg_el(newt_u32 addr, int kind) {   // kind 0 f16, 1 bf16, 2 tf32
+  if (kind == 2) { newt_u32 w; memcpy(&w, nt_smem + addr, 4); return nt_bits<float>(w & 0xffffe000u); }
+  newt_u16 h; memcpy(&h, nt_smem + addr, 2);
+  return kind == 0 ? nt_h2f(h) : nt_bits<float>(((newt_u32)h) << 16);
+}
+static void nt_wg_compute(nt_wg_op& op) {
+  nt_desc qa = nt_decode(op.da), qb = nt_decode(op.db);
+  nt_desc_check(qa); nt_desc_check(qb);
+  int t = threadIdx.x % 128, w = t / 32, l = t % 32;
+  int K = op.kind == 2 ? 8 : 16, es = op.kind == 2 ? 4 : 2;
+  op.delta.assign(op.n / 2, 0.f);
+  for (int i = 0; i < op.n / 2; ++i) {   // fragment D: row 16w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2
+    int row = 16 * w + l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
+    float s = 0.f;
+    for (int k = 0; k < K; ++k) {
+      float a = nt_wg_el(nt_kmajor(qa, row, k * es), op.kind);
+      float b = nt_wg_el(op.tb ? nt_mnmajor(qb, col, k, es) : nt_kmajor(qb, col, k * es), op.kind);
+      s += a * b;
+    }
+    op.delta[i] = s;
+  }
+}
+static void nt_wgmma(float* d, newt_u64 da, newt_u64 db, int scale_d, int kind, int n, int tb) {
+  nt_wg_op op{d, n, scale_d, {}, da, db, kind, tb};
+  nt_wg_compute(op);
+  nt_wg.open.push_back(op);
+}
+static void newt_wgmma_fence() {}
+static void newt_wgmma_commit() { nt_wg.groups.push_back(nt_wg.open); nt_wg.open.clear(); }
+template <int N> static void newt_wgmma_wait() {
+  while ((int)nt_wg.groups.size() > N) {
+    for (nt_wg_op& op : nt_wg.groups.front()) {
+      nt_wg_op again = op;
+      nt_wg_compute(again);
+      if (memcmp(again.delta.data(), op.delta.data(), op.delta.size() * 4))
+        nt_emu_fail("shared memory under an in-flight wgmma changed before wait_group");
+      for (int i = 0; i < op.n / 2; ++i) op.d[i] = (op.scale_d ? op.d[i] : 0.f) + op.delta[i];
+    }
+    nt_wg.groups.erase(nt_wg.groups.begin());
+  }
+}
+"""
 
-@pytest.fixture
-def emu(monkeypatch):
+EMU_FAIL = r"""
+static void nt_emu_fail(const char* why) {
+  pthread_mutex_lock(&nt_mu);
+  if (!nt_failed) fprintf(stderr, "emulated kernel: %s (thread %u, block %u)\n", why,
+                          threadIdx.x, blockIdx.x);
+  nt_failed = 1;
+  pthread_mutex_unlock(&nt_mu);
+}
+"""
+
+
+def wgmma_models(src: str) -> tuple[str, str]:
+    """(src without its wgmma device functions (dot_ptx.wgmma_instr's output, any name),
+    definitions of the same functions calling the model)."""
+    import re
+    from newt.codegen import dot_ptx
+    kinds = {"f16": 0, "bf16": 1, "tf32": 2}
+    pat = re.compile(r"NEWT_DEV void (\w+)\(float\* d, newt_u64 da, newt_u64 db, int scale_d\) \{\n"
+                     r"  asm volatile\(\"\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %\d+, 0;\\n"
+                     r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k\d+\.f32\.(\w+)\.\w+ .*?\n\}\n",
+                     re.S)
+
+    def repl(m):
+        name, n, kind = m.group(1), int(m.group(2)), m.group(3)
+        trans = [t for t in (0, 1) if m.group(0) == dot_ptx.wgmma_instr(kind, n, bool(t), name)]
+        assert trans, f"{name} is not dot_ptx.wgmma_instr's text"
+        trans = trans[0]
+        defs.append(f"static void {name}(float* d, newt_u64 da, newt_u64 db, int scale_d) "
+                    f"{{ nt_wgmma(d, da, db, scale_d, {kinds[kind]}, {n}, {trans}); }}\n")
+        return ""
+    defs: list[str] = []
+    out = pat.sub(repl, src)
+    assert "wgmma.mma_async" not in out, "a wgmma helper was not replaced by the model"
+    return out, "".join(defs)
+
+
+def _st_shared_models(src: str) -> str:
+    """dot.py's element-wise staging writes shared memory with inline `st.shared`: calls of
+    nt_sts<bytes>(address, value) instead."""
+    import re
+    head = re.compile(r'asm volatile\("st\.shared\.(?:b|u)(8|16|32) \[%0\], %1;" :: "r"\(')
+    lines = []
+    for line in src.split("\n"):
+        m = head.search(line)
+        if m:
+            tail = ' : "memory");'
+            assert line.endswith(tail), line
+            pre, rest = line[:m.start()], line[m.end():-len(tail)]
+            addr, sep, val = rest.rpartition('), "h"(') if '), "h"(' in rest else \
+                rest.rpartition('), "r"(')
+            assert sep, line
+            line = f"{pre}nt_sts<{int(m.group(1)) // 8}>(({addr}), ({val});"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def emulated_source(src: str) -> str:
+    """Generated CUDA C++ (header already swapped by the emulator's build) with the dot helpers
+    replaced by their models."""
+    from newt.codegen import dot_ptx, dot_ring
+    drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC,
+            dot_ring._CP4] + [dot_ptx.mma_sync_instr(k) for k in ("f16", "bf16", "tf32", "s8")]
+    for text in drop:
+        src = src.replace(text, "")
+    src, wg = wgmma_models(src)
+    src = _st_shared_models(src)
+    head, body = src.split("extern \"C\"", 1)
+    body = body.replace("nt_dot_smem", "nt_smem")
+    return (head + EMU_FAIL + EMU_DOT + EMU_WGMMA + dot_ptx.WGMMA_DESC + wg
+            + "extern \"C\"" + body)
+
+
+_STAGES = [3]
+
+
+def _emulator(monkeypatch, arch):
     import test_codegen_emulator as E
 
     import newt.codegen as C
-    from newt.codegen import dot_ptx, dot_ring
     from newt.options import Options
     orig = C.generate
-    drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ring._CP4] + \
-        [dot_ptx.mma_sync_instr(k) for k in ("f16", "bf16", "tf32", "s8")]
 
     def generate(fn, opts):
         src, name = orig(fn, opts)
-        for text in drop:
-            src = src.replace(text, "")
-        head, body = src.split("extern \"C\"", 1)
-        body = body.replace("nt_dot_smem", "nt_smem")
-        return head + EMU_DOT + "extern \"C\"" + body, name
+        return emulated_source(src), name
 
     monkeypatch.setattr(C, "generate", generate)
-    monkeypatch.setattr(E, "Options", lambda arch, num_warps: Options(arch="sm_80",
-                                                                     num_warps=num_warps))
+    # the emulator's build() passes num_warps only: num_stages comes from _STAGES
+    monkeypatch.setattr(E, "Options", lambda arch=None, num_warps=4, _a=arch:
+                        Options(arch=_a, num_warps=num_warps, num_stages=_STAGES[0]))
+    _STAGES[0] = 3
     return E
+
+
+@pytest.fixture
+def emu(monkeypatch):
+    return _emulator(monkeypatch, "sm_80")
+
+
+@pytest.fixture
+def emu90(monkeypatch):
+    return _emulator(monkeypatch, "sm_90a")
 
 
 def _ref(a, b, act):
@@ -148,3 +326,75 @@ def test_tutorial_matmul_emulated(emu, dt, M, N, K, BK, act):
     ref = _ref(a, b, act)
     err = float((c.double() - ref).norm() / ref.norm())
     assert err < (2e-3 if dt != torch.float32 else 2e-3) * (4 if dt == torch.bfloat16 else 1), err
+
+
+def _run_tutorial(E, dt, M, N, K, cfg, act, strides=None):
+    import bench_matmul as bm
+    torch.manual_seed(0)
+    k = bm.example().matmul_kernel
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(K, N).to(dt)
+    if strides == "bT":     # B stored transposed (column-major), A with padded rows
+        b = torch.randn(N, K).to(dt).t()
+        a = torch.randn(M, K + 8).to(dt)[:, :K]
+    c = torch.full((M, N), float("nan"), dtype=dt)
+    BM, BN, BK, W, S = cfg
+    _STAGES[0] = S
+    grid = (-(-M // BM) * -(-N // BN),)
+    E.emulate(k, grid, a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+              c.stride(0), c.stride(1), BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK,
+              GROUP_SIZE_M=8, ACTIVATION=act, num_warps=W, num_stages=S)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    ref = _ref(a, b, act)
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < {torch.float16: 2e-3, torch.bfloat16: 8e-3, torch.float32: 2e-3}[dt], err
+
+
+@pytest.mark.parametrize("dt,M,N,K,cfg,act,strides", [
+    # one warpgroup; 64-byte A rows (swizzle 64), 128-byte B panel; K tail; wrapped rows
+    (torch.float16, 100, 90, 250, (64, 64, 32, 4, 3), "leaky_relu", None),
+    # two warpgroups, B two 128-byte panels (MN-major LBO), 4 stages (D = 2, wait_group 1)
+    (torch.bfloat16, 130, 150, 333, (128, 128, 64, 8, 4), "", None),
+    # tf32: B K-major (4-byte transposed copies), 32-byte swizzle of A rows... of B rows
+    (torch.float32, 70, 72, 100, (64, 64, 16, 4, 3), "", None),
+    # strided / transposed operands take the gather copies
+    (torch.float16, 65, 64, 48, (64, 64, 16, 4, 3), "", "bT"),
+], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed"])
+def test_tutorial_matmul_wgmma_emulated(emu90, dt, M, N, K, cfg, act, strides):
+    """The sm_90a code (cp.async ring + wgmma.mma_async from swizzled descriptors) on the CPU."""
+    _run_tutorial(emu90, dt, M, N, K, cfg, act, strides)
+
+
+def _k_dot():
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def k_dot(a_ptr, b_ptr, c_ptr, out_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = nl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        c = nl.load(c_ptr + rm[:, None] * N + rn[None, :])
+        nl.store(out_ptr + rm[:, None] * N + rn[None, :], nl.dot(a, b, c))
+    return k_dot
+
+
+@pytest.mark.parametrize("dt,M,N,K,W", [
+    (torch.float16, 64, 32, 64, 4),      # B rows of 64 bytes: 64-byte swizzle, one panel
+    (torch.bfloat16, 128, 128, 32, 8),   # B two 128-byte panels; two warpgroups
+    (torch.float32, 64, 16, 32, 4),      # tf32: K-major B tile (16 rows of 128 bytes)
+    (torch.float16, 128, 16, 16, 4),     # two m64 sub-tiles per warpgroup, n16, 32-byte rows
+], ids=["f16", "bf16-w8", "tf32", "f16-n16"])
+def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
+    """A dot outside a loop (operands staged from registers, acc read from memory)."""
+    torch.manual_seed(1)
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(K, N).to(dt)
+    c = torch.randn(M, N)
+    out = torch.full((M, N), float("nan"))
+    emu90.emulate(_k_dot(), (1,), a, b, c, out, M=M, N=N, K=K, num_warps=W)
+    ref = a.double() @ b.double() + c.double()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < (2e-3 if dt != torch.bfloat16 else 8e-3), err

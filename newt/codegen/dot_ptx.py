@@ -110,8 +110,9 @@ def mma_sync_instr(kind: str) -> str:
         "}\n")
 
 
-# wgmma (sm_90a): fences, group commit/wait, shared-memory matrix descriptors.
-WGMMA_HELPERS = r"""
+# wgmma (sm_90a): fences, group commit/wait (WGMMA_SYNC), shared-memory matrix descriptors
+# (WGMMA_DESC: plain integer code, which the CPU emulator of the tests runs as it is).
+WGMMA_SYNC = r"""
 NEWT_DEV void newt_wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 NEWT_DEV void newt_wgmma_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -119,6 +120,8 @@ NEWT_DEV void newt_wgmma_commit() {
 template <int N> NEWT_DEV void newt_wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" :: "n"(N) : "memory");
 }
+"""
+WGMMA_DESC = r"""
 // Shared-memory matrix descriptor, 128-byte swizzle (layout type 1 in bits 62-63). Built at run
 // time on purpose: NVRTC 13.0 was seen to crash on wgmma with compile-time-constant descriptors.
 NEWT_DEV newt_u64 newt_wgmma_desc(newt_u32 saddr, newt_u32 lbo, newt_u32 sbo) {
@@ -131,6 +134,7 @@ NEWT_DEV newt_u64 newt_wgmma_desc2(newt_u32 saddr, newt_u32 lbo, newt_u32 sbo, i
        | ((newt_u64)(sbo >> 4) << 32) | ((newt_u64)mode << 62);
 }
 """
+WGMMA_HELPERS = WGMMA_SYNC + WGMMA_DESC
 
 
 def wgmma_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
