@@ -196,7 +196,7 @@ _MODULE = '''
 import torch
 import deuteron as dt
 
-@dt.kernel(autotune_effort="quick")
+@dt.kernel(autotune_effort="quick", configs=[dt.Config([8, 32], 1), dt.Config([16, 64], 2)])
 def scaled(x):
     out = torch.empty_like(x)
     for tile_m, tile_n in dt.tile([x.shape[0], x.shape[1]]):
@@ -225,7 +225,6 @@ def test_second_process_launches_from_disk_cache(tmp_path, _cache):
     try:
         import dtk_mod
         x = torch.randn(21, 50)
-        dtk_mod.scaled.configs = [dt.Config([8, 32], 1), dt.Config([16, 64], 2)]
         cfg = dtk_mod.scaled.autotune((x,), effort="quick", timer=lambda fn: 1.0, progress=False)
     finally:
         sys.path.remove(str(tmp_path))

@@ -2,7 +2,7 @@
 
 Key: the kernel's source hash, the shape bucket of every tensor argument (next power of two per
 dim, exact shapes under static_shapes), dtypes, other arguments' types, the GPU name, the newt and
-deuteron versions and the fp32 matmul precision. One JSON file per key under DEUTERON_CACHE_DIR
+deuteron versions, the fp32 matmul precision and the candidate list of a kernel given `configs=`. One JSON file per key under DEUTERON_CACHE_DIR
 (default: ~/.cache/deuteron, or $XDG_CACHE_HOME/deuteron). Writes are atomic (temporary file +
 os.replace); an entry that fails to parse or holds another key is ignored and rewritten.
 """
@@ -61,6 +61,9 @@ def make_key(kernel, args, kwargs) -> dict:
         "newt": getattr(newt, "__version__", "?"),
         "deuteron": __version__,
         "fp32_matmul": torch.get_float32_matmul_precision(),
+        # a kernel restricted to `configs=` must not share its winner with an unrestricted one
+        "configs": (hashlib.sha256(repr(sorted(str(c) for c in kernel.configs)).encode()).hexdigest()[:16]
+                    if kernel.configs else None),
     }
 
 
