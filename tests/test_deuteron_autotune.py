@@ -250,24 +250,142 @@ def _task(t):
 def test_a_crashing_compile_fails_only_its_own_config():
     tasks = ["a", "crash", "b", "error", "c"]
     res = workers.compile_all(tasks, _task, max_workers=2)
-    workers.shutdown()
     assert res[0] == (True, "ok a") and res[2] == (True, "ok b") and res[4] == (True, "ok c")
     assert res[1][0] is False and "crashed" in res[1][1]
     assert res[3][0] is False and "bad config" in res[3][1]
 
 
-def test_candidates_compile_in_workers_with_nvrtc():
-    """The GPU path's parallel compile, run here with newt.compile (NVRTC works without a GPU):
-    good configs compile, a config newt rejects (block 24 is not a power of two) fails alone."""
+def _nvrtc_or_skip():
     try:
         from newt.runtime import nvrtc
         nvrtc.version()
     except Exception as e:
         pytest.skip(f"NVRTC unavailable: {e}")
+
+
+@pytest.fixture
+def newt_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEWT_CACHE_DIR", str(tmp_path / "newt-cache"))
+    return tmp_path / "newt-cache"
+
+
+def test_candidates_compile_in_workers_with_nvrtc(newt_cache):
+    """The GPU path's parallel compile, run here for sm_90a (NVRTC works without a GPU): good
+    configs compile into newt's disk cache with their ptxas report, a config newt rejects (block
+    24 is not a power of two) fails alone, and the user's process then finds the workers'
+    binaries under the very key its JIT computes (no compile in-process)."""
+    _nvrtc_or_skip()
     from deuteron.autotune import bench
+    from deuteron.kernel import bind
+    from newt.runtime import specialize
     x = torch.randn(10, 48)
     progs = rowsum_exp.trace(x).programs
     good, bad = dt.Config([4, 16], num_warps=1), dt.Config([4, 24], num_warps=1)
-    failed = bench.precompile(rowsum_exp, progs, [good, bad], task_fn=workers.aot_kernel)
-    workers.shutdown()
-    assert list(failed) == [bad], failed
+    built = bench.precompile(rowsum_exp, progs, [good, bad], "sm_90a")
+    assert built[good][0] == "ok" and built[good][1]["n_regs"] > 0, built
+    assert bench.spills(built[good][1]) == 0
+    assert built[bad][0] == "failed" and "power of 2" in built[bad][1].replace("two", "2"), built
+    low = dt_lower.lower(progs[0])
+    job = workers.job_of(bind(low, good, rowsum_exp.jit_function(low)), "sm_90a")
+
+    def no_compile(*a, **k):
+        raise AssertionError("compiled in the parent: the workers' binary was not found")
+    jf, sig, cx, spec, arch, nw, ns = job
+    kb = specialize.get_binary(jf, sig, cx, spec, arch=arch, num_warps=nw, num_stages=ns,
+                               compile_fn=no_compile)
+    assert kb.cubin
+
+
+def _segv(t):
+    if t == "segv":
+        os.kill(os.getpid(), 11)
+    if t == "hang":
+        import time
+        time.sleep(60)
+    return t * 2
+
+
+def test_worker_crashes_hangs_and_the_deadline():
+    import time
+    res = workers.start(["a", "segv", "b", "hang", "c"], _segv, max_workers=2,
+                        job_timeout=3.0).results()
+    assert res[0] == ("ok", "aa") and res[2] == ("ok", "bb") and res[4] == ("ok", "cc")
+    assert res[1][0] == "crashed" and "signal 11" in res[1][1]
+    assert res[3][0] == "crashed" and "more than 3 s" in res[3][1]
+    late = workers.start(["x", "y", "z"], _segv, max_workers=1,
+                         deadline=time.monotonic() - 1).results()
+    assert late[0] == ("ok", "xx")                    # the first job always runs
+    assert [r[0] for r in late[1:]] == ["skipped", "skipped"]
+
+
+@dt.kernel
+def wide_softmax(x):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.shape[0]):
+        r = x[t, :]
+        e = torch.exp(r - r.amax(dim=1, keepdim=True))
+        out[t, :] = e / e.sum(dim=1, keepdim=True)
+    return out
+
+
+def test_space_leaves_out_register_hungry_configs():
+    sp = Space(wide_softmax.trace(torch.empty(1000, 4096)))
+    every = {(b, w) for b in sp.block_choices[0] for w in sp.warps}
+    ok = {(b, w) for b, w in every if sp.valid(dt.Config([b], w))}
+    # at most 32 elements per thread (16 at 16 warps): 1 row on 4+ warps, 2 rows on 8+
+    assert ok == {(1, 4), (1, 8), (1, 16), (2, 8), (2, 16)}
+    assert sp.default() in {dt.Config([b], w) for b, w in ok}
+    huge = Space(wide_softmax.trace(torch.empty(4, 65536)))   # nothing meets the bound
+    assert huge.valid(huge.default()) and huge.default().num_warps >= 8
+    sp.note_spill(dt.Config([1], 8))                # ptxas said so: drop the hungrier ones
+    assert not sp.valid(dt.Config([1], 4)) and not sp.valid(dt.Config([2], 8))
+    assert sp.valid(dt.Config([1], 16))
+
+
+def test_matmul_space_bounds_accumulators_per_thread():
+    x = torch.randn(1024, 1024, dtype=torch.float16)
+    sp = Space(matmul.trace(x, x, torch.empty(1024, 1024, dtype=torch.float16)))
+    assert not sp.valid(dt.Config([256, 256, 32], 8, 2))       # 256 accumulators per thread
+    assert sp.valid(dt.Config([256, 128, 32], 8, 3))
+    assert not sp.valid(dt.Config([256, 128, 32], 4, 3))
+
+
+def test_tuning_compiles_in_workers_and_skips_spilling_configs(monkeypatch, newt_cache):
+    """tune() on the interpreter with arch given: every candidate is compiled in a forked worker
+    first (a stand-in compile here, so no NVRTC time); a candidate whose report shows spills is
+    never run, unless every candidate spills."""
+    from deuteron.autotune import bench
+    x = torch.randn(9, 40)
+    cands = [dt.Config([2, 16], 1), dt.Config([4, 32], 1), dt.Config([1, 8], 1)]
+    spilling = {cands[1]}
+    compiled = []
+
+    def fake_compile(job):
+        jf, sig, cx, spec, arch, nw, ns = job
+        blocks = [v for k, v in cx.items() if k.startswith("BLOCK_SIZE")]
+        cfg = next(c for c in cands if list(c.block_sizes) == blocks)
+        return {"n_regs": 40, "n_spills": 8 if cfg in spilling else 0,
+                "local_bytes": 32 if cfg in spilling else 0, "shared_bytes": 0,
+                "pid": os.getpid()}
+    monkeypatch.setattr(workers, "compile_job", fake_compile)
+    ran = []
+    real_run = rowsum_exp.run
+
+    def run(args, kwargs, config, record=None, poison=False):
+        ran.append(config)
+        return real_run(args, kwargs, config, record, poison)
+    monkeypatch.setattr(rowsum_exp, "run", run)
+    rowsum_exp.configs = cands
+    try:
+        times = {cands[0]: 2.0, cands[2]: 1.0}
+        cfg, summary = bench.tune(rowsum_exp, (x,), {}, "quick", progress=False, arch="sm_90a",
+                                  timer=lambda fn: times[ran[-1]])
+        assert cfg == cands[2] and cands[1] not in ran
+        assert rowsum_exp.last_results[cands[1]].status == "spills"
+        assert "1 not run (register spills)" in summary and "s compiling" in summary
+        spilling.update(cands)                     # all spill: they run after all
+        cfg2, summary2 = bench.tune(rowsum_exp, (x,), {}, "quick", progress=False,
+                                    arch="sm_90a", timer=lambda fn: 1.0)
+        assert cfg2 in cands and set(ran) >= set(cands)
+    finally:
+        rowsum_exp.configs = None

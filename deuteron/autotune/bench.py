@@ -2,14 +2,20 @@
 
     tune(kernel, args, kwargs, effort) -> (Config, summary line)
 
-1. Trace once on the real arguments -> the search space (space.py).
-2. Run the oracle, `kernel.ref`, on cloned arguments -> expected outputs (return value and every
-   tensor argument, so explicit `out` arguments count).
-3. For each batch the search asks about: on a GPU, compile every candidate in worker processes
-   first (workers.py); then run each candidate on fresh clones with its write-only outputs
-   poisoned (NaN), compare with the oracle (space.tolerance), and only if it agrees time the
-   recorded launches (newt.testing.do_bench: CUDA events, L2 flush, median).
-4. A progress bar while it runs, then ONE summary line: configs tried, rejected, failed, best.
+1. Trace once on the real arguments -> the search space (space.py), which already leaves out
+   configs that cannot be good (shared memory over the limit, more values per thread than
+   registers hold).
+2. For each batch the search asks about: on a GPU, start compiling every candidate in forked
+   children (workers.py) into newt's disk cache; the first batch compiles while the oracle,
+   `kernel.ref`, runs on cloned arguments (expected outputs: the return value and every tensor
+   argument, so explicit `out` arguments count).
+3. A candidate whose ptxas report shows register spills is not run (and the space drops every
+   config with at least its pressure), unless all candidates spill. The others run on fresh
+   clones with their write-only outputs poisoned (NaN), are compared with the oracle
+   (space.tolerance), and only if they agree are timed (newt.testing.do_bench: CUDA events, L2
+   flush, median).
+4. A progress bar while it runs, then ONE summary line: configs tried, rejected, failed to
+   compile, not run for spills, best time, seconds spent (and compiling).
 """
 from __future__ import annotations
 
@@ -20,7 +26,7 @@ import torch
 
 from ..lower import lower
 from . import workers
-from .search import BUDGETS, Result, search
+from .search import BUDGETS, SECONDS, Result, search
 from .space import Space, tolerance
 
 
@@ -119,26 +125,61 @@ class Progress:
             sys.stderr.flush()
 
 
-def precompile(kernel, programs, cfgs, task_fn=None) -> dict:
-    """Compile every (config, program) in worker processes; {config: error} for failures.
-    `task_fn` defaults to workers.warm_kernel (the JIT's own compile, on the GPU)."""
+def compile_jobs(kernel, programs, cfgs, arch) -> tuple:
+    """([(config, job)], {config: error}) for every (config, program) pair: one newt compile
+    job each (workers.job_of), or the error binding that config raised."""
     from ..kernel import bind
     lowered = [lower(p, kernel.static_shapes) for p in programs]
-    tasks, owners = [], []
+    jobs, failed = [], {}
     for cfg in cfgs:
         for low in lowered:
             try:
-                tasks.append(workers.task_of(bind(low, cfg, None)))
-                owners.append(cfg)
+                jobs.append((cfg, workers.job_of(bind(low, cfg, kernel.jit_function(low)), arch)))
             except Exception as e:
-                tasks.append(None)
-                owners.append((cfg, str(e)))
-    real = [(t, o) for t, o in zip(tasks, owners) if t is not None]
-    failed = {o[0]: o[1] for t, o in zip(tasks, owners) if t is None}
-    for (t, cfg), (ok, msg) in zip(real, workers.compile_all([t for t, _ in real], task_fn or workers.warm_kernel)):
-        if not ok:
-            failed.setdefault(cfg, msg)
-    return failed
+                failed.setdefault(cfg, f"{type(e).__name__}: {e}")
+    return jobs, failed
+
+
+class Compiles:
+    """The compiles of one batch of configs, running in forked children while the caller goes
+    on (the first batch overlaps the oracle run). `done()` -> {config: ("ok", report) |
+    ("failed", message) | ("skipped", why)}; the report of a config with several programs
+    adds up their spills."""
+
+    def __init__(self, kernel, programs, cfgs, arch, deadline=None, job_timeout=120.0):
+        workers.warm_compiler()
+        self.cfgs = list(cfgs)
+        jobs, self.failed = compile_jobs(kernel, programs, self.cfgs, arch)
+        jobs = [(c, j) for c, j in jobs if c not in self.failed]
+        self.owners = [c for c, _ in jobs]
+        self.batch = workers.start([j for _, j in jobs], workers.compile_job,
+                                   deadline=deadline, job_timeout=job_timeout)
+
+    def done(self) -> dict:
+        out = {c: ("failed", e) for c, e in self.failed.items()}
+        for cfg, (status, payload) in zip(self.owners, self.batch.results()):
+            prev = out.get(cfg)
+            if prev is not None and prev[0] != "ok":
+                continue
+            if status == "ok":
+                if prev is not None:
+                    payload = {k: prev[1][k] + payload[k] for k in payload}
+                out[cfg] = ("ok", payload)
+            elif status == "skipped":
+                out[cfg] = ("skipped", payload)
+            else:
+                out[cfg] = ("failed", payload)
+        return out
+
+
+def precompile(kernel, programs, cfgs, arch="sm_90a", deadline=None) -> dict:
+    """Compile every (config, program) in forked children into newt's disk cache:
+    {config: ("ok", ptxas report) | ("failed", message) | ("skipped", why)}."""
+    return Compiles(kernel, programs, cfgs, arch, deadline).done()
+
+
+def spills(report) -> int:
+    return int(report.get("n_spills", 0) or 0) + int(report.get("local_bytes", 0) or 0)
 
 
 def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
@@ -156,7 +197,20 @@ def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
     return Result("ok", float(timer(lambda: [launch() for launch in rec])))
 
 
-def tune(kernel, args, kwargs, effort, timer=None, progress=True):
+def _device_arch(args, kwargs):
+    """The arch to compile candidates for: the device of the first CUDA tensor argument, or None
+    (CPU tensors run on the interpreter: nothing to compile)."""
+    for t in _tensors(list(args), []) + _tensors(kwargs, []):
+        if t.is_cuda:
+            from newt.runtime import driver
+            return driver.Device.get(t.device.index or 0).arch
+    return None
+
+
+def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None):
+    """`arch` forces compiling candidates for that arch in workers before they run (tests on the
+    CPU); by default they are compiled for the GPU the arguments live on, and not at all on the
+    interpreter."""
     t0 = time.perf_counter()
     tracer = kernel.trace(*args, **kwargs)
     space = Space(tracer)
@@ -164,39 +218,73 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True):
     if effort == "none" and not kernel.configs:
         cfg = space.default()
         return cfg, f"[deuteron] {name}: autotune_effort='none', default {cfg}"
-    ref_args, ref_kwargs = _clone(args), _clone(kwargs)
-    expected = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args, ref_kwargs)
-    on_gpu = any(t.is_cuda for t in expected)
+    arch = arch or _device_arch(args, kwargs)
+    on_gpu = any(t.is_cuda for t in _tensors(list(args), []) + _tensors(kwargs, []))
+    deadline = time.monotonic() + SECONDS.get(effort, SECONDS["quick"])
+    oracle = {}
+
+    def expected():
+        if "out" not in oracle:
+            ref_args, ref_kwargs = _clone(args), _clone(kwargs)
+            oracle["out"] = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args, ref_kwargs)
+        return oracle["out"]
+
     tf32 = space.fp32_dot and torch.get_float32_matmul_precision() != "highest"
     timer = timer or (_cuda_timer if on_gpu else _cpu_timer)
     total = len(kernel.configs) if kernel.configs else BUDGETS.get(effort, BUDGETS["quick"])[1]
     bar = Progress(total, f"[deuteron] tuning {name}", progress)
+    stats = {"compile_s": 0.0}
+    spilled = {}
 
     def evaluate(cfgs):
-        failed = precompile(kernel, tracer.programs, cfgs) if on_gpu else {}
+        tc = time.perf_counter()
+        comp = Compiles(kernel, tracer.programs, cfgs, arch, deadline) if arch else None
+        stats["compile_s"] += time.perf_counter() - tc
+        exp = expected()                   # the first batch compiles while the oracle runs
+        tc = time.perf_counter()
+        built = comp.done() if comp is not None else {}
+        stats["compile_s"] += time.perf_counter() - tc
         out = {}
         for cfg in cfgs:
-            if cfg in failed:
-                out[cfg] = Result("failed", detail=failed[cfg])
+            status, info = built.get(cfg, ("ok", {}))
+            if status == "skipped":
+                continue
+            if status == "failed":
+                out[cfg] = Result("failed", detail=info)
+            elif spills(info):             # slow for sure: run only if nothing else works
+                out[cfg] = Result("spills", detail=f"ptxas: {info.get('n_regs')} registers, "
+                                  f"{info.get('local_bytes')} bytes of local memory")
+                spilled[cfg] = out[cfg]
+                space.note_spill(cfg)
             else:
-                out[cfg] = check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer)
+                out[cfg] = check_and_time(kernel, cfg, args, kwargs, exp, tf32, timer)
             bar.update()
         return out
 
     try:
-        best, results = search(space, evaluate, effort, candidates=kernel.configs)
+        best, results = search(space, evaluate, effort, candidates=kernel.configs,
+                               deadline=deadline)
+        if best is None and spilled:       # every candidate spills: take the best of those
+            for cfg in spilled:
+                results[cfg] = check_and_time(kernel, cfg, args, kwargs, expected(), tf32, timer)
+            ok = [(r.ms, c) for c, r in results.items() if r.status == "ok"]
+            best = min(ok, key=lambda t: t[0])[1] if ok else None
     finally:
         bar.close()
     n = len(results)
     rej = sum(r.status == "rejected" for r in results.values())
     fail = sum(r.status == "failed" for r in results.values())
+    n_spill = sum(r.status == "spills" for r in results.values())
     secs = time.perf_counter() - t0
     head = (f"[deuteron] {name}: {n} configs tried, {rej} rejected (wrong result), "
             f"{fail} failed to compile or launch")
+    if n_spill:
+        head += f", {n_spill} not run (register spills)"
     if best is None:
         details = "; ".join(f"{c}: {r.status}: {r.detail}" for c, r in list(results.items())[:3])
         raise RuntimeError(f"{head}: no config produced the oracle's result ({details})")
-    summary = f"{head}; best {results[best].ms:.4f} ms with {best} ({secs:.1f} s)"
+    when = f"{secs:.1f} s" + (f", {stats['compile_s']:.1f} s compiling" if arch else "")
+    summary = f"{head}; best {results[best].ms:.4f} ms with {best} ({when})"
     kernel.last_results = results
     if progress:
         print(summary)

@@ -28,14 +28,15 @@ class Result:
     detail: str = ""
 
 
-def search(space, evaluate, effort: str, candidates=None, seed: int = 0):
+def search(space, evaluate, effort: str, candidates=None, seed: int = 0, deadline=None):
     """Returns (best config, {config: Result} for everything evaluated)."""
     if effort == "none" and not candidates:
         return space.default(), {}
     rng = random.Random(seed)
     results: dict = {}
     n_init, budget = BUDGETS.get(effort, BUDGETS["quick"])
-    deadline = time.monotonic() + SECONDS.get(effort, SECONDS["quick"])
+    if deadline is None:
+        deadline = time.monotonic() + SECONDS.get(effort, SECONDS["quick"])
 
     def run(batch):
         batch = [c for c in dict.fromkeys(batch) if c not in results][: max(0, budget - len(results))]

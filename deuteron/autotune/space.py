@@ -8,6 +8,14 @@ Choices are pruned by what is known to matter, so the search stays small:
   - other tiles: powers of two up to the extent (at most 4096 elements per program dim);
   - num_warps 4/8 with a dot, 1..16 otherwise; num_stages only where a device loop exists;
   - group size (program ordering) only for 2-D grids with a dot.
+Configs that cannot be good are left out before anything compiles (`valid`):
+  - a dot's shared-memory ring over 200 KB, or more than 128 fp32 accumulators per thread;
+  - without a dot, more elements per thread than registers hold: at most 32 per thread up to 8
+    warps, 256 / num_warps above (a block of 1024+ threads gets only 64 registers each). Those
+    spill, and NVRTC takes 5-10x longer to compile them. When no config of a program meets the
+    bound (huge rows), the ones closest to it stay;
+  - configs at least as register-hungry as one whose ptxas report showed spills (`note_spill`:
+    every block size >= its, num_warps <= its, num_stages >= its).
 """
 from __future__ import annotations
 
@@ -64,6 +72,20 @@ class Space:
         self.warps = [4, 8] if self.has_dot else [1, 2, 4, 8, 16]
         self.stages = ([2, 3, 4, 5] if self.has_dot else [1, 2, 3]) if self.has_loops else [3]
         self.groups = [1, 4, 8, 16] if self.grouped else [8]
+        self.spilled: list[Config] = []
+        # per program: the lowest register pressure any config reaches (1.0 = at the bound)
+        self._floor = {}
+        for pi, prog in enumerate(self.programs):
+            if prog.has_dot:
+                continue
+            least = math.prod(ch[0] for ch, t in zip(self.block_choices, self.tiles)
+                              if t.program == pi) * next((t.row for t in self.tiles
+                                                          if t.program == pi), 1)
+            self._floor[pi] = min(_pressure(least, w) for w in self.warps)
+
+    def note_spill(self, cfg: Config):
+        """ptxas reported spills for `cfg`: drop every config at least as register-hungry."""
+        self.spilled.append(cfg)
 
     def _choices(self, t: TileInfo):
         hi_ext = next_pow2(t.extent)
@@ -84,6 +106,10 @@ class Space:
     def valid(self, cfg: Config) -> bool:
         if len(cfg.block_sizes) != len(self.tiles):
             return False
+        for s in self.spilled:
+            if (all(b >= c for b, c in zip(cfg.block_sizes, s.block_sizes))
+                    and cfg.num_warps <= s.num_warps and cfg.num_stages >= s.num_stages):
+                return False
         for pi, prog in enumerate(self.programs):
             if prog.has_dot:     # accumulator registers and the shared-memory ring must fit
                 mine = [(b, t) for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi]
@@ -92,9 +118,13 @@ class Space:
                 if grid > 32768 or cfg.num_stages * (sum(b for b, t in mine if t.kind == "grid")
                                                      * k * (4 if prog.fp32_dot else 2)) > 200 * 1024:
                     return False
+                if grid > 128 * 32 * cfg.num_warps:     # accumulators per thread
+                    return False
                 continue
             n = self.program_elems(cfg, pi)
             if n > (1 << 16):
+                return False
+            if _pressure(n, cfg.num_warps) > max(1.0, self._floor.get(pi, 1.0)):
                 return False
             if not self.has_dot and cfg.num_warps * 32 > max(32, n):
                 return False                       # more threads than elements: idle warps
@@ -164,6 +194,11 @@ class Space:
     def size(self) -> int:
         return math.prod(len(c) for c in self.block_choices) * len(self.warps) * len(
             self.stages) * len(self.groups)
+
+
+def _pressure(elems: int, num_warps: int) -> float:
+    """Elements per thread over what registers hold (1.0 = at the bound)."""
+    return elems / (32 * num_warps) / min(32, 256 // num_warps)
 
 
 def tolerance(dtype: torch.dtype, tf32: bool = False):
