@@ -10,6 +10,10 @@ Values in C:
   block              a register array `T name[nslots]` in the value's layout; element work is a
                      `#pragma unroll` loop over slots with constant bounds, so arrays are only
                      indexed by constants after unrolling (no local memory)
+  splat block        no array: every slot reads the scalar (`inline`)
+  lazy block         no array: a per-slot expression over other arrays, evaluated at each use
+                     (`lazy`; a loaded block whose registers are its packed storage bits, so
+                     the conversion to its register type happens where the value is used)
 """
 from __future__ import annotations
 
@@ -61,6 +65,8 @@ class Emitter:
         self.tmp = 0
         self.helpers: dict[str, str] = {}   # device functions emitted once (atomics)
         self.inline: dict[int, str] = {}    # block values that are one scalar in every slot
+        self.lazy: dict[int, object] = {}   # block values given as slot -> C expression
+        self._users = None
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -104,6 +110,8 @@ class Emitter:
         """`v` is held in the same C variable as `other` (free reshapes, loop results)."""
         if other.id in self.inline:
             self.inline[v.id] = self.inline[other.id]
+        if other.id in self.lazy:
+            self.lazy[v.id] = self.lazy[other.id]
         self.names[v.id] = self.name(other)
 
     def ctype(self, v: Value) -> str:
@@ -136,12 +144,22 @@ class Emitter:
             return self.inline[v.id]
         own = v.attrs["layout"]
         if lay is None or lay == own:
-            return f"{self.name(v)}[{s}]"
+            lazy = self.lazy.get(v.id)
+            return lazy(s) if lazy is not None else f"{self.name(v)}[{s}]"
         if v.attrs.get("icomp"):
             from .shapes import value_at
             from ..passes.layouts import coords_of
             return value_at(self, v, coords_of(lay.flat("tid", s), v.shape))
         raise self.error(v.owner, "internal: operand layout differs and no conversion was planned")
+
+    def users(self, v: Value) -> list:
+        """The ops that use v as an operand (anywhere in the function)."""
+        if self._users is None:
+            self._users = {}
+            for op in self.fn.walk():
+                for o in op.operands:
+                    self._users.setdefault(o.id, []).append(op)
+        return self._users.get(v.id, [])
 
     def valid(self, v: Value, s) -> str | None:
         return v.attrs["layout"].valid("tid", s) if is_block(v.type) else None
@@ -167,7 +185,7 @@ class Emitter:
         if is_block(r.type):
             probe = expr_fn("s")
             for o in op.operands:   # a pure copy (e.g. fp16 -> fp32): share the operand's array
-                if (is_block(o.type) and probe == f"{self.name(o)}[s]" and o.id not in self.inline
+                if (is_block(o.type) and o.id not in self.inline and probe == self.at(o, "s")
                         and self.ctype(o) == self.ctype(r)
                         and o.attrs.get("layout") == r.attrs.get("layout")):
                     self.alias(r, o)

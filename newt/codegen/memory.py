@@ -2,12 +2,16 @@
 
 Per group of `vec` slots (consecutive elements, layouts.py) the kernel checks at run time that
 the group's pointers are consecutive, the first is aligned to the access width, and every mask
-bit is set. When all groups of the op pass, each group is one or two vector accesses (128-bit
-when the group holds 16 bytes); otherwise every slot takes the predicated scalar path, which
-reads nothing for masked-off slots (they get `other`) and writes nothing. Invalid slots of a
-partial layout are never accessed. When offsets come from arange the compiler folds the
-consecutive-pointer test away; the alignment and mask tests are a few integer ops in front of
-a memory access that costs hundreds of cycles.
+bit is set; a group that passes is one or more vector accesses (128-bit when the group holds
+16 bytes), any other group takes the predicated scalar path, which reads nothing for masked-off
+slots (they get `other`) and writes nothing. Invalid slots of a partial layout are never
+accessed. Run lengths from the layout pass drop the tests that hold by construction (pointers
+from arange are consecutive; `offs < n` over a run is one test of its last element), so what
+remains is a few integer ops in front of an access that costs hundreds of cycles.
+
+Register pressure is the constraint here: pointer and mask blocks are evaluated per group from
+their index math (operand_at) rather than read from per-element arrays, and loaded elements
+narrower than 32 bits stay packed in 32-bit words until they are used.
 
 fp16/bf16 are 16-bit in memory and fp32 in registers; bool is one byte.
 """
@@ -80,9 +84,17 @@ def store_conv(dt, x: str) -> str:
 
 
 def _plan(op, lay, dt):
-    """(vec, access width in bytes, accesses per group), or None for scalar-only access."""
+    """(vec, access width in bytes, accesses per group), or None for scalar-only access.
+
+    vec is the layout's group, except for an index-computable pointer whose proven run length
+    (attrs contig, e.g. the 4 columns of a [256, 4] block) is shorter: its accesses are that
+    long, as in Triton, rather than tested element by element at run time for a longer run."""
     size = max(1, dt.bits // 8)
     vec = lay.vec
+    ptr = op.operands[0]
+    contig = ptr.attrs.get("contig", 1)
+    if ptr.attrs.get("icomp") and 1 < contig < vec:
+        vec = contig
     if vec < 2 or op.attrs.get("volatile"):
         return None
     width = min(16, vec * size)
@@ -101,17 +113,70 @@ def _element_bits(word_exprs, size, e):
     return f"(({w} >> {8 * size * k}) & {mask}u)" if k else f"({w} & {mask}u)"
 
 
+# ----------------------------------------------------------------------------- operands
+# Pointer and mask blocks are usually index-computable (pointer math over aranges): their ops
+# materialize per-slot arrays (64-bit pointers, one bool per element) that would stay alive
+# across the vectorization test and both access paths. Memory ops evaluate such operands from
+# their index math where they are used instead (shapes.value_at), so nothing reads the arrays
+# and NVRTC drops them; what NVRTC still shares between uses (a row offset, a column test) is
+# one value per group, not one per element.
+
+_RECOMPUTE_LIMIT = 48     # ops in the expanded expression: beyond it, read the array
+
+
+def _cost(v, memo) -> int:
+    """Ops in the expression value_at expands for v (shared operands count once per use)."""
+    if not is_block(v.type):
+        return 0
+    got = memo.get(v.id)
+    if got is None:
+        op = v.owner
+        if op.opcode in ("arange", "splat"):
+            got = 1
+        else:
+            got = 1 + sum(_cost(o, memo) for o in op.operands)
+            got = min(got, 1 << 20)
+        memo[v.id] = got
+    return got
+
+
+def recomputable(em, v) -> bool:
+    """Evaluate block operand v at each use from its index math (see above)."""
+    if not (is_block(v.type) and v.attrs.get("icomp")) or v.id in em.inline:
+        return False
+    memo = em.__dict__.setdefault("_recompute_cost", {})
+    return _cost(v, memo) <= _RECOMPUTE_LIMIT
+
+
+def operand_at(em, v, s, lay) -> str:
+    """C expression of operand v at slot s of layout lay, recomputed where that is cheap."""
+    if recomputable(em, v):
+        from ..passes.layouts import coords_of
+        from .shapes import value_at
+        return value_at(em, v, coords_of(lay.flat("tid", s), v.shape))
+    return em.at(v, s, lay)
+
+
+def _slot(first: str, j: int) -> str:
+    return f"{first} + {j}" if j else first
+
+
 def _mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
     """C conditions that together say every mask bit of a group is set. Run lengths from the
-    layout pass shrink `offs < n` with contiguous offs to one test of the group's last slot."""
-    at = lambda j: em.at(mask, f"{first} + {j}" if j else first, lay)  # noqa: E731
+    layout pass (const / prefix / suffix) shrink `offs < n` with contiguous offs to one test of
+    the group's last slot; `and` splits into the tests of its operands."""
+    at = lambda j: operand_at(em, mask, _slot(first, j), lay)  # noqa: E731
     if mask.attrs.get("const", 1) >= vec:
+        return [at(0)]
+    if mask.attrs.get("prefix", 1) >= vec:
+        return [at(vec - 1)]
+    if mask.attrs.get("suffix", 1) >= vec:
         return [at(0)]
     op = mask.owner
     if getattr(op, "opcode", None) == "binary" and mask.attrs.get("icomp"):
         k = op.attrs["op"]
         a, b = op.operands
-        if k == "and":
+        if k == "and" and is_block(a.type) and is_block(b.type):
             return _mask_all(em, a, lay, first, vec) + _mask_all(em, b, lay, first, vec)
         if k in ("lt", "le", "gt", "ge"):
             inc_a = a.attrs.get("contig", 1) >= vec and b.attrs.get("const", 1) >= vec
@@ -122,22 +187,63 @@ def _mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
     return [at(j) for j in range(vec)]
 
 
-def _group_check(em, op, lay, ptr, mask, vec, width):
-    ok = em.fresh("vok")
-    em.emit(f"bool {ok} = true;")
-    with em.slots(lay.groups, "g"):
+def _group_conds(em, lay, ptr, mask, vec, width, first, p0) -> list[str]:
+    """C conditions under which the group starting at slot `first` is one vector access."""
+    conds = [f"((u64)({p0}) & {width - 1}) == 0"]
+    if ptr.attrs.get("contig", 1) < vec:    # not contiguous by construction: test it
+        for j in range(1, vec):
+            conds.append(f"{operand_at(em, ptr, _slot(first, j), lay)} == {p0} + {j}")
+    if mask is not None:
+        conds += _mask_all(em, mask, lay, first, vec)
+    return conds
+
+
+def _access(em, lay, ptr, mask, plan, vector, scalar):
+    """Emit a block access: per group of `vec` slots, `vector(first, p0)` when the group's
+    test passes, else `scalar(first, j, pointer, condition)` for each of its slots (predicated).
+
+    Each group decides for itself, so a group's pointer and mask test are computed once, used
+    by the path it takes and dead afterwards (one test over all groups kept every group's
+    64-bit pointer alive across both paths). A group contiguous by construction addresses its
+    slots from the first one's pointer."""
+    vec, width, _ = plan
+    contig = ptr.attrs.get("contig", 1) >= vec
+    ct = em.ctype(ptr)
+    group_ptr = lambda first: operand_at(em, ptr, first, lay)  # noqa: E731
+    from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
+    if ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout):
+        # contiguous over the whole block: every group's pointer is the first one's plus a
+        # constant, which the memory instruction takes as an immediate offset
+        base = em.fresh("pb")
+        em.emit(f"{ct} const {base} = {operand_at(em, ptr, 0, lay)};")
+        lv, T = lay.vec, lay.num_threads
+        group_ptr = lambda first: (  # noqa: E731
+            f"{base} + ((({first}) / {lv}) * {T * lv} + ({first}) % {lv})")
+
+    with em.slots(lay.nslots // vec, "g"):
         first = f"g * {vec}"
-        p0 = em.at(ptr, first, lay)
-        conds = [f"((u64)({p0}) & {width - 1}) == 0"]
         v = lay.valid("tid", first)
-        if ptr.attrs.get("contig", 1) < vec:    # not contiguous by construction: test it
-            for j in range(1, vec):
-                conds.append(f"{em.at(ptr, f'{first} + {j}', lay)} == {p0} + {j}")
-        if mask is not None:
-            conds += _mask_all(em, mask, lay, first, vec)
-        test = " & ".join(f"({c})" for c in conds)     # & not &&: no branches
-        em.emit(f"{ok} &= {f'!{v} | ' if v else ''}({test});")
-    return ok
+        if v:
+            em.emit(f"if (!{v}) continue;")
+        p0 = em.fresh("p")
+        em.emit(f"{ct} {p0} = {group_ptr(first)};")
+        conds = _group_conds(em, lay, ptr, mask, vec, width, first, p0)
+        with em.scope(f"if ({' & '.join(f'({c})' for c in conds)})"):   # &: one branch
+            vector(first, p0)
+        with em.scope("else"):
+            for j in range(vec):
+                sl = _slot(first, j)
+                p = (f"{p0} + {j}" if j else p0) if contig else operand_at(em, ptr, sl, lay)
+                cs = [c for c in (lay.valid("tid", sl),
+                                  mask is not None and operand_at(em, mask, sl, lay)) if c]
+                scalar(first, j, p, " && ".join(cs) or "true")
+
+
+def _scalar_only(em, lay, ptr, mask, scalar):
+    with em.slots(lay.nslots) as s:
+        conds = [c for c in (lay.valid("tid", s),
+                             mask is not None and operand_at(em, mask, s, lay)) if c]
+        scalar(s, 0, operand_at(em, ptr, s, lay), " && ".join(conds) or "true")
 
 
 @handles("load")
@@ -160,45 +266,68 @@ def _load(em, op):
     if plan is None:                       # plain (volatile or single-element) accesses
         n = em.declare(r)
         with em.slots(lay.nslots) as s:
-            conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
+            conds = [c for c in (lay.valid("tid", s),
+                                 mask is not None and operand_at(em, mask, s, lay)) if c]
             alt = em.at(other, s, lay) if other is not None else f"({em.ctype(r)})0"
-            read = load_conv(dt, f"*({vol}const {st}*)({em.at(ptr, s, lay)})")
+            read = load_conv(dt, f"*({vol}const {st}*)({operand_at(em, ptr, s, lay)})")
             em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
                     else f"{n}[{s}] = {read};")
         return
-    # both paths fill raw storage bits; one conversion to registers afterwards
+    # Both paths fill raw storage bits. Elements narrower than 32 bits are packed into 32-bit
+    # words (4 bools or 2 halves a register: that is what stays alive until the value is used),
+    # and the conversion to the register type happens where the value is used (Emitter.lazy).
+    vec, width, per = plan
+    size = max(1, dt.bits // 8)
     b = _bits(dt)
     ut = _utype(b)
+    pw = 4 // size if size < 4 and vec * size >= 4 else 1     # elements per raw word
+    wt = "u32" if pw > 1 else ut
     raw = em.fresh("raw")
-    em.emit(f"{ut} {raw}[{lay.nslots}];")
+    em.emit(f"{wt} {raw}[{-(-lay.nslots // pw)}];")
     if other is not None and other.id in em.inline:
         ob = em.fresh("other")
         em.emit(f"const {ut} {ob} = ({ut})({to_bits(dt, em.at(other, 0, lay))});")
         other_bits = lambda s: ob  # noqa: E731
     elif other is not None:
-        other_bits = lambda s: f"({ut})({to_bits(dt, em.at(other, s, lay))})"  # noqa: E731
+        other_bits = lambda s: f"({ut})({to_bits(dt, operand_at(em, other, s, lay))})"  # noqa: E731
     else:
         other_bits = lambda s: "0"  # noqa: E731
-    vec, width, per = plan
-    size = max(1, dt.bits // 8)
-    ok = _group_check(em, op, lay, ptr, mask, vec, width)
-    with em.scope(f"if ({ok})"):
-        with em.slots(lay.groups, "g"):
-            v = lay.valid("tid", f"g * {vec}")
-            if v:
-                em.emit(f"if (!{v}) continue;")
-            p0 = em.at(ptr, f"g * {vec}", lay)
-            for a in range(per):
-                words = _asm_load(em, p0, a * width, width)
-                for e in range(width // size):
-                    bits = _element_bits(words, size, e)
-                    em.emit(f"{raw}[g * {vec} + {a * (width // size) + e}] = ({ut})({bits});")
-    with em.scope("else"):
-        with em.slots(lay.nslots) as s:
-            conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
-            em.emit(f"{raw}[{s}] = nt_ldp{b}({em.at(ptr, s, lay)}, "
-                    f"{' && '.join(conds) or 'true'}, {other_bits(s)});")
-    em.elementwise(op, lambda s: from_bits(dt, f"{raw}[{s}]"))
+
+    def vector(first, p0):
+        for a in range(per):
+            words = _asm_load(em, p0, a * width, width)
+            if pw > 1:      # the group is whole words: keep them as loaded
+                for k, w in enumerate(words):
+                    em.emit(f"{raw}[({first}) / {pw} + {a * (width // 4) + k}] = {w};")
+                continue
+            for e in range(width // size):
+                bits = _element_bits(words, size, e)
+                em.emit(f"{raw}[{_slot(first, a * (width // size) + e)}] = ({ut})({bits});")
+
+    def scalar(first, j, p, c):
+        sl = _slot(first, j)
+        e = f"nt_ldp{b}({p}, {c}, {other_bits(sl)})"
+        if pw == 1:
+            em.emit(f"{raw}[{sl}] = {e};")
+        else:
+            w, k = f"({first}) / {pw} + {j // pw}", j % pw
+            em.emit(f"{raw}[{w}] {'|' if k else ''}= (u32){e}{f' << {8 * size * k}' if k else ''};")
+
+    _access(em, lay, ptr, mask, plan, vector, scalar)
+    if pw > 1:
+        mask_bits = (1 << (8 * size)) - 1
+
+        def bits_at(s):
+            if isinstance(s, int):
+                sh = 8 * size * (s % pw)
+                return f"(({raw}[{s // pw}] >> {sh}) & {mask_bits}u)"
+            return f"(({raw}[({s}) / {pw}] >> ({8 * size} * (({s}) % {pw}))) & {mask_bits}u)"
+    else:
+        bits_at = lambda s: f"{raw}[{s}]"  # noqa: E731
+    if any(u.opcode.startswith("dot") for u in em.users(r)):
+        em.elementwise(op, lambda s: from_bits(dt, bits_at(s)))
+    else:
+        em.lazy[r.id] = lambda s: from_bits(dt, bits_at(s))
 
 
 @handles("store")
@@ -218,31 +347,24 @@ def _store(em, op):
     raw = em.fresh("raw")                  # storage bits, converted once for both paths
     em.emit(f"{ut} {raw}[{lay.nslots}];")
     with em.slots(lay.nslots) as s:
-        em.emit(f"{raw}[{s}] = ({ut})({to_bits(dt, em.at(val, s, lay))});")
+        em.emit(f"{raw}[{s}] = ({ut})({to_bits(dt, operand_at(em, val, s, lay))});")
 
-    def scalar_path():
-        with em.slots(lay.nslots) as s:
-            conds = [c for c in (lay.valid("tid", s), mask and em.at(mask, s, lay)) if c]
-            em.emit(f"nt_stp{b}({em.at(ptr, s, lay)}, {' && '.join(conds) or 'true'}, {raw}[{s}]);")
+    def scalar(first, j, p, c):
+        em.emit(f"nt_stp{b}({p}, {c}, {raw}[{_slot(first, j)}]);")
 
     if plan is None:
-        scalar_path()
+        _scalar_only(em, lay, ptr, mask, scalar)
         return
     vec, width, per = plan
     size = max(1, dt.bits // 8)
-    ok = _group_check(em, op, lay, ptr, mask, vec, width)
-    with em.scope(f"if ({ok})"):
-        with em.slots(lay.groups, "g"):
-            v = lay.valid("tid", f"g * {vec}")
-            if v:
-                em.emit(f"if (!{v}) continue;")
-            p0 = em.at(ptr, f"g * {vec}", lay)
-            for a in range(per):
-                elems = [f"{raw}[g * {vec} + {a * (width // size) + e}]"
-                         for e in range(width // size)]
-                em.emit(_pack_store(p0, a * width, width, size, elems))
-    with em.scope("else"):
-        scalar_path()
+
+    def vector(first, p0):
+        for a in range(per):
+            elems = [f"{raw}[{_slot(first, a * (width // size) + e)}]"
+                     for e in range(width // size)]
+            em.emit(_pack_store(p0, a * width, width, size, elems))
+
+    _access(em, lay, ptr, mask, plan, vector, scalar)
 
 
 def _asm_load(em, p0, off, width) -> list[str]:

@@ -254,10 +254,59 @@ def _run_lengths(op):
     return 1, const
 
 
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le"}
+
+
+def _bool_runs(op, const):
+    """(prefix, suffix) of a bool block result: the length of aligned runs of the flat index
+    over which the value is true on a prefix / a suffix of the run (so the whole run is true
+    iff its last / first element is). `x < b` with x increasing and b constant over a run is
+    a prefix; `and`, `or` keep the shorter run, `not` swaps the two; a constant is both."""
+    c, r = op.opcode, op.results[0]
+    info = [(o.attrs.get("prefix", 1), o.attrs.get("suffix", 1), o.attrs.get("const", 1))
+            if is_block(o.type) else (1 << 30, 1 << 30, 1 << 30) for o in op.operands]
+    pre, suf = 1, 1
+    if c in ("reshape", "convert_layout") and info:
+        pre, suf = info[0][:2]
+    elif c == "broadcast":
+        src, dst = op.operands[0].shape, r.shape
+        if not (src[-1] == 1 and dst[-1] > 1):
+            pre, suf = min(info[0][0], dst[-1]), min(info[0][1], dst[-1])
+    elif c == "binary" and op.attrs["op"] in _FLIP:
+        k = op.attrs["op"]
+        a, b = op.operands
+        ca = a.attrs.get("contig", 1) if is_block(a.type) else 1
+        cb = b.attrs.get("contig", 1) if is_block(b.type) else 1
+        ka, kb = info[0][2], info[1][2]
+        up = min(ca, kb) if ca > 1 else 1      # a increases, b constant
+        down = min(cb, ka) if cb > 1 else 1    # b increases, a constant: flip the compare
+        if down > up:
+            k, up = _FLIP[k], down
+        if up > 1:
+            if k in ("lt", "le"):
+                pre = up
+            else:
+                suf = up
+    elif c == "binary" and op.attrs["op"] in ("and", "or") and r.dtype.is_bool():
+        (pa, sa, ka), (pb, sb, kb) = info
+        pre = min(max(pa, ka), max(pb, kb))
+        suf = min(max(sa, ka), max(sb, kb))
+    elif c == "unary" and op.attrs["op"] in ("not", "invert") and r.dtype.is_bool():
+        suf, pre = info[0][:2]
+    return max(pre, const), max(suf, const)
+
+
 def _mark_runs(fn):
     for op in fn.walk():
         for r in op.results[:1]:
-            if is_block(r.type) and (r.dtype.is_int() or r.dtype.is_ptr()):
+            if is_block(r.type) and r.dtype.is_bool() and r.attrs.get("icomp"):
+                _, const = _run_lengths(op)
+                pre, suf = _bool_runs(op, const)
+                for k, n in (("const", const), ("prefix", pre), ("suffix", suf)):
+                    n = min(n, r.type.numel)
+                    if n > 1 and (k == "const" or n > min(const, r.type.numel)):
+                        r.attrs[k] = n
+            elif is_block(r.type) and (r.dtype.is_int() or r.dtype.is_ptr()):
                 contig, const = _run_lengths(op) if r.attrs.get("icomp") else (1, 1)
                 hint = r.attrs.get("max_contiguous")   # nl.max_contiguous: trusted, as in Triton
                 if isinstance(hint, int) and hint & (hint - 1) == 0:

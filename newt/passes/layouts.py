@@ -114,6 +114,8 @@ def coords_of(flat: str, shape: tuple) -> list[str]:
     for d, st in zip(shape, strides):
         if d == 1:
             out.append("0")
+        elif st * d == stride:      # outermost: flat < numel for every valid slot, no wrap
+            out.append(flat if st == 1 else f"({flat} / {st})")
         elif st == 1:
             out.append(f"({flat} % {d})")
         else:
