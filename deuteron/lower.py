@@ -18,6 +18,8 @@ from . import ir
 from .lower_expr import ExprMixin
 from .spelling import LETTERS, Names
 
+MAX_LINE = 100      # generated lines longer than this get their pointers and masks named
+
 @dataclasses.dataclass
 class Lowered:
     name: str
@@ -133,17 +135,44 @@ class _Lowering(ExprMixin):
                 self.loop(it, depth)
                 continue
             if it.op == "store":
-                ptr, mask = self._address(it.attrs["ref"], it.attrs["index"])
+                ref = it.attrs["ref"]
+                ptr, mask = self._address(ref, it.attrs["index"])
                 r = sum(1 for kind, _ in it.attrs["index"] if kind in ("tile", "full"))
                 val = self.ref(it.args[0], r)[0]
-                self.emit(f"nl.store({ptr}, {val}" + (f", mask={mask})" if mask else ")"), depth)
+                store = lambda p, v, m: f"nl.store({p}, {v}" + (f", mask={m})" if m else ")")  # noqa: E731
+                ptr, mask = self._short(store(ptr, val, mask), ref, ptr, mask, depth)
+                if len("    " * depth + store(ptr, val, mask)) > MAX_LINE:
+                    name = self.names.fresh(f"{ref.name}_tile")
+                    self.emit(f"{name} = {val}", depth)
+                    val = name
+                self.emit(store(ptr, val, mask), depth)
                 continue
             if self._inline(it) or (it.op == "dot" and self._dot_will_fuse(it)):
                 continue
             target = self.var.get(id(it)) or self.names.fresh(it.name or self._base(it))
+            if it.op == "load" and id(it) not in self.ptr_blocks:
+                ref = it.attrs["ref"]
+                ptr, mask = self._address(ref, it.attrs["index"])
+                line = f"{target} = nl.load({ptr}, mask={mask}, other=0.0)"
+                self.ptr_blocks[id(it)] = self._short(line, ref, ptr, mask, depth)
             e, _ = self.expr(it)
             self.emit(f"{target} = {e}", depth)
             self.env[id(it)] = target
+
+    def _short(self, line, ref, ptr, mask, depth):
+        """A load or store line longer than MAX_LINE gets its pointer block, then its mask, as
+        variables first (`out_ptrs = ...`, `out_mask = ...`), as the tutorial kernels write it."""
+        width = len("    " * depth + line)
+        if width <= MAX_LINE:
+            return ptr, mask
+        name = self.names.fresh(f"{ref.name}_ptrs")
+        self.emit(f"{name} = {ptr}", depth)
+        width -= len(ptr) - len(name)
+        if mask and " & " in mask and width > MAX_LINE:
+            m = self.names.fresh(f"{ref.name}_mask")
+            self.emit(f"{m} = {mask}", depth)
+            mask = m
+        return name, mask
 
     def _dot_will_fuse(self, d):
         u = self.uses.get(id(d), [])

@@ -389,3 +389,12 @@ def test_tuning_compiles_in_workers_and_skips_spilling_configs(monkeypatch, newt
         assert cfg2 in cands and set(ran) >= set(cands)
     finally:
         rowsum_exp.configs = None
+
+
+def test_candidates_run_on_clones_with_the_users_strides():
+    from deuteron.autotune.bench import _clone
+    x = torch.randn(10, 21)[:, ::2]                # a view with gaps: clone() would compact it
+    c = _clone(x)
+    assert c.stride() == x.stride() and torch.equal(c, x) and c.data_ptr() != x.data_ptr()
+    e = torch.randn(3, 1).expand(3, 5)             # overlapping: a plain copy
+    assert torch.equal(_clone(e), e)

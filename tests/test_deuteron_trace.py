@@ -99,10 +99,21 @@ def test_matmul_source_is_the_tutorial_kernel():
                   "nl.arange(0, BLOCK_SIZE_K)[None, :] * stride_x1",
                   "x_tile = nl.load(x_ptrs, mask=mask_k[None, :], other=0.0)",
                   "x_ptrs += BLOCK_SIZE_K * stride_x1", "y_ptrs += BLOCK_SIZE_K * stride_y0",
-                  "nl.store(out_ptr + offs_m[:, None] * stride_out0 + offs_n[None, :] * stride_out1, acc, "
-                  "mask=mask_m[:, None] & mask_n[None, :])"):
+                  "out_ptrs = out_ptr + offs_m[:, None] * stride_out0 + offs_n[None, :] * stride_out1",
+                  "nl.store(out_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])"):
         assert piece in src, f"missing {piece!r} in\n{src}"
     compile(src, "<test>", "exec")
+    assert max(len(line) for line in src.splitlines()) <= 104, src
+
+
+def test_long_loads_and_stores_name_their_pointers_and_masks():
+    x = torch.randn(5, 1500, dtype=torch.float16)
+    src = layernorm.to_newt_source(x, torch.randn(1500, dtype=torch.float16),
+                                   torch.randn(1500, dtype=torch.float16))
+    assert "x_ptrs = x_ptr + offs_m[:, None] * stride_x0 + offs_n[None, :] * stride_x1" in src
+    assert "out_mask = mask_m[:, None] & mask_n[None, :]" in src
+    assert "nl.store(out_ptrs, out_tile, mask=out_mask)" in src
+    assert "w_tile = nl.load(w_ptr + offs_n * stride_w0, mask=mask_n, other=0.0)" in src
 
 
 def test_softmax_source_masks_reductions_with_identities():

@@ -32,12 +32,25 @@ from .space import Space, tolerance
 
 def _clone(x):
     if isinstance(x, torch.Tensor):
-        return x.clone()
+        return _clone_tensor(x)
     if isinstance(x, (list, tuple)):
         return type(x)(_clone(i) for i in x)
     if isinstance(x, dict):
         return {k: _clone(v) for k, v in x.items()}
     return x
+
+
+def _clone_tensor(t: torch.Tensor) -> torch.Tensor:
+    """A copy with the same strides, even for views with gaps (`clone` would make those
+    contiguous): candidates then run with the user's real strides, under the specialization
+    their workers compiled."""
+    if t.is_contiguous() or t.numel() == 0 or 0 in t.stride() or t.is_sparse:
+        return t.clone()
+    try:
+        out = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
+        return out.copy_(t)
+    except RuntimeError:
+        return t.clone()
 
 
 def _tensors(x, out):
