@@ -20,6 +20,11 @@ def _dt(x):
     return x.tracer
 
 
+class UnsupportedMethod(TraceError, AttributeError):
+    """A torch.Tensor method with no tile version (also an AttributeError, so hasattr() is
+    False)."""
+
+
 class TileValue(ir.Value):
     __slots__ = ()
     __hash__ = object.__hash__
@@ -28,6 +33,14 @@ class TileValue(ir.Value):
     def __torch_function__(cls, func, types, args=(), kwargs=None):
         from .trace import _find_tracer
         return dispatch(_find_tracer(args), func, args, kwargs or {})
+
+    def __getattr__(self, name):
+        # only called for names the class lacks: a torch.Tensor method deuteron does not trace
+        if not name.startswith("_") and hasattr(torch.Tensor, name):
+            raise UnsupportedMethod(f"unsupported tensor method in a tile loop: .{name}() "
+                                    "(supported: elementwise math, where, sum/mean/amax/amin, "
+                                    "matmul/addmm, .to/.float/.half, .T, v[:, None])")
+        raise AttributeError(f"'TileValue' object has no attribute {name!r}")
 
     # --------------------------------------------------------------- no data while tracing
     def __bool__(self):

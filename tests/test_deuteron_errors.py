@@ -49,7 +49,54 @@ def float_of_tile(x, out):
         out[t] = x[t] * float(x[t])
 
 
+@dt.kernel
+def tensor_method(x, out):
+    for t in dt.tile(x.shape[0]):
+        v = x[t] * 2.0
+        out[t] = v.cumsum(0)
+
+
+@dt.kernel
+def odd_power(x, out):
+    for t in dt.tile(x.shape[0]):
+        out[t] = x[t] ** 3
+
+
+@dt.kernel
+def partial_slice(x, out):
+    for t in dt.tile(x.shape[0]):
+        out[t] = x[t] + x[1:5].sum()
+
+
+@dt.kernel
+def store_mismatch(x, out):
+    for tm, tn in dt.tile([x.shape[0], x.shape[1]]):
+        out[tm] = x[tm, tn]
+
+
+@dt.kernel
+def while_on_data(x, out):
+    for t in dt.tile(x.shape[0]):
+        v = x[t]
+        while v.amax() > 1:
+            v = v * 0.5
+        out[t] = v
+
+
+@dt.kernel
+def gelu_in_loop(x, out):
+    for t in dt.tile(x.shape[0]):
+        out[t] = torch.nn.functional.gelu(x[t])
+
+
 @pytest.mark.parametrize("kernel, args, line, words", [
+    (tensor_method, (torch.randn(10), torch.empty(10)), "v.cumsum(0)", ".cumsum()"),
+    (odd_power, (torch.randn(10), torch.empty(10)), "x[t] ** 3", "x ** 3"),
+    (partial_slice, (torch.randn(10), torch.empty(10)), "x[1:5]", "unsupported index"),
+    (store_mismatch, (torch.randn(6, 7), torch.empty(6)), "out[tm] = x[tm, tn]",
+     "mismatched tile shapes in store"),
+    (while_on_data, (torch.randn(10), torch.empty(10)), "while v.amax() > 1:", "control flow"),
+    (gelu_in_loop, (torch.randn(10), torch.empty(10)), "gelu(x[t])", "unsupported torch op"),
     (branch_on_data, (torch.randn(10), torch.empty(10)), "if v.sum() > 0:", "control flow"),
     (unsupported_op, (torch.randn(10), torch.empty(10)), "torch.cumsum", "torch.cumsum"),
     (mismatched, (torch.randn(10), torch.randn(12), torch.empty(10)), "x[tm] + y[tn]",
@@ -102,3 +149,14 @@ def test_tile_arithmetic_is_a_trace_error():
     with pytest.raises(dt.TraceError, match="tile.index") as ei:
         shifted.to_newt_source(torch.randn(10), torch.empty(10))
     assert ei.value.loc.line == _line_of(shifted, "x[t + 1]")
+
+
+def test_unsupported_method_is_also_an_attribute_error():
+    @dt.kernel
+    def k(x, out):
+        for t in dt.tile(x.shape[0]):
+            v = x[t]
+            out[t] = v if not hasattr(v, "cumsum") else v.cumsum(0)
+    x, out = torch.randn(12), torch.full((12,), float("nan"))
+    k(x, out)
+    torch.testing.assert_close(out, x)
