@@ -5,10 +5,15 @@ blocks in any layout and whose plan (op.attrs["dot_plan"], newt/passes/dot.py) n
 defines op.result as a register array in the accumulator layout (AccLayout) or, for the "fma"
 engine, in the default layout.
 
-Tensor-core schedule (synchronous form: operands staged from registers every call):
+Tensor-core schedule (synchronous form):
     barrier                      the previous user of the tile region is done with it
     a, b -> shared memory        swizzled tiles, 16-byte st.shared per group where the
-                                 operand's layout holds 16 consecutive bytes
+                                 operand's layout holds 16 consecutive bytes; skipped for an
+                                 operand the passes already placed (attrs a_src / b_src:
+                                 "staged" once before the loop by dot_stage_a, "loaded" by its
+                                 dot_tile_load's cp.async, then wait_group 0 here) or that is
+                                 read from registers ("regs": A fragments packed from a 16-bit
+                                 value in the accumulator layout; always mma.sync)
     fence.proxy.async; barrier   (wgmma reads shared memory through the async proxy)
     sm_90a, num_warps % 4 == 0, 16-bit/tf32 inputs:
         wgmma.mma_async per warpgroup, per 64-row sub-tile, per <=256-column chunk, per
@@ -18,7 +23,9 @@ Tensor-core schedule (synchronous form: operands staged from registers every cal
 Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
-wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32 and int8.
+wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32 and int8, and for 16-bit B
+loaded along K (attrs["b_kmajor"], newt/passes/dot_loads.py). Regions come from the
+shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
 
 The pipelined form (cp.async ring with deferred consumption, see wgmma.py/mma.py) needs the
 loads feeding the dot to be rewritten before the layout pass; newt/passes/dot.py documents the
@@ -68,12 +75,44 @@ def _helpers(em, *parts):
 
 
 def _region(em, nbytes: int) -> str:
-    """A private piece of dynamic shared memory after the scratch arena; returns the C
-    expression of its (1024-byte aligned) shared-space address."""
+    """A private piece of dynamic shared memory after everything planned (the scratch arena
+    and the dot area of passes/smem.py); returns the C expression of its (1024-byte aligned)
+    shared-space address. For regions the shared-memory pass did not plan."""
+    from ..passes.smem import check_limit
     off = -(-em.fn.attrs.get("smem_bytes", 0) // 1024) * 1024
     em.fn.attrs["smem_bytes"] = off + nbytes + 1024      # + run-time alignment slack
+    check_limit(em.fn, em.options, em.fn.attrs["smem_bytes"])
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     return f"((newt_smem_addr(nt_dot_smem) + {off}u + 1023u) & ~1023u)"
+
+
+def planned_base(em, offset: int) -> str:
+    """The shared-space address of a region the shared-memory pass placed in the dot area
+    (fn.attrs["dot_area"]: the 1024-aligned end of the scratch arena)."""
+    from ..passes.smem import area_expr
+    return area_expr(em.fn, offset)
+
+
+_OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
+#ifdef __CUDA_ARCH__
+  int t; asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t)); return t;
+#else
+  return threadIdx.x;
+#endif
+}
+"""
+
+
+def opaque_thread(em):
+    """Shadow `tid`, `lane` and `warp` in the current scope with copies NVRTC cannot hoist out
+    of the enclosing loop (a volatile read of %tid.x). Inside a loop around a dot, every value
+    computed from the thread index alone is loop-invariant: NVRTC hoists them all (per-slot mask
+    terms, per-fragment swizzled addresses) and keeps each in a register next to the
+    accumulators. Recomputed, they cost a few integer instructions per iteration instead
+    (decided by the dot-rows pass: attrs["recompute_index"])."""
+    _helpers(em, ("newt_tid_opaque", _OPAQUE_TID))
+    em.emit("const int tid = newt_tid_opaque(), lane = tid & 31, warp = tid >> 5;")
+    em.emit("(void)lane; (void)warp;")
 
 
 def _bits(dt_name: str, x: str) -> str:
@@ -127,7 +166,7 @@ def emit_dot(em, op):
     em.fn.attrs["min_blocks"] = 1     # tensor-core tiles need the whole register file
     if plan.engine == "fma":
         return _emit_fma(em, op)
-    M, N, K, es = plan.M, plan.N, plan.K, plan.esize
+    es = plan.esize
     lay = r.attrs["layout"]
     assert isinstance(lay, AccLayout), lay
     arch = em.options.arch
@@ -138,22 +177,34 @@ def emit_dot(em, op):
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
         return emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor)
+    # operand sources (passes/dot_rows.py, dot_loads.py): None = staged here from registers,
+    # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
+    # "loaded" = copied into the tile by its dot_tile_load
+    a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
+    if a_src == "regs":
+        use_wg = False                       # A from registers: mma.sync (see dot_rows.py)
     n = em.declare(r)
     _acc_in(em, acc, lay, n)
-    base = _region(em, (M * K + K * N) * es)
-    ta = Tile(M, K, es, base)
-    tb = Tile(N, K, es, f"({base} + {M * K * es}u)") if b_kmajor else \
-        Tile(K, N, es, f"({base} + {M * K * es}u)")
-    em.barrier()
-    _stage(em, a, ta, False)
-    _stage(em, b, tb, b_kmajor)
+    ta, tb, b_kmajor = dot_tiles(em, op, plan)
+    if a_src is None or b_src is None:
+        em.barrier()                         # the previous reader of the region is done
+    if a_src is None:
+        _stage(em, a, ta, False)
+    if b_src is None:
+        _stage(em, b, tb, b_kmajor)
+    if "loaded" in (a_src, b_src):
+        em.emit("newt_cp_async_commit();")
+        em.emit("newt_cp_async_wait<0>();")
     if use_wg:
         em.emit("newt_fence_proxy_async();")
     em.barrier()
-    if use_wg:
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor)
-    else:
-        _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
+    with em.scope(""):
+        if op.attrs.get("recompute_index"):
+            opaque_thread(em)
+        if use_wg:
+            _wgmma(em, plan, lay, n, ta, tb, b_kmajor)
+        else:
+            _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
     rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
     if rnd:
         with em.slots(lay.nslots) as s:
@@ -219,7 +270,67 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
     em.emit(f"newt_wgmma_wait<{wait}>();")
 
 
-def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor):
+def _a_bytes(op, plan) -> int:
+    if op.attrs.get("a_src") in ("regs", "staged"):
+        return 0
+    return -(-plan.M * plan.K * plan.esize // 1024) * 1024
+
+
+def dot_bytes(op, plan) -> int:
+    """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
+    registers or a staged tile) at a 1024-byte aligned size, then its B tile."""
+    return _a_bytes(op, plan) + plan.K * plan.N * plan.esize
+
+
+def dot_tiles(em, op, plan):
+    """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
+    (or a late one). B is K-major for 4- and 1-byte inputs, and for 16-bit ones when the
+    dot-loads pass chose it (attrs["b_kmajor"])."""
+    M, N, K, es = plan.M, plan.N, plan.K, plan.esize
+    b_kmajor = es != 2 or bool(op.attrs.get("b_kmajor"))
+    off = op.attrs.get("smem_offset")
+    if off is None:
+        off = op.attrs["smem_offset_late"] = op.attrs.get("smem_offset_late") or \
+            _region(em, dot_bytes(op, plan))
+        base = off
+    else:
+        base = planned_base(em, off)
+    a_bytes = _a_bytes(op, plan)
+    if op.attrs.get("a_src") == "staged":
+        ta = Tile(M, K, es, planned_base(em, op.attrs["a_tile"].offset))
+    else:
+        ta = Tile(M, K, es, base)
+    tb_base = f"({base} + {a_bytes}u)"
+    tb = Tile(N, K, es, tb_base) if b_kmajor else Tile(K, N, es, tb_base)
+    return ta, tb, b_kmajor
+
+
+# fp32 pair -> one fragment register (lo = first element). Written against the header's
+# conversions off the device, so the CPU emulator of generated code runs it too.
+_FRAG_PACK = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
+#ifdef __CUDA_ARCH__
+  u32 r; asm("cvt.rn.{kind}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return (u32){cvt}(lo) | ((u32){cvt}(hi) << 16);
+#endif
+}}
+"""
+
+
+def _a_frag_regs(em, a, K):
+    """The A fragment of k-step kk (a C loop variable) from a 16-bit value in AccLayout(M, K):
+    C-fragment slots 8kk..8kk+7 of sub-tile ms are a0a1, a2a3, a4a5, a6a7 of the m16n8k16 A
+    fragment (rows l/4, l/4 + 8; columns 2(l%4) + {0, 1}, + 8), packed in pairs."""
+    kind = "f16" if a.dtype.name == "float16" else "bf16"
+    pack = f"newt_frag_pack_{kind}"
+    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
+    base = f"ms * {K // 2} + kk * 8"
+    for j in range(4):
+        em.emit(f"fa[{j}] = {pack}({em.at(a, f'{base} + {2 * j}')}, "
+                f"{em.at(a, f'{base} + {2 * j + 1}')});")
+
+
+def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
     N = plan.N
     _helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
              (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
@@ -232,11 +343,15 @@ def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor):
     with em.slots(lay.nsub, "ms"):
         # with 128+ accumulator registers, unrolled k-steps prefetch fragments of the next
         # step and push live values out to local memory; rolled, nothing spills
-        em.emit("#pragma unroll" if lay.nslots < 128 else "#pragma unroll 1")
+        # (A from registers needs constant slot indices: always unrolled)
+        em.emit("#pragma unroll" if lay.nslots < 128 or a_regs is not None else "#pragma unroll 1")
         with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
             em.emit("u32 fa[4];")
-            arow = f"{mma_row} + ms * {lay.sub} + (lane % 8) + ((lane / 8) & 1) * 8"
-            em.emit(f"newt_ldmatrix_x4({ta.chunk_addr(arow, 'kk * 2 + lane / 16')}, fa);")
+            if a_regs is not None:
+                _a_frag_regs(em, a_regs, plan.K)
+            else:
+                arow = f"{mma_row} + ms * {lay.sub} + (lane % 8) + ((lane / 8) & 1) * 8"
+                em.emit(f"newt_ldmatrix_x4({ta.chunk_addr(arow, 'kk * 2 + lane / 16')}, fa);")
             # B fragments of 16 columns at a time, used at once: 4 live registers instead of
             # N/4 (at N = 256 the whole row of fragments spilled next to the accumulators)
             em.emit("#pragma unroll")

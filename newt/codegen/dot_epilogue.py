@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..ir.core import Op, is_block
 from ..passes.dot import AccLayout
 from ..passes.layouts import CyclicLayout
-from .dot import _region
+from .dot import _region, planned_base
 from .emitter import handles
 from .memory import _bits, _mask_all, _pack_store, _utype, to_bits
 
@@ -138,9 +138,11 @@ def _acc_out(em, op):
     pitch = N + 8                      # words per staged row (see the module docstring)
     nbytes = plan.M * pitch * 4
     ring = op.attrs.get("ring")
+    em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
         base = ring.state["base"]
-        em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+    elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
+        base = planned_base(em, op.attrs["smem_offset"])
     else:
         base = _region(em, nbytes)
     ct = em.ctype(x)

@@ -3,6 +3,8 @@
     dot_pipeline loads that feed only a dot go through an asynchronous shared-memory ring (dot_pipeline.py)
     wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
     layout       a register layout for every block value; how shape ops move data (layout.py)
+    dot_rows     dot results' row statistics and the next dot's A operand stay in the
+                 fragment layout; loop-invariant A tiles staged once (dot_rows.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
     occupancy    the blocks per SM asked of ptxas (smem.py)
 
@@ -12,6 +14,7 @@ Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so t
 from __future__ import annotations
 
 from .dot_pipeline import pipeline_dots
+from .dot_rows import fuse_dot_rows
 from .layout import assign_layouts
 from .smem import plan_occupancy, plan_shared_memory
 from .wide_index import mark_wide_indices
@@ -20,6 +23,7 @@ PASSES = (
     ("dot_pipeline", pipeline_dots),
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
+    ("dot_rows", fuse_dot_rows),
     ("smem", plan_shared_memory),
     ("occupancy", plan_occupancy),
 )

@@ -18,13 +18,47 @@ starts with a barrier.
 Work that owns shared memory of its own (dot tiles) asks for it with
 fn.attrs["extra_smem_bytes"]; it is placed after the scratch regions at
 fn.attrs["extra_smem_offset"].
+
+The dot area (after the arena, 1024-byte aligned: wgmma's 128-byte swizzle needs it) holds the
+tiles of tensor-core dots, placed by liveness (`plan_dot_regions`): a synchronous dot's tiles
+and an accumulator's staging after its loop live for one op (each starts with a barrier); a
+staged loop-invariant A tile (dot_stage_a) lives until the end of the last loop that reads it;
+a cp.async ring lives for its whole loop. Regions whose intervals do not meet share addresses
+(first fit), so the two dots of attention, and the two key loops of causal attention, reuse one
+another's tiles. Results: op.attrs["smem_offset"] (dot, dot_acc_out), StagedTile.offset,
+ring.state["base"], fn.attrs["dot_area"].
+
+The total must fit the device's per-block limit (`SMEM_LIMITS`, the opt-in maximum): a kernel
+over it is a CompilationError naming the limit, raised here (and by codegen's late regions).
 """
 from __future__ import annotations
 
 import dataclasses
 
+from ..errors import CompilationError
 from ..ir.core import is_block
 from .layouts import CyclicLayout
+
+# opt-in dynamic shared memory per block (bytes), by compute capability
+SMEM_LIMITS = {"sm_90": 227 * 1024, "sm_80": 163 * 1024, "sm_87": 163 * 1024,
+               "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_75": 64 * 1024, "sm_70": 96 * 1024}
+
+
+def smem_limit(arch: str) -> int:
+    base = arch.rstrip("af")
+    if base in SMEM_LIMITS:
+        return SMEM_LIMITS[base]
+    digits = "".join(ch for ch in base if ch.isdigit())
+    return SMEM_LIMITS["sm_90"] if digits and int(digits) >= 90 else 48 * 1024
+
+
+def check_limit(fn, options, nbytes, loc=None):
+    lim = smem_limit(options.arch)
+    if nbytes > lim:
+        raise CompilationError(
+            f"kernel `{fn.name}` needs {nbytes} bytes of shared memory ({nbytes / 1024:.1f} KB); "
+            f"{options.arch} allows at most {lim} bytes ({lim // 1024} KB) per block: use "
+            f"smaller blocks or fewer stages", loc)
 
 
 def reg_bytes(dt, wide=False) -> int:
@@ -168,4 +202,111 @@ def plan_shared_memory(fn, options):
     if extra:
         fn.attrs["extra_smem_offset"] = regions
     fn.attrs["smem_bytes"] = regions + extra
+    plan_dot_regions(fn, options)
+    return fn
+
+
+def _align(n, a=1024):
+    return -(-n // a) * a
+
+
+def _dot_regions(fn, num_threads):
+    """[(bytes, start, end, setter, loc)] in program order (indices of fn.walk())."""
+    from .dot import AccLayout
+    order = {id(op): i for i, op in enumerate(fn.walk())}
+
+    def end_of(op):                     # the last index inside op (op itself for plain ops)
+        last = order[id(op)]
+        for r in op.regions:
+            for o in r.walk():
+                last = max(last, order[id(o)])
+        return last
+
+    def loops_of(op):                   # enclosing loops, innermost first
+        out, b = [], op.parent
+        while b is not None and isinstance(b.parent, type(op)):
+            if b.parent.opcode in ("for", "while"):
+                out.append(b.parent)
+            b = b.parent.parent
+        return out
+
+    regs = []
+    staged = {}
+    rings = {}
+    first_load = {}                     # dot -> index of its first dot_tile_load
+    for op in fn.walk():
+        i = order[id(op)]
+        c = op.opcode
+        if c == "dot_tile_load":
+            first_load.setdefault(id(op.attrs["tile"].dot), i)
+        plan = op.attrs.get("dot_plan")
+        if c == "dot" and plan is not None and plan.engine == "mma":
+            ring = op.attrs.get("ring")
+            if ring is not None:
+                loop = op.parent.parent
+                rings.setdefault(id(ring), (ring, loop))
+                continue
+            from ..codegen.dot import dot_bytes
+            regs.append((dot_bytes(op, plan), first_load.pop(id(op), i), i,
+                         lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
+            tile = op.attrs.get("a_tile")
+            if tile is not None:
+                ls = loops_of(op)
+                last = end_of(ls[-1]) if ls else i
+                staged[id(tile)] = (tile, max(staged.get(id(tile), (None, 0))[1], last))
+        elif c == "dot_stage_a":
+            tile = op.attrs["tile"]
+            t0 = staged.get(id(tile), (tile, i))
+            staged[id(tile)] = (tile, t0[1])
+            op.attrs["_start"] = i
+        elif c == "dot_acc_out" and plan is not None and plan.engine == "mma":
+            ring = op.attrs.get("ring")
+            dst = op.result.attrs.get("layout")
+            if dst == AccLayout(plan.M, plan.N, num_threads):
+                continue
+            nbytes = plan.M * (plan.N + 8) * 4
+            if ring is not None and ring.stages * ring.stage_bytes >= nbytes:
+                continue                # reuses the ring (dot_epilogue.py)
+            regs.append((nbytes, i, i,
+                         lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
+    for op in fn.walk():
+        if op.opcode == "dot_stage_a":
+            tile = op.attrs["tile"]
+            _, last = staged[id(tile)]
+            i = op.attrs.pop("_start")
+            regs.append((tile.nbytes, i, max(i, last),
+                         lambda off, t=tile: setattr(t, "offset", off), op.loc))
+    for ring, loop in rings.values():
+        regs.append((ring.stages * ring.stage_bytes, order[id(loop)], end_of(loop),
+                     lambda off, r=ring: r.state.__setitem__("base", area_expr(fn, off)),
+                     loop.loc))
+    return regs
+
+
+def area_expr(fn, offset: int) -> str:
+    """C expression: shared-space address of byte `offset` of the dot area (nt_smem is the
+    kernel's dynamic shared memory, declared at its top; the area's start is aligned to 1024
+    at run time, hence the 1024 bytes of slack in the size)."""
+    return (f"(((newt_smem_addr(nt_smem) + {fn.attrs['dot_area']}u + 1023u) & ~1023u) + "
+            f"{offset}u)")
+
+
+def plan_dot_regions(fn, options):
+    """Place the dot area's regions by liveness (module docstring) and check the total."""
+    fn.attrs["dot_area"] = _align(fn.attrs.get("smem_bytes", 0))
+    area = fn.attrs["dot_area"]
+    regs = _dot_regions(fn, options.num_threads)
+    placed = []                          # (offset, bytes, start, end)
+    for nbytes, start, end, setter, loc in sorted(regs, key=lambda r: (r[1], -r[0])):
+        nbytes = _align(nbytes)
+        live = [(o, b) for o, b, s, e in placed if s <= end and start <= e]
+        off = min(c for c in [0] + [o + b for o, b in live]
+                  if not any(c < o + b and o < c + nbytes for o, b in live))
+        placed.append((off, nbytes, start, end))
+        setter(off)
+    extent = max((o + b for o, b, _, _ in placed), default=0)
+    if placed:
+        fn.attrs["smem_bytes"] = area + 1024 + extent      # + run-time alignment slack
+    biggest = max(regs, key=lambda r: r[0])[4] if regs else None
+    check_limit(fn, options, fn.attrs["smem_bytes"], biggest)
     return fn

@@ -1,0 +1,80 @@
+"""Codegen of `dot_tile_load` (newt/passes/dot_loads.py): global memory -> a synchronous dot's
+shared-memory tile, 16 bytes at a time, addresses and masks from index math.
+
+Where it sits: codegen. Consumes the load's pointer (and mask) blocks, both index-computable,
+and the tile the dot will read (dot.dot_tiles: same region, swizzle and orientation); defines
+no value (the dot reads the tile after `cp.async.wait_group 0` and a barrier).
+
+Chunks are the tile's 16-byte pieces: tile row tr, chunk cc; thread t copies chunks t, t + T,
+... (consecutive threads take consecutive chunks of a row: coalesced along the tile's
+contiguous dimension). Per chunk, at run time:
+    consecutive (known statically or tested), 16-byte aligned, every element unmasked
+        -> one cp.async of 16 bytes
+    otherwise -> element-wise gather (masked-off elements are 0), one 16-byte st.shared
+The barrier first: the region was last read by an earlier dot (the two dots of attention share
+it, passes/smem.py).
+"""
+from __future__ import annotations
+
+from ..passes.dot_loads import axis_stride
+from .dot import _helpers, dot_tiles, opaque_thread
+from .dot_masks import group_mask
+from .dot_ptx import PRELUDE
+from .emitter import handles
+
+
+@handles("dot_tile_load")
+def _tile_load(em, op):
+    from .shapes import value_at      # (shapes imports the passes: import late)
+    ref = op.attrs["tile"]
+    dot = ref.dot
+    plan = dot.attrs["dot_plan"]
+    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    ta, tb, b_kmajor = dot_tiles(em, dot, plan)
+    tile = ta if ref.role == "a" else tb
+    ptr = op.operands[0]
+    mask = op.operands[1] if op.attrs.get("has_mask") else None
+
+    es = plan.esize
+    epc = 16 // es
+    # block axis along the tile's rows / its contiguous columns
+    transposed = ref.role == "b" and b_kmajor
+    cax = 0 if transposed else 1
+    cpr = tile.cols // epc
+    nchunks = tile.rows * cpr
+    per = -(-nchunks // em.T)
+    contig = axis_stride(ptr, cax) == 1
+    u = {1: "u8", 2: "u16", 4: "u32"}[es]
+
+    def coords(e):
+        col = f"(cc * {epc} + {e})"
+        return [col, "tr"] if transposed else ["tr", col]
+
+    em.barrier()
+    em.emit("{")
+    if op.attrs.get("recompute_index"):
+        opaque_thread(em)
+    em.emit("#pragma unroll")
+    with em.scope(f"for (int j = 0; j < {per}; ++j)"):
+        em.emit(f"const int c = tid + j * {em.T};")
+        if nchunks % em.T:
+            em.emit(f"if (c >= {nchunks}) break;")
+        em.emit(f"const int tr = c / {cpr}, cc = c % {cpr};")
+        em.emit(f"const u32 dst = {tile.chunk_addr('tr', 'cc')};")
+        em.emit(f"const {em.ctype(ptr)} p0 = {value_at(em, ptr, coords(0))};")
+        conds = ["(((u64)(p0)) & 15) == 0"]
+        if not contig:
+            conds += [f"({value_at(em, ptr, coords(e))} == p0 + {e})" for e in range(1, epc)]
+        if mask is not None:
+            conds += group_mask(em, mask, [coords(e) for e in range(epc)])
+        with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+            em.emit("newt_cp_async16(dst, p0, 16);")
+        with em.scope("else"):
+            em.emit(f"union {{ uint4 v; {u} e[{epc}]; }} t;")
+            for e in range(epc):
+                p = f"p0 + {e}" if contig else value_at(em, ptr, coords(e))
+                rd = f"*(const {u}*)({p})"
+                m = value_at(em, mask, coords(e)) if mask is not None else None
+                em.emit(f"t.e[{e}] = {f'({m}) ? {rd} : ({u})0' if m else rd};")
+            em.emit("newt_st_shared_v4(dst, t.v);")
+    em.emit("}")

@@ -1,0 +1,421 @@
+"""Dot-rows pass: row statistics, P and loop-invariant operands of fused attention stay where
+the tensor cores want them.
+
+Where it sits: after the layout pass (layout.py), before the shared-memory pass (smem.py).
+Consumes IR with layouts; rewrites the parts the layout pass can only express through the
+scratch arena:
+
+1. Row reductions of a dot result. The layout pass converts a value in the accumulator layout
+   (AccLayout) to the group-cyclic layout before `reduce` (a round trip through shared memory
+   and a second copy of the tile in registers). A reduce (sum/max/min) over the last axis of
+   such a value becomes `dot_row_reduce`, which reads the fragment in place: each thread folds
+   its own columns of its rows, then two quad shuffles (xor 1, 2) finish the row, since the 4
+   lanes of a quad hold all N columns of a row. The result is in `AccRowLayout`: thread t holds
+   the rows of its fragment, so every lane of a quad holds the same value (only lane % 4 == 0
+   counts as valid, so stores and conversions out write each row once).
+2. Row vectors in that layout. Elementwise math over such rows (maximum, exp2, scale, the
+   running max / sum carried by a loop) stays in AccRowLayout as long as every other block
+   operand is index-computable; anything else gets a convert_layout back to the layout it had.
+3. Broadcasts back. `broadcast(row[:, None])` whose users all want AccLayout(M, N) becomes
+   `dot_row_bcast`: slot s of the fragment reads row slot (s / (N/2)) * 2 + (s % 4) / 2 of its
+   own registers, no data moves (acc * alpha[:, None], qk - m[:, None]).
+4. A from registers. A `dot` whose A operand is a 16-bit value already in the accumulator
+   layout of M x K rows (P = softmax(S).to(fp16) of the previous dot) takes it from registers:
+   the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
+   pairwise (attrs["a_src"] = "regs"; codegen packs pairs into fp16x2, no shared memory).
+5. Loop-invariant A. A dot inside a loop whose A operand is defined outside every loop holding
+   it (Q in attention) gets one `dot_stage_a` op right after the operand's definition: the tile
+   is staged into shared memory once (attrs["a_src"] = "staged"), and its registers die there.
+   Its shared-memory region stays live until the end of the last loop that reads it (smem.py).
+"""
+from __future__ import annotations
+
+from ..ir.core import Op, is_block
+from .dot import AccLayout
+from .layouts import Layout
+
+_ROW_ELEMENTWISE = {"binary", "unary", "cast", "select", "fma"}
+_KINDS = ("sum", "max", "min")
+
+
+class AccRowLayout(Layout):
+    """A row vector of M rows (or [M, 1]) held like the rows of AccLayout(M, *): slot
+    2 * ms + h of lane l of warp w is row g * rows_grp + ms * sub + wi * 16 + l / 4 + 8 h
+    (names as in AccLayout). The 4 lanes of a quad hold the same rows; lane % 4 == 0 is valid."""
+
+    def __init__(self, M: int, num_threads: int):
+        ref = AccLayout(M, 16, num_threads)
+        self.M, self.numel, self.num_threads = M, M, num_threads
+        self.G, self.ngrp, self.rows_grp, self.sub, self.nsub = \
+            ref.G, ref.ngrp, ref.rows_grp, ref.sub, ref.nsub
+        self.nslots = 2 * self.nsub
+        self.vec = 1
+
+    @staticmethod
+    def of_acc(lay: AccLayout) -> "AccRowLayout":
+        return AccRowLayout(lay.M, lay.num_threads)
+
+    def key(self):
+        return ("mma_row", self.M, self.num_threads)
+
+    def py_flat(self, t, s):
+        w, lane = t // 32, t % 32
+        g, wi = w // self.G, w % self.G
+        return g * self.rows_grp + (s // 2) * self.sub + wi * 16 + lane // 4 + 8 * (s % 2)
+
+    def py_valid(self, t, s):
+        return t % 4 == 0
+
+    def flat(self, tid, s):
+        w, lane = f"({tid} >> 5)", f"({tid} & 31)"
+        g = f"({w} / {self.G})" if self.ngrp > 1 else "0"
+        wi = f"({w} % {self.G})" if self.G > 1 else "0"
+        if isinstance(s, int):
+            return (f"({g} * {self.rows_grp} + {wi} * 16 + ({lane} >> 2) + "
+                    f"{(s // 2) * self.sub + 8 * (s % 2)})")
+        s = f"({s})"
+        return (f"({g} * {self.rows_grp} + ({s} / 2) * {self.sub} + {wi} * 16 + "
+                f"({lane} >> 2) + ({s} % 2) * 8)")
+
+    def valid(self, tid, s):
+        return f"(({tid} & 3) == 0)"
+
+    def __str__(self):
+        return f"mma_rows(M={self.M}, groups={self.ngrp}x{self.G} warps)"
+
+    __repr__ = __str__
+
+
+def acc_row_slot(lay: AccLayout, s):
+    """The AccRowLayout slot holding the row of AccLayout slot s (int or C expression)."""
+    half = lay.N // 2
+    if isinstance(s, int):
+        return (s // half) * 2 + (s % 4) // 2
+    return f"((({s}) / {half}) * 2 + (({s}) % 4) / 2)"
+
+
+class StagedTile:
+    """A tile staged into shared memory once and read by several dots (printed in the IR)."""
+
+    def __init__(self, M, K, esize):
+        self.M, self.K, self.esize = M, K, esize
+        self.offset = None          # byte offset in the dot area (smem.py)
+
+    @property
+    def nbytes(self):
+        return self.M * self.K * self.esize
+
+    def __str__(self):
+        return f"staged[{self.M}x{self.K}]@{self.offset}"
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _insert_before(block, before, op):
+    op.parent = block
+    block.ops.insert(block.ops.index(before), op)
+    return op
+
+
+def _convert(v, lay, before, block, movement):
+    op = Op("convert_layout", [v], [v.type], {"movement": movement}, (), before.loc)
+    op.result.attrs["layout"] = lay
+    op.result.name = v.name
+    if v.attrs.get("icomp") and movement == "recompute":
+        op.result.attrs["icomp"] = True
+    return _insert_before(block, before, op).result
+
+
+def _blocks(block):
+    yield block
+    for op in block.ops:
+        for r in op.regions:
+            yield from _blocks(r)
+
+
+def _reduce_source(op, T):
+    """The AccLayout value a reduce folds (through the layout pass's conversion), or None."""
+    if op.opcode != "reduce" or op.attrs.get("kind") not in _KINDS:
+        return None
+    x = op.operands[0]
+    if len(x.shape) != 2 or op.attrs.get("axis") != 1:
+        return None
+    src = x
+    cv = x.owner
+    if isinstance(cv, Op) and cv.opcode == "convert_layout":
+        src = cv.operands[0]
+    lay = src.attrs.get("layout")
+    if isinstance(lay, AccLayout) and lay.num_threads == T and lay.N == x.shape[1] \
+            and lay.M == x.shape[0] and src.dtype == x.dtype:
+        return src
+    return None
+
+
+# ----------------------------------------------------------------------------- 1-3 rows
+
+def _row_values(fn, T, seeds):
+    """The values that can live in AccRowLayout: a greatest fixpoint over candidates."""
+    rows = {id(op.result): AccRowLayout.of_acc(src.attrs["layout"]) for op, src in seeds}
+    Ms = {lay.M for lay in rows.values()}
+    if len(Ms) != 1:
+        return {}, {}
+    M = Ms.pop()
+    row = AccRowLayout(M, T)
+    cand: dict[int, object] = {}          # value id -> the value
+    defs: dict[int, tuple] = {}           # value id -> ("op", op) | ("arg", loop, i) | ("res", loop, i)
+    for op, _ in seeds:
+        cand[op.result.id] = op.result
+        defs[op.result.id] = ("seed", op)
+    for op in fn.walk():
+        if op.opcode in _ROW_ELEMENTWISE or op.opcode == "reshape":
+            r = op.results[0]
+            if is_block(r.type) and r.type.numel == M and not r.dtype.is_ptr() \
+                    and not r.attrs.get("icomp"):
+                cand[r.id] = r
+                defs[r.id] = ("op", op)
+        if op.opcode == "for":
+            body = op.regions[0]
+            for i, (a, res) in enumerate(zip(body.args[1:], op.results)):
+                if is_block(a.type) and a.type.numel == M and not a.dtype.is_ptr():
+                    cand[a.id], defs[a.id] = a, ("arg", op, i)
+                    cand[res.id], defs[res.id] = res, ("res", op, i)
+
+    def ok_operand(o):
+        return (not is_block(o.type)) or o.id in cand or o.attrs.get("icomp")
+
+    changed = True
+    while changed:
+        changed = False
+        for vid in list(cand):
+            kind = defs[vid]
+            if kind[0] == "seed":
+                continue
+            if kind[0] == "op":
+                op = kind[1]
+                good = all(ok_operand(o) for o in op.operands) and \
+                    any(is_block(o.type) and o.id in cand for o in op.operands)
+            else:
+                loop, i = kind[1], kind[2]
+                body = loop.regions[0]
+                init, y = loop.operands[3 + i], body.ops[-1].operands[i]
+                a = body.args[1 + i]
+                good = (init.id in cand or init.attrs.get("icomp")) and y.id in cand \
+                    and a.id in cand and loop.results[i].id in cand
+            if not good:
+                del cand[vid]
+                changed = True
+    return cand, row
+
+
+def _fuse_rows(fn, T):
+    seeds = [(op, src) for op in fn.walk() for src in [_reduce_source(op, T)] if src is not None]
+    if not seeds:
+        return
+    rowset, row = _row_values(fn, T, seeds)
+    if not rowset:
+        return
+    old = {vid: v.attrs.get("layout") for vid, v in rowset.items()}
+    for v in rowset.values():
+        v.attrs["layout"] = row
+    for op, src in seeds:                       # 1: reduce the fragment in place
+        cv = op.operands[0].owner
+        op.operands[0] = src
+        op.opcode = "dot_row_reduce"
+        if isinstance(cv, Op) and cv.opcode == "convert_layout" and cv.parent is not None \
+                and not any(o is cv.result for u in fn.walk() for o in u.operands):
+            cv.parent.ops.remove(cv)
+    for block in list(_blocks(fn.body)):
+        for op in list(block.ops):
+            _fix_op(fn, op, block, rowset, old, row)
+
+
+def _bcast_target(fn, op, rowset):
+    """AccLayout when `op` broadcasts a row value [M, 1] -> [M, N] only for users that convert
+    it to AccLayout(M, N); else None."""
+    if op.opcode != "broadcast" or op.operands[0].id not in rowset:
+        return None
+    x, r = op.operands[0], op.result
+    if len(r.shape) != 2 or tuple(x.shape) != (r.shape[0], 1):
+        return None
+    fn_users = _users_of(fn, op)
+    lays = {u.result.attrs.get("layout") for u in fn_users if u.opcode == "convert_layout"}
+    if not fn_users or any(u.opcode != "convert_layout" for u in fn_users) or len(lays) != 1:
+        return None
+    lay = lays.pop()
+    if isinstance(lay, AccLayout) and lay.N == r.shape[1] and lay.M == r.shape[0]:
+        return lay
+    return None
+
+
+def _users_of(fn, op):
+    return [u for u in fn.walk() if any(o is op.result for o in u.operands)]
+
+
+def _fix_op(fn, op, block, rowset, old, row):
+    in_rows = any(r.id in rowset for r in op.results)
+    if op.opcode == "dot_row_reduce":
+        return
+    if in_rows and op.opcode != "for":
+        if op.opcode == "reshape":
+            op.attrs["movement"] = "none"
+        for i, o in enumerate(op.operands):    # index-computable operands: recomputed
+            if is_block(o.type) and o.id not in rowset:
+                op.operands[i] = _convert(o, row, op, block, "recompute")
+        return
+    lay = _bcast_target(fn, op, rowset)
+    if lay is not None:                          # 3: broadcast inside the fragment
+        op.opcode = "dot_row_bcast"
+        op.result.attrs["layout"] = lay
+        op.attrs.pop("movement", None)
+        for u in _users_of(fn, op):
+            u.attrs["movement"] = "none"
+        return
+    if op.opcode == "for":
+        body = op.regions[0]
+        for i, a in enumerate(body.args[1:]):
+            o = op.operands[3 + i]
+            if a.id in rowset and o.id not in rowset and is_block(o.type):
+                op.operands[3 + i] = _convert(o, row, op, block, "recompute")
+            elif a.id not in rowset and o.id in rowset:
+                op.operands[3 + i] = _convert(o, old[o.id], op, block, "smem")
+        return
+    if op.opcode == "yield":
+        parent = block.parent
+        targets = parent.regions[0].args[1:] if parent.opcode == "for" else \
+            (parent.regions[1].args if parent.opcode == "while" else parent.results)
+        for i, (o, t) in enumerate(zip(op.operands, targets)):
+            if o.id in rowset and t.id not in rowset:
+                op.operands[i] = _convert(o, old[o.id], op, block, "smem")
+        return
+    for i, o in enumerate(op.operands):          # 2: anything else reads its old layout
+        if o.id not in rowset:
+            continue
+        if op.opcode == "convert_layout":
+            op.attrs["movement"] = "smem"
+            continue
+        op.operands[i] = _convert(o, old[o.id], op, block, "smem")
+
+
+# ----------------------------------------------------------------------------- 4-5 operands
+
+def _plan_operands(fn, T):
+    staged: dict[int, StagedTile] = {}
+    for op in list(fn.walk()):
+        if op.opcode != "dot" or op.attrs.get("ring") is not None:
+            continue
+        plan = op.attrs.get("dot_plan")
+        if plan is None or plan.engine != "mma":
+            continue
+        a = op.operands[0]
+        lay = a.attrs.get("layout")
+        if plan.kind in ("f16", "bf16") and isinstance(lay, AccLayout) and lay.M == plan.M \
+                and lay.N == plan.K and lay.num_threads == T:
+            op.attrs["a_src"] = "regs"                   # 4
+            continue
+        d = a.owner
+        if not isinstance(d, Op) or d.parent is None or a.attrs.get("icomp"):
+            continue
+        loop = _outer_loop_without(op, d)
+        if loop is None:
+            continue
+        tile = staged.get(a.id)
+        if tile is None:                                 # 5
+            tile = staged[a.id] = StagedTile(plan.M, plan.K, plan.esize)
+            st = Op("dot_stage_a", [a], [], {"tile": tile, "dot_plan": plan}, (), d.loc)
+            st.parent = d.parent
+            d.parent.ops.insert(d.parent.ops.index(d) + 1, st)
+        if (tile.M, tile.K, tile.esize) != (plan.M, plan.K, plan.esize):
+            continue
+        op.attrs["a_src"] = "staged"
+        op.attrs["a_tile"] = tile
+
+
+def _outer_loop_without(op, d):
+    """The outermost `for`/`while` holding `op` but not the op `d`, or None."""
+    inside = set()
+    b = d.parent
+    while b is not None:
+        inside.add(id(b))
+        p = b.parent
+        b = p.parent if isinstance(p, Op) else None
+    found = None
+    b = op.parent
+    while b is not None:
+        p = b.parent
+        if not isinstance(p, Op):
+            break
+        if id(b) in inside:
+            break
+        if p.opcode in ("for", "while"):
+            found = p
+        b = p.parent
+    return found
+
+
+def _keep_acc_between_loops(fn):
+    """A loop's accumulator that only feeds another loop (causal attention's two key loops)
+    leaves the fragment layout through dot_acc_out and comes back through convert_layout:
+    both go, the next loop starts from the fragment itself."""
+    uses: dict[int, list] = {}
+    for op in fn.walk():
+        for o in op.operands:
+            uses.setdefault(o.id, []).append(op)
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        x = out.operands[0]
+        lay = x.attrs.get("layout")
+        backs = [u for u in uses.get(out.result.id, []) if u.opcode == "convert_layout"
+                 and u.result.attrs.get("layout") == lay]
+        for cv in backs:
+            for u in uses.get(cv.result.id, []):
+                u.operands = [x if o is cv.result else o for o in u.operands]
+            cv.parent.ops.remove(cv)
+        if backs and len(backs) == len(uses.get(out.result.id, [])):
+            out.parent.ops.remove(out)
+
+
+def _in_loop(op):
+    b = op.parent
+    while b is not None and isinstance(b.parent, Op):
+        if b.parent.opcode in ("for", "while"):
+            return True
+        b = b.parent.parent
+    return False
+
+
+def _recompute_index(fn):
+    """6. Inside loops, fragment-layout index math and the synchronous dots' fragment
+    addresses are recomputed each iteration rather than hoisted (codegen: dot.opaque_thread):
+    a causal mask in AccLayout is one loop-invariant value per slot, 64 registers at a
+    128 x 64 tile on 4 warps."""
+    for op in fn.walk():
+        if not _in_loop(op):
+            continue
+        if op.opcode == "convert_layout" and op.attrs.get("movement") == "recompute" \
+                and isinstance(op.result.attrs.get("layout"), AccLayout) \
+                and len(op.result.shape) == 2 and not _uniform(op.operands[0]):
+            op.opcode = "dot_frag_icomp"
+        elif op.opcode in ("dot", "dot_tile_load") and op.attrs.get("ring") is None:
+            op.attrs["recompute_index"] = True
+
+
+def _uniform(v):
+    op = v.owner
+    while isinstance(op, Op) and op.opcode in ("broadcast", "reshape", "convert_layout"):
+        op = op.operands[0].owner
+    return not isinstance(op, Op) or op.opcode in ("splat", "constant")
+
+
+def fuse_dot_rows(fn, options):
+    from .dot_loads import plan_tile_loads
+    T = options.num_threads
+    _keep_acc_between_loops(fn)
+    _fuse_rows(fn, T)
+    _plan_operands(fn, T)
+    plan_tile_loads(fn, options)
+    _recompute_index(fn)
+    return fn
+
+
+# codegen handlers (dot_row_reduce, dot_row_bcast, dot_stage_a, dot_tile_load) register on import
+from ..codegen import dot_loads as _dot_loads  # noqa: E402,F401
+from ..codegen import dot_rows as _dot_rows  # noqa: E402,F401
