@@ -75,9 +75,10 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
     _apply_specialization(ir_fn, specialization or {})
     eq1 = ir_fn.attrs["equal_to_1"]
     ir_fn.attrs["num_warps"] = options.num_warps
-    run_passes(ir_fn, options)                                          # stage: passes
-    ir_text = format_function(ir_fn)
-    source, name = generate(ir_fn, options)                             # stage: codegen
+    with _at_kernel(ir_fn):
+        run_passes(ir_fn, options)                                      # stage: passes
+        ir_text = format_function(ir_fn)
+        source, name = generate(ir_fn, options)                         # stage: codegen
     if options.debug:
         print(f"// ===== newt IR after passes: {name}\n{ir_text}", file=sys.stderr)
         print(f"// ===== newt CUDA C++: {name}\n{source}", file=sys.stderr)
@@ -90,12 +91,48 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         source, name = generate(ir_fn, options)
         res = nvrtc.compile_cuda(source, name, options.arch, extra)
         rep = nvrtc.parse_ptxas_report(res.log, name)
+    _check_shared_memory(ir_fn, options, rep)                           # stage: limits
     params = [p for p in ir_fn.params if p.name not in eq1]
     return CompiledKernel(
         name=name, source=source, ptx=res.ptx, cubin=res.cubin, ir=ir_text, params=params,
         options=options, num_threads=options.num_threads,
         shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
         n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log)
+
+
+class _at_kernel:
+    """A CompilationError from a pass or codegen that has no source location (a whole-kernel
+    limit, such as shared memory) points at the kernel's definition instead."""
+
+    def __init__(self, ir_fn):
+        self.loc = ir_fn.loc
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, tp, e, tb):
+        from .errors import CompilationError
+        if isinstance(e, CompilationError) and e.loc is None and self.loc is not None:
+            raise CompilationError(e.msg, self.loc) from None
+        return False
+
+
+def _check_shared_memory(ir_fn, options: Options, report: dict):
+    """Dynamic (newt's arena) plus static (`__shared__` in the source, from the ptxas report)
+    shared memory must fit the arch's opt-in maximum per block: a kernel over it could never
+    launch, so it is a CompilationError at the kernel's definition, with no GPU needed. (The
+    launcher checks again against the device's own attribute.)"""
+    from .errors import CompilationError
+    from .passes.smem import smem_limit
+    dynamic = ir_fn.attrs.get("smem_bytes", 0)
+    static = max(report.get("shared_bytes", 0), 0)
+    limit = smem_limit(options.arch)
+    if dynamic + static > limit:
+        raise CompilationError(
+            f"kernel `{ir_fn.name}` needs {dynamic + static} bytes of shared memory ({dynamic} "
+            f"dynamic + {static} static, {(dynamic + static) / 1024:.1f} KB); {options.arch} "
+            f"allows at most {limit} bytes ({limit // 1024} KB) per block: use smaller blocks, "
+            f"fewer num_stages or fewer num_warps", ir_fn.loc)
 
 
 def _apply_specialization(ir_fn, spec: dict):

@@ -20,7 +20,7 @@ import textwrap
 import types
 
 from . import options
-from .errors import LaunchError
+from .errors import DriverError, LaunchError, NewtError
 from .language import constexpr as _constexpr
 
 _INT32 = (-2**31, 2**31)
@@ -33,6 +33,24 @@ class _Missing:
 
 
 _MISSING = _Missing()
+# CUDA's grid limits, the same on every device since compute capability 3.0
+GRID_LIMITS = (2**31 - 1, 65535, 65535)
+
+
+class _Grid(tuple):
+    """(gx, gy, gz) already checked against GRID_LIMITS: `k[grid]` makes one from a tuple of ints
+    once, so that a launch on it only unpacks."""
+    __slots__ = ()
+
+
+def _checked_grid(grid):
+    """A _Grid for a tuple of 1 to 3 positive ints within the limits; anything else unchanged
+    (callables, lists, numpy ints, bad grids: the launch's slow path handles and reports them)."""
+    if grid.__class__ is tuple and 1 <= len(grid) <= 3:
+        g = grid + (1,) * (3 - len(grid))
+        if all(v.__class__ is int and 0 < v <= m for v, m in zip(g, GRID_LIMITS)):
+            return _Grid(g)
+    return grid
 
 
 def _classify(v, dns: bool):
@@ -65,7 +83,51 @@ def _classify(v, dns: bool):
         return _classify(int(v), dns)
     if isinstance(v, float):
         return ("fp32",), float(v)
+    if v is None:   # as in Triton: a None argument is the constexpr None (packed as an unused 0)
+        return (None,), 0
     return ("bad", type(v).__name__), None
+
+
+def _launch_site() -> str | None:
+    """`file:line` and source of the innermost frame outside newt: the user's launch."""
+    import linecache
+    import os
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    f = sys._getframe(1)
+    while f is not None and (f.f_code.co_filename.startswith(here)
+                             or f.f_code.co_filename.startswith("<newt launcher")
+                             or f.f_code.co_filename == functools.__file__):
+        f = f.f_back
+    if f is None:
+        return None
+    line = linecache.getline(f.f_code.co_filename, f.f_lineno).strip()
+    return f"{f.f_code.co_filename}:{f.f_lineno}" + (f": {line}" if line else "")
+
+
+def _reported_at_launch_site(method):
+    """A launch error raised by `method` also names the user's line that launched the kernel
+    (the traceback shows it too, but under frames of newt's own)."""
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except NewtError as e:
+            if isinstance(e, (LaunchError, DriverError)) and not getattr(e, "_newt_site", False):
+                site = _launch_site()
+                if site and e.args and isinstance(e.args[0], str):
+                    e.args = (f"{e.args[0]}\n  launched at {site}",) + e.args[1:]
+                e._newt_site = True
+            raise
+    return wrapper
+
+
+def _constexpr_key(v):
+    """Key element of a constexpr value that is not a plain int (see _generate)."""
+    if isinstance(v, _constexpr):
+        v = v.value
+        if v.__class__ is int:
+            return v
+    return (v.__class__, v)
 
 
 class JITFunction:
@@ -83,6 +145,7 @@ class JITFunction:
         self.do_not_specialize = dns
         self.debug = debug
         self.cache: dict = {}        # key tuple -> Launcher (memory cache, per process)
+        self._hot = [(None,)]        # (key, *Launcher.fast) of the last key launched
         self._launch_fn = None       # generated per kernel, on the first launch
         self._bound = (_MISSING, None)   # __getitem__'s cache; reset when _launch_fn changes
         self._binder = self._meta_of = None
@@ -101,9 +164,10 @@ class JITFunction:
         fn = self._launch_fn
         if fn is None:
             return functools.partial(self._first_launch, grid)
-        # `k[grid](...)` in a loop passes the same grid object each time: bind it once. Holding
-        # the grid keeps its identity valid; a list or callable grid is still read per call.
-        bound = self._bound = (grid, functools.partial(fn, grid))
+        # `k[grid](...)` in a loop passes the same grid object each time: bind it once, checked
+        # once. Holding the grid keeps its identity valid; a list or callable grid is still read
+        # per call.
+        bound = self._bound = (grid, functools.partial(fn, _checked_grid(grid)))
         return bound[1]
 
     def run(self, *args, grid, **kwargs):
@@ -143,9 +207,10 @@ class JITFunction:
         `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
         branch that builds the same key as one flat tuple, without per-parameter tuples."""
         import torch
-        ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_cx": _constexpr,
+        ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
-              "_n_last": _last_launched(), "_n_M": _MISSING}
+              "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
+              "_n_G": _Grid}
         sig, body, keys, vals, rt_pos = [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
@@ -160,9 +225,11 @@ class JITFunction:
                 ns["_n_defaults"][a] = p.default
                 sig.append(f"{a}=_n_defaults[{a!r}]")
             if a in self.constexpr_names:
-                body.append(f"    _n_k{i} = {a}.value if {a}.__class__ is _n_cx else {a},")
+                # an int stands for itself; any other value is (its type, value), so that True,
+                # 1 and 1.0 are different keys (they compile differently)
+                body.append(f"    _n_k{i} = {a} if {a}.__class__ is int else _n_ck({a}),")
                 keys.append(f"*_n_k{i}")
-                fast_keys.append(f"{a}.value if {a}.__class__ is _n_cx else {a}")
+                fast_keys.append(f"{a} if {a}.__class__ is int else _n_ck({a})")
                 continue
             # The key is one flat tuple: each parameter adds elements whose first one tells its
             # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
@@ -198,6 +265,10 @@ class JITFunction:
                 guard.append(f"{a}.__class__ is {kind.__name__}")
                 fast_vals.append(f"_n_v{i} = {a}")
                 fast_keys.append('"fp32"' if kind is float else '"i1"')
+            elif kind is type(None):
+                guard.append(f"{a} is None")
+                fast_vals.append(f"_n_v{i} = 0")
+                fast_keys.append("None")
             else:
                 guard.append("False")
         self.runtime_positions = rt_pos
@@ -229,35 +300,25 @@ def meta({params}):
 def launch(_n_grid, {params}):
 {check}
 {kernel_body}
-    try:
-        _n_L = _n_cache[_n_key]
-    except (KeyError, TypeError):
-        _n_L = _n_self._miss(_n_key, {by_name})
-    if _n_grid.__class__ is not tuple:
-        _n_grid = _n_self._grid_of(_n_grid, {by_name})
-    _n_n = len(_n_grid)
-    if _n_n == 1:
-        _n_gx = _n_grid[0]
-        _n_gy = _n_gz = 1
-    elif _n_n == 2:
-        _n_gx, _n_gy = _n_grid
-        _n_gz = 1
-    elif _n_n == 3:
+    _n_h = _n_hot[0]
+    if _n_key != _n_h[0]:   # a tuple compare: cheaper than hashing the key for the dict
+        _n_h = _n_self._lookup(_n_key, {by_name})
+    _, _n_pack, _n_buf, _n_block, _n_shared, _n_stream, _n_dev, _n_go, _n_c, _n_f, _n_p, \\
+        _n_name, _n_L = _n_h
+    if _n_grid.__class__ is _n_G:
         _n_gx, _n_gy, _n_gz = _n_grid
     else:
-        return _n_self._bad_grid(_n_L, _n_grid)
-    _n_mx, _n_my, _n_mz = _n_L.max_grid
-    if not (0 < _n_gx <= _n_mx and 0 < _n_gy <= _n_my and 0 < _n_gz <= _n_mz):
-        return _n_self._bad_grid(_n_L, _n_grid)
+        _n_gx, _n_gy, _n_gz = _n_self._grid3(
+            _n_grid({by_name}) if callable(_n_grid) else _n_grid, _n_L)
     try:
-        _n_L.pack(_n_L.storage, 0, _n_gx, _n_gy, _n_gz, _n_L.block, 1, 1, _n_L.shared,
-                  _n_L.stream(_n_L.device_index), {v})
-    except Exception:  # a grid of numpy/torch integers, or a value that does not fit
-        return _n_self._launch_converted(_n_L, _n_grid, ({v}{',' if vals else ''}))
-    _n_r = _n_L.go(*_n_L.go_args)
-    _n_last[0] = _n_L.name
+        _n_pack(_n_buf, 0, _n_gx, _n_gy, _n_gz, _n_block, 1, 1, _n_shared, _n_stream(_n_dev),
+                {v})
+    except Exception:  # a value that does not fit its type: Launcher.launch reports it
+        return _n_self._slow_launch(_n_L, (_n_gx, _n_gy, _n_gz), ({v}{',' if vals else ''}))
+    _n_r = _n_go(_n_c, _n_f, _n_p, None)
+    _n_last[0] = _n_name
     if _n_r:
-        _n_L.failed(_n_r, _n_gx, _n_gy, _n_gz)
+        _n_self._failed(_n_L, _n_r, (_n_gx, _n_gy, _n_gz))
 """
         if what == "binder":
             src = binder_src
@@ -291,15 +352,7 @@ def launch(_n_grid, {params}):
         """(key, values) of a call, as the launch function computes them (tests, warmup)."""
         return self._binder or self._generate(what="binder")
 
-    def _grid_of(self, grid, meta):
-        if callable(grid):
-            grid = grid(meta)
-        if isinstance(grid, tuple):
-            return grid
-        if isinstance(grid, list):
-            return tuple(grid)
-        return (grid,)
-
+    @_reported_at_launch_site
     def _extra_args(self, more, extra):
         if more:
             raise self._signature_error(TypeError(
@@ -327,25 +380,56 @@ def launch(_n_grid, {params}):
             self._generate({n: type(v) for n, v in arguments.items()})
         return launcher
 
-    def _launch_converted(self, launcher, grid, values):
-        import operator
-        try:
-            g = tuple(operator.index(v) for v in grid) + (1,) * (3 - len(grid))
-        except TypeError:
-            g = None
-        if g is None or not all(0 < v <= m for v, m in zip(g, launcher.max_grid)):
-            self._bad_grid(launcher, tuple(grid))
-            if g is None:
-                raise LaunchError(f"kernel {self.__name__}: grid {tuple(grid)!r} must hold ints")
-            return None
-        launcher.launch(*g, values)
+    @_reported_at_launch_site
+    def _slow_launch(self, launcher, grid, values):
+        launcher.launch(*grid, values)
 
-    def _bad_grid(self, launcher, grid):
+    @_reported_at_launch_site
+    def _failed(self, launcher, res, grid):
+        launcher.failed(res, *grid)
+
+    @_reported_at_launch_site
+    def _lookup(self, key, arguments):
+        """The hot tuple (key, *Launcher.fast) of a key other than the last one launched."""
+        try:
+            launcher = self.cache[key]
+        except (KeyError, TypeError):   # TypeError: an unhashable constexpr, _miss says so
+            launcher = self._miss(key, arguments)
+        hot = self._hot[0] = (key,) + launcher.fast
+        return hot
+
+    @_reported_at_launch_site
+    def _grid3(self, grid, launcher):
+        """(gx, gy, gz) of a grid that is not a _Grid: lists, ints, numpy/torch integers, the
+        result of a grid callable; every bad grid is a LaunchError naming the kernel. A grid with
+        a zero is an error too: Triton silently launches nothing there, which hides a size bug
+        more often than it saves an `if` (skip the launch yourself when there is no work)."""
+        import operator
+        if not isinstance(grid, (tuple, list)):
+            grid = (grid,)
+        grid = tuple(grid)
         if not 1 <= len(grid) <= 3:
             raise LaunchError(f"kernel {self.__name__}: grid must have 1 to 3 dimensions, "
                               f"got {grid!r}")
-        launcher.check_grid(*grid, *(1,) * (3 - len(grid)))
-        # A zero-sized grid launches nothing (as in Triton): an empty tensor needs no work.
+        out = []
+        for axis, g, m in zip("xyz", grid + (1,) * (3 - len(grid)), launcher.max_grid):
+            try:
+                if isinstance(g, float):
+                    raise TypeError
+                g = operator.index(g)
+            except TypeError:
+                raise LaunchError(f"kernel {self.__name__}: grid {axis} must be an int, got "
+                                  f"{type(g).__name__} {g!r}") from None
+            if g == 0:
+                raise LaunchError(
+                    f"kernel {self.__name__}: grid {axis} = 0 in grid {grid!r}: "
+                    "a launch needs at least one program per axis (newt refuses the empty "
+                    "launch that Triton skips silently; test for empty inputs before launching)")
+            if not 0 < g <= m:
+                raise LaunchError(f"kernel {self.__name__}: grid {axis} = {g} is outside "
+                                  f"[1, {m}] (the device's limit)")
+            out.append(g)
+        return out
 
     def source_key(self) -> str:
         """Hash of this kernel's code, of every @newt.jit function it calls (found by name in

@@ -50,8 +50,12 @@ TRITON_DIFFERENCES = """\
 - **`nl.sum` of bool or of unsigned ints narrower than 32 bits accumulates in uint32**, of signed
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
-- **A grid with a zero dimension launches nothing** (as in Triton); negative dims are an error
-  ([newt/jit.py](../newt/jit.py), [newt/interpreter/launch.py](../newt/interpreter/launch.py)).
+- **A grid with a zero dimension is a `LaunchError`** naming the kernel (Triton silently
+  launches nothing, which hides size bugs: skip the launch when there is no work); negative
+  dims are an error too ([newt/jit.py](../newt/jit.py),
+  [newt/interpreter/launch.py](../newt/interpreter/launch.py)).
+- **`None` passed to any parameter is the constexpr `None`** (as in Triton), so
+  `if bias_ptr is not None:` is decided at compile time, in the interpreter and on the GPU.
 - **`cache_modifier`, `eviction_policy` and `volatile`** are checked (an unknown value is an
   error) and recorded on the IR, but code generation ignores them; the `sem` and `scope` of
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
@@ -200,13 +204,13 @@ def language_md() -> str:
 # raises). tests/test_docs.py checks every fragment is still in its file.
 LAUNCH_ERRORS = [
     ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
-    ("grid holds a non-int", "newt/jit.py", "must hold ints"),
-    ("grid dimension out of range", "newt/runtime/launch.py", "is outside"),
+    ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
+    ("grid with a zero dimension", "newt/jit.py", "a launch needs at least one program"),
+    ("grid dimension out of range", "newt/jit.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),
     ("constexpr parameter not given", "newt/runtime/specialize.py", "is a constexpr and needs a"),
     ("constexpr not hashable", "newt/runtime/specialize.py", "must be hashable"),
     ("tensor of an unsupported dtype", "newt/runtime/specialize.py", "which "),
-    ("None for a tensor parameter", "newt/runtime/specialize.py", "None is only allowed for"),
     ("argument of an unsupported Python type", "newt/runtime/specialize.py", "has type"),
     ("tensors on different devices", "newt/runtime/specialize.py", "all tensors must be on one device"),
     ("bad num_warps", "newt/runtime/specialize.py", "num_warps must be a power of two from 1 to 32"),
@@ -214,7 +218,9 @@ LAUNCH_ERRORS = [
     ("too many threads per block", "newt/runtime/launch.py", "threads per block, above"),
     ("scalar does not fit its parameter type", "newt/runtime/launch.py", "does not fit its parameter"),
     ("autotune key also given by the caller", "newt/autotune.py", "are given by the"),
-    ("negative grid (interpreter)", "newt/interpreter/launch.py", "grid dimensions must be >= 0"),
+    ("shared memory above the device's limit", "newt/runtime/driver.py", "bytes of shared memory"),
+    ("zero or negative grid (interpreter)", "newt/interpreter/launch.py",
+     "a launch needs at least one program"),
 ]
 
 

@@ -2,6 +2,7 @@
 system C compiler) and a fake compile() that returns a CompiledKernel-shaped object. They let
 the launch path run on CPU tensors on a machine without a GPU."""
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -63,3 +64,20 @@ def fake_state(cu):
         params=list((ctypes.c_uint64 * 64).in_dll(cu, "fake_last_params")),
         dyn_shared_set=g("fake_dyn_shared_set").value,
         modules=g("fake_modules_loaded").value)
+
+
+def install_fake_gpu(cu, monkeypatch):
+    """Make the runtime use the stand-in driver `cu` (from driver.load_library), with CPU tensors
+    standing in for CUDA tensors of device 0 and a fixed stream handle (0x5000 + device)."""
+    import newt
+    from newt.runtime import driver, launch, specialize
+    ctypes.c_int.in_dll(cu, "fake_nparams").value = 8
+    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
+    ctypes.c_int.in_dll(cu, "fake_sync_result").value = 0
+    monkeypatch.setattr(driver, "_lib", cu)
+    monkeypatch.setattr(driver.Device, "_all", {})
+    monkeypatch.setattr(driver, "current_device_index", lambda: 0)
+    monkeypatch.setattr(specialize, "specialize",
+                        functools.partial(specialize.specialize, allow_cpu=True))
+    monkeypatch.setattr(launch, "_raw_stream_getter", lambda: (lambda i: 0x5000 + i))
+    monkeypatch.setattr(newt.options.flags, "interpret", False)

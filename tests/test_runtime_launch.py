@@ -12,7 +12,7 @@ import newt
 import newt.language as nl
 from newt.runtime import driver, launch, specialize
 
-from runtime_fakes import FakeCompile, build_fake_libcuda, fake_state
+from runtime_fakes import FakeCompile, build_fake_libcuda, fake_state, install_fake_gpu
 
 
 @pytest.fixture(scope="session")
@@ -20,17 +20,7 @@ def fake_lib_path(tmp_path_factory):
     return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
 
 
-def _install(cu, monkeypatch):
-    ctypes.c_int.in_dll(cu, "fake_nparams").value = 8
-    ctypes.c_int.in_dll(cu, "fake_launch_result").value = 0
-    ctypes.c_int.in_dll(cu, "fake_sync_result").value = 0
-    monkeypatch.setattr(driver, "_lib", cu)
-    monkeypatch.setattr(driver.Device, "_all", {})
-    monkeypatch.setattr(driver, "current_device_index", lambda: 0)
-    monkeypatch.setattr(specialize, "specialize",
-                        functools.partial(specialize.specialize, allow_cpu=True))
-    monkeypatch.setattr(launch, "_raw_stream_getter", lambda: (lambda i: 0x5000 + i))
-    monkeypatch.setattr(newt.options.flags, "interpret", False)
+_install = install_fake_gpu
 
 
 @pytest.fixture
@@ -163,7 +153,10 @@ def test_grid_checks(gpu):
     add = make_add()
     x = torch.randn(16)
     before = fake_state(cu).launches
-    add[(0,)](x, x, x, 16)                     # empty grid: nothing to do, as in Triton
+    with pytest.raises(newt.LaunchError, match=r"add_kernel: grid y = 0"):
+        add[(4, 0)](x, x, x, 16)               # an error, where Triton launches nothing
+    with pytest.raises(newt.LaunchError, match=r"grid x = 0"):
+        add[lambda meta: (0,)](x, x, x, 16)
     assert fake_state(cu).launches == before
     with pytest.raises(newt.LaunchError, match="grid x = -1"):
         add[(-1,)](x, x, x, 16)
@@ -189,8 +182,6 @@ def test_launch_errors(gpu):
         add[(1,)](x, x, x, 16, BLK=4)
     with pytest.raises(newt.LaunchError, match="'BLOCK' is a constexpr"):
         add[(1,)](x, x, x, 16, BLOCK=x)
-    with pytest.raises(newt.LaunchError, match="'n' is None"):
-        add[(1,)](x, x, x, None)
     with pytest.raises(newt.LaunchError, match="type str"):
         add[(1,)](x, x, x, "16")
     with pytest.raises(newt.LaunchError, match="complex64"):
@@ -335,3 +326,94 @@ def test_launch_config_layout_matches_cuda_h(tmp_path):
     offs = [struct.calcsize(fmt[:i]) for i in (1, 7, 10, 11, 12)]
     assert got == [0, 24, 32, 40, 48, 56]
     assert offs == [0, 24, 32, 40, 48] and struct.calcsize(fmt) == driver.LAUNCH_CONFIG_BYTES
+
+
+def make_bias_add():
+    @newt.jit
+    def bias_add(x_ptr, b_ptr, out_ptr, n, BLOCK: nl.constexpr):
+        offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+        mask = offs < n
+        x = nl.load(x_ptr + offs, mask=mask)
+        if b_ptr is not None:
+            x += nl.load(b_ptr + offs, mask=mask)
+        nl.store(out_ptr + offs, x, mask=mask)
+    return bias_add
+
+
+def test_none_argument_is_a_constexpr_none_in_the_interpreter(monkeypatch):
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    k = make_bias_add()
+    x, b = torch.randn(301), torch.randn(301)
+    for bias, want in ((None, x), (b, x + b)):
+        out = torch.full_like(x, float("nan"))
+        k[(3,)](x, bias, out, 301, BLOCK=128)
+        torch.testing.assert_close(out, want)
+
+
+def test_none_argument_is_a_constexpr_none_when_compiled(gpu_real_compiler):
+    """None for a parameter not annotated constexpr compiles as the constexpr None (Triton's
+    rule, and the interpreter's): the branch on it is pruned and nothing is passed for it."""
+    cu = gpu_real_compiler
+    k = make_bias_add()
+    x, b, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    k[(3,)](x, None, out, 300, BLOCK=128)
+    st = fake_state(cu)
+    (L_none,) = k.cache.values()
+    assert [p["name"] for p in L_none.binary.meta["params"]] == ["x_ptr", "out_ptr", "n"]
+    assert st.params[:3] == [x.data_ptr(), out.data_ptr(), 300]
+    k[(3,)](x, b, out, 300, BLOCK=128)            # a tensor now: another specialization
+    st = fake_state(cu)
+    assert len(k.cache) == 2
+    assert st.params[:4] == [x.data_ptr(), b.data_ptr(), out.data_ptr(), 300]
+    k[(3,)](x, None, out, 300, BLOCK=128)         # and back, on the fast path
+    assert fake_state(cu).params[:3] == [x.data_ptr(), out.data_ptr(), 300]
+    assert len(k.cache) == 2
+
+
+def test_constexpr_keys_keep_their_types(gpu):
+    """True, 1 and 1.0 are equal in Python but compile differently: three specializations."""
+    cu, fc = gpu
+
+    @newt.jit
+    def k(p, C: nl.constexpr):
+        pass
+    t = torch.empty(4)
+    for c in (1, True, 1.0, 1, nl.constexpr(1), True):
+        k[(1,)](t, c)
+    assert [call["constexprs"]["C"] for call in fc.calls] == [1, True, 1.0]
+    assert [type(call["constexprs"]["C"]) for call in fc.calls] == [int, bool, float]
+
+
+def test_alternating_specializations_and_grids(gpu):
+    """The launch function remembers the last key and the last grid: switching between two
+    specializations and grids on every call must still launch the right one each time."""
+    cu, fc = gpu
+    add = make_add()
+    x32, x64 = torch.randn(64), torch.randn(64).double()
+    g1, g2 = (3,), (2, 5)
+    for i in range(6):
+        x, g = (x32, g1) if i % 2 else (x64, g2)
+        add[g](x, x, x, 64 - i)
+        st = fake_state(cu)
+        assert st.grid == (g + (1, 1))[:3] and st.params[:3] == [x.data_ptr()] * 3
+        assert st.params[3] & 0xFFFFFFFF == 64 - i
+    assert {c["signature"]["x_ptr"] for c in fc.calls} == {"*fp32", "*fp64"}
+    grids = [[4], lambda meta: [meta["n"] // 16], 7]    # list, callable returning a list, int
+    for g, want in zip(grids, [(4, 1, 1), (4, 1, 1), (7, 1, 1)]):
+        add[g](x32, x32, x32, 64)
+        assert fake_state(cu).grid == want
+
+
+def test_launch_errors_name_the_launching_line(gpu):
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    import inspect
+    with pytest.raises(newt.LaunchError) as ei:
+        add[(0,)](x, x, x, 16)
+    line = inspect.currentframe().f_lineno - 1
+    assert f"launched at {__file__}:{line}: add[(0,)](x, x, x, 16)" in str(ei.value)
+    with pytest.raises(newt.LaunchError) as ei:
+        add[(1,)](x, x, x, 16, num_warps=3)
+    line = inspect.currentframe().f_lineno - 1
+    assert f"{__file__}:{line}" in str(ei.value) and "num_warps" in str(ei.value)

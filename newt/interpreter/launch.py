@@ -178,7 +178,7 @@ def _argument(name, value, is_constexpr, rebinder):
     return rebinder.translate(value)
 
 
-def _grid(grid, meta) -> tuple:
+def _grid(grid, meta, name="") -> tuple:
     if callable(grid):
         grid = grid(meta)
     if isinstance(grid, int):
@@ -186,8 +186,10 @@ def _grid(grid, meta) -> tuple:
     grid = tuple(int(unwrap(g)) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise LaunchError(f"the grid must have 1 to 3 dimensions, got {grid}")
-    if builtins.any(g < 0 for g in grid):
-        raise LaunchError(f"grid dimensions must be >= 0, got {grid}")
+    if builtins.any(g <= 0 for g in grid):   # as the compiled path (newt/jit.py) says
+        raise LaunchError(f"kernel {name}: grid dimensions must be >= 1, got {grid}: "
+                          "a launch needs at least one program per axis (test for empty "
+                          "inputs before launching)")
     return grid + (1,) * (3 - len(grid))
 
 
@@ -206,7 +208,7 @@ def launch(jitfn, grid, args, kwargs):
         Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     except ValueError as e:
         raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
-    grid = _grid(grid, meta)
+    grid = _grid(grid, meta, jitfn.__name__)
 
     prog = context.current
     saved = (prog.kernel_name, prog.pid, prog.grid, prog.codes)

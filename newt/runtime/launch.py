@@ -43,17 +43,18 @@ def _raw_stream_getter():
 
 
 def _prepared_launch(cu_launch, config_addr, func, params_addr):
-    """(function, argument tuple) of this launcher's cuLaunchKernelEx call. For a ctypes
-    function, an undeclared copy of it takes prebuilt c_void_p arguments: the call then converts
-    no Python ints (the declared prototype runs c_void_p.from_param on each of them)."""
-    args = (config_addr, func, params_addr, None)
+    """(function, its first three arguments) of this launcher's cuLaunchKernelEx call; the
+    fourth is None. For a ctypes function, an undeclared copy of it takes prebuilt argument
+    objects: `c_void_p.from_param(address)` makes the same kind of object `byref` does, which
+    ctypes copies into the call as is (a c_void_p instance would be converted into one on every
+    call, and a declared prototype would run from_param on every argument)."""
     if not isinstance(cu_launch, ctypes._CFuncPtr):   # the Python shim of old drivers
-        return cu_launch, args
+        return cu_launch, (config_addr, func, params_addr)
     owner = driver.lib()
     raw = owner._FuncPtr((cu_launch.__name__, owner))
     raw.restype = ctypes.c_int
-    return raw, (ctypes.c_void_p(config_addr), ctypes.c_void_p(func),
-                 ctypes.c_void_p(params_addr), None)
+    arg = ctypes.c_void_p.from_param
+    return raw, (arg(config_addr), arg(func), arg(params_addr))
 
 
 class Launcher:
@@ -61,7 +62,7 @@ class Launcher:
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
                  "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
-                 "stream", "go", "go_args")
+                 "stream", "go", "go_args", "fast")
 
     def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
         """`runtime_positions`: the Python parameter index of each value the launch function
@@ -107,6 +108,10 @@ class Launcher:
         self.go, self.go_args = _prepared_launch(self.cu_launch, self.config_addr, self.func,
                                                  self.params_addr)
         self.stream = _raw_stream_getter()
+        # What the generated launch function unpacks in one step (jit.py's hot tuple): local
+        # variables instead of a dozen attribute reads per launch.
+        self.fast = (self.pack, self.storage, self.block, self.shared, self.stream,
+                     self.device_index, self.go, *self.go_args, self.name, self)
 
     def launch(self, gx: int, gy: int, gz: int, values: tuple):
         """The slow path's launch (the generated launch function inlines the same two calls)."""
@@ -116,7 +121,7 @@ class Launcher:
         except struct.error as e:
             raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter "
                               f"type ({e})") from None
-        res = self.go(*self.go_args)
+        res = self.go(*self.go_args, None)
         driver.last_launched[0] = self.name
         if res:
             self.failed(res, gx, gy, gz)
@@ -133,14 +138,3 @@ class Launcher:
                 return
         driver.check(res, f"cuLaunchKernel(grid=({gx}, {gy}, {gz}), block={self.block}, "
                           f"shared={self.shared})", self.name)
-
-    def check_grid(self, gx, gy, gz):
-        """Slow path of the grid check (the fast path compares against max_grid inline).
-        A grid with a zero dimension launches nothing, as in Triton."""
-        for axis, g, m in zip("xyz", (gx, gy, gz), self.max_grid):
-            if not isinstance(g, int):
-                raise LaunchError(f"kernel '{self.name}': grid {axis} must be an int, got "
-                                  f"{type(g).__name__} {g!r}")
-            if g < 0 or g > m:
-                raise LaunchError(f"kernel '{self.name}': grid {axis} = {g} is outside "
-                                  f"[0, {m}] (the device's limit)")

@@ -49,6 +49,13 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
     name = jf.__name__
     signature, constexprs, spec, devices = {}, {}, {}, {}
     for p, v in arguments.items():
+        if isinstance(v, constexpr) and v.value is None:
+            v = None
+        if v is None and p not in jf.constexpr_names:
+            # As in Triton (and the interpreter): None is a compile-time value whatever the
+            # annotation, so `if bias_ptr is not None:` is decided at compile time.
+            constexprs[p] = None
+            continue
         if p in jf.constexpr_names:
             if isinstance(v, constexpr):
                 v = v.value
@@ -84,9 +91,6 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
             ints = kp[0] in ("i32", "i64", "u64") and not dns
             spec[p] = dict(divisible_by_16=bool(kp[2]) if ints else False,
                            equal_to_1=bool(kp[1]) if ints else False, large=False)
-        elif v is None:
-            raise LaunchError(f"kernel {name}: argument '{p}' is None; None is only allowed for "
-                              "constexpr parameters (annotate it `: nl.constexpr`)")
         else:
             raise LaunchError(f"kernel {name}: argument '{p}' has type {type(v).__name__} "
                               f"({kp[1] if len(kp) > 1 else ''}); pass a tensor, int, float "
