@@ -210,6 +210,11 @@ def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
     return Result("ok", float(timer(lambda: [launch() for launch in rec])))
 
 
+# A compile that takes longer is killed and its config counts as failed: the slow ones are
+# register-starved configs the space should have left out.
+JOB_TIMEOUT = {"quick": 60.0, "full": 120.0}
+
+
 def _device_arch(args, kwargs):
     """The arch to compile candidates for: the device of the first CUDA tensor argument, or None
     (CPU tensors run on the interpreter: nothing to compile)."""
@@ -251,7 +256,8 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None):
 
     def evaluate(cfgs):
         tc = time.perf_counter()
-        comp = Compiles(kernel, tracer.programs, cfgs, arch, deadline) if arch else None
+        comp = (Compiles(kernel, tracer.programs, cfgs, arch, deadline,
+                         job_timeout=JOB_TIMEOUT.get(effort, 60.0)) if arch else None)
         stats["compile_s"] += time.perf_counter() - tc
         exp = expected()                   # the first batch compiles while the oracle runs
         tc = time.perf_counter()
