@@ -35,7 +35,9 @@ def _compile(arch, cfg, dt="fp16", n=4096, act="leaky_relu"):
     ("sm_90a", (128, 256, 64, 8, 3), "bf16", 4096),    # one 64x256 wgmma per warpgroup
     ("sm_90a", (128, 128, 32, 8, 4), "fp32", 8192),    # tf32
     ("sm_80", (128, 128, 64, 8, 4), "fp16", 777),      # odd sizes: nothing divisible by 16
-    ("sm_80", (256, 128, 64, 8, 4), "bf16", 4096),     # 128 accumulators on mma.sync
+    # 128 accumulators on mma.sync; 4 stages of 48 KB are over sm_80's 163 KB per block
+    pytest.param("sm_80", (256, 128, 64, 8, 4), "bf16", 4096, marks=pytest.mark.xfail(
+        strict=True, reason="196608 B of ring > sm_80's 166912 B: a CompilationError")),
 ], ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
 def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
     k = _compile(arch, cfg, dt, n)

@@ -23,10 +23,10 @@ The dot area (after the arena, 1024-byte aligned: wgmma's 128-byte swizzle needs
 tiles of tensor-core dots, placed by liveness (`plan_dot_regions`): a synchronous dot's tiles
 and an accumulator's staging after its loop live for one op (each starts with a barrier); a
 staged loop-invariant A tile (dot_stage_a) lives until the end of the last loop that reads it;
-a cp.async ring lives for its whole loop. Regions whose intervals do not meet share addresses
-(first fit), so the two dots of attention, and the two key loops of causal attention, reuse one
-another's tiles. Results: op.attrs["smem_offset"] (dot, dot_acc_out), StagedTile.offset,
-ring.state["base"], fn.attrs["dot_area"].
+a cp.async ring (dot_pipeline.py) is placed by codegen after the dot area. Regions whose
+intervals do not meet share addresses (first fit), so the two dots of attention, and the two
+key loops of causal attention, reuse one another's tiles. Results: op.attrs["smem_offset"]
+(dot, dot_acc_out), StagedTile.offset, fn.attrs["dot_area"].
 
 The total must fit the device's per-block limit (`SMEM_LIMITS`, the opt-in maximum): a kernel
 over it is a CompilationError naming the limit, raised here (and by codegen's late regions).
@@ -232,7 +232,6 @@ def _dot_regions(fn, num_threads):
 
     regs = []
     staged = {}
-    rings = {}
     first_load = {}                     # dot -> index of its first dot_tile_load
     for op in fn.walk():
         i = order[id(op)]
@@ -241,11 +240,8 @@ def _dot_regions(fn, num_threads):
             first_load.setdefault(id(op.attrs["tile"].dot), i)
         plan = op.attrs.get("dot_plan")
         if c == "dot" and plan is not None and plan.engine == "mma":
-            ring = op.attrs.get("ring")
-            if ring is not None:
-                loop = op.parent.parent
-                rings.setdefault(id(ring), (ring, loop))
-                continue
+            if op.attrs.get("ring") is not None:
+                continue                # the ring's late region (below)
             from ..codegen.dot import dot_bytes
             regs.append((dot_bytes(op, plan), first_load.pop(id(op), i), i,
                          lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
@@ -276,10 +272,8 @@ def _dot_regions(fn, num_threads):
             i = op.attrs.pop("_start")
             regs.append((tile.nbytes, i, max(i, last),
                          lambda off, t=tile: setattr(t, "offset", off), op.loc))
-    for ring, loop in rings.values():
-        regs.append((ring.stages * ring.stage_bytes, order[id(loop)], end_of(loop),
-                     lambda off, r=ring: r.state.__setitem__("base", area_expr(fn, off)),
-                     loop.loc))
+    # cp.async rings (dot_pipeline.py) keep their late region (codegen's dot._region, after
+    # the dot area, checked against the limit there): matmul kernels stay as they were
     return regs
 
 
