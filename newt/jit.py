@@ -167,7 +167,11 @@ class JITFunction:
         # `k[grid](...)` in a loop passes the same grid object each time: bind it once, checked
         # once. Holding the grid keeps its identity valid; a list or callable grid is still read
         # per call.
-        bound = self._bound = (grid, functools.partial(fn, _checked_grid(grid)))
+        # A bound method rather than functools.partial: its call prepends the grid without
+        # copying the arguments.
+        g = _checked_grid(grid)
+        bound = self._bound = (grid, types.MethodType(fn, g) if g is not None
+                               else functools.partial(fn, g))
         return bound[1]
 
     def run(self, *args, grid, **kwargs):

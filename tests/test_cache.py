@@ -214,3 +214,145 @@ def test_source_key_follows_callees_and_constants():
         exec(compile(code.format(scale=scale), "<k>", "exec"), g)
         keys.append(g["outer"].source_key())
     assert keys[0] == keys[1] != keys[2]
+
+
+# ---- end to end through specialize.get_binary: processes racing, damage, unwritable folders ----
+
+RACE = '''
+import json, os, sys, time
+sys.path[:0] = {paths!r}
+import newt
+from newt.runtime import cache, specialize
+import kmod
+cache._compiler_id = "pinned"
+open(os.path.join({barrier!r}, str(os.getpid())), "w").close()
+t0 = time.time()
+while len(os.listdir({barrier!r})) < {n} and time.time() < t0 + 60:   # start compiling together
+    time.sleep(0.005)
+names = []
+for block in (128, 256):
+    kb = specialize.get_binary(kmod.scale_kernel, {sig!r}, {{"BLOCK": block}}, {spec!r},
+                               arch="sm_80", num_warps=4, num_stages=3)
+    names.append(kb.name)
+print(json.dumps(dict(names=names, stats=cache.disk_cache().stats)))
+'''
+
+
+def test_processes_compiling_the_same_kernels_at_once(tmp_path, tmp_cache, monkeypatch):
+    """Three processes compile the same two kernels (real NVRTC) into one empty cache folder at
+    the same moment: every process gets its binaries, the folder holds exactly one intact entry
+    per kernel and no temporary files, and a later process loads both without compiling."""
+    monkeypatch.setattr(cache, "_compiler_id", "pinned")
+    (tmp_path / "kmod.py").write_text(KERNEL_MODULE)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(newt.__file__)))
+    (tmp_path / "barrier").mkdir()
+    code = RACE.format(paths=[str(tmp_path), root], barrier=str(tmp_path / "barrier"), n=3,
+                       sig=SIG, spec=SPEC)
+    env = dict(os.environ, NEWT_CACHE_DIR=str(tmp_cache))
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=240) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        assert json.loads(out.strip().splitlines()[-1])["names"] == ["scale_kernel"] * 2
+    files = sorted(f for _, _, fs in os.walk(tmp_cache) for f in fs)
+    assert len(files) == 2 and all(f.endswith(cache.DiskCache.SUFFIX) for f in files), files
+    d = cache.DiskCache(str(tmp_cache))
+    for f in files:
+        kb = d.load(f[:-len(cache.DiskCache.SUFFIX)])
+        assert kb is not None and kb.cubin[:4] == b"\x7fELF"
+    assert d.stats["corrupt"] == 0
+
+    def must_not_compile(*a, **k):
+        raise AssertionError("compiled although the cache is warm")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        sys.modules.pop("kmod", None)
+        import kmod
+        for block in (128, 256):
+            specialize.get_binary(kmod.scale_kernel, SIG, {"BLOCK": block}, SPEC, arch="sm_80",
+                                  num_warps=4, num_stages=3, compile_fn=must_not_compile)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("kmod", None)
+
+
+def _scale_kernel():
+    import newt.language as nl
+
+    @newt.jit
+    def scale(x_ptr, n, BLOCK: nl.constexpr):
+        pass
+    return scale
+
+
+@pytest.mark.parametrize("damage", ["truncate", "flip"])
+def test_damaged_entry_is_recompiled_by_the_jit_path(tmp_cache, damage):
+    k = _scale_kernel()
+    sig = {"x_ptr": "*fp32", "n": "i32"}
+    spec = {n: dict(divisible_by_16=True, equal_to_1=False, large=False) for n in sig}
+    fc = FakeCompile()
+    get = lambda: specialize.get_binary(k, sig, {"BLOCK": 64}, spec, arch="sm_90a",  # noqa: E731
+                                        num_warps=4, num_stages=3, compile_fn=fc)
+    get()
+    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(tmp_cache) for f in fs]
+    data = open(path, "rb").read()
+    data = data[:len(data) - 7] if damage == "truncate" else data[:-3] + b"\x00\x01\x02"
+    open(path, "wb").write(data)
+    kb = get()                                   # detected, recompiled, rewritten
+    assert len(fc.calls) == 2 and kb.cubin == FAKE_CUBIN
+    assert cache.disk_cache().stats["corrupt"] == 1
+    get()                                        # the rewritten entry is whole again
+    assert len(fc.calls) == 2
+
+
+def test_read_only_cache_dir_works_with_one_warning(tmp_path, monkeypatch):
+    """A cache folder that cannot be written (read-only mount, another user's folder): compiles
+    still succeed, entries already there still load, and the process warns once."""
+    import warnings
+    folder = tmp_path / "ro-cache"
+    monkeypatch.setenv("NEWT_CACHE_DIR", str(folder))
+    k = _scale_kernel()
+    sig = {"x_ptr": "*fp32", "n": "i32"}
+    spec = {n: dict(divisible_by_16=True, equal_to_1=False, large=False) for n in sig}
+    fc = FakeCompile()
+
+    def get(block):
+        return specialize.get_binary(k, sig, {"BLOCK": block}, spec, arch="sm_90a",
+                                     num_warps=4, num_stages=3, compile_fn=fc)
+    get(16)                                      # written while the folder is writable
+    if os.geteuid() == 0:    # root writes through permission bits: refuse writes another way
+        import tempfile
+
+        def refuse(*a, **k):
+            raise PermissionError(13, "Permission denied", str(folder))
+        monkeypatch.setattr(tempfile, "mkstemp", refuse)
+    else:
+        for d, _, _ in os.walk(folder):
+            os.chmod(d, 0o555)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for block in (32, 64, 128):
+                assert get(block).name == "scale"
+            get(16)
+        assert len(fc.calls) == 4                # 16 loaded from the read-only folder
+        msgs = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+        assert len(msgs) == 1 and "NEWT_CACHE_DIR" in msgs[0], msgs
+    finally:
+        for d, _, _ in os.walk(folder):
+            os.chmod(d, 0o755)
+
+
+def test_missing_cache_dir_is_created_without_warning(tmp_path, monkeypatch):
+    import warnings
+    folder = tmp_path / "not" / "there" / "yet"
+    monkeypatch.setenv("NEWT_CACHE_DIR", str(folder))
+    k = _scale_kernel()
+    sig = {"x_ptr": "*fp32", "n": "i32"}
+    fc = FakeCompile()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        specialize.get_binary(k, sig, {"BLOCK": 16}, {}, arch="sm_90a", num_warps=4,
+                              num_stages=3, compile_fn=fc)
+    assert folder.is_dir() and any(fs for _, _, fs in os.walk(folder))
