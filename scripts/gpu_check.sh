@@ -7,11 +7,21 @@
 #
 #   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--no-tests] [--no-examples] [--no-bench]
 #
+# Every test runs under a per-test timeout (pytest-timeout, thread method: a test stuck in a
+# CUDA call is still caught; its name and stack are printed and listed in the summary). Without
+# pytest-timeout, faulthandler dumps the stacks of a test that runs past the same limit.
+# --sanitize runs compute-sanitizer's memcheck, racecheck and synccheck over the examples
+# (--small) and over a GPU test subset, each run under its own timeout; the summary gives the
+# error count per tool. Without compute-sanitizer the stage is skipped with a note.
+#
 # Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (25;
-# 1 stops at the first failure), TEST_TIMEOUT (120 s per test), PYTEST_BUDGET (240 s),
-# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2).
+# 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (240 s),
+# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
+# SANITIZE_TIMEOUT (120 s per sanitizer run), SANITIZE_BUDGET (420 s for the whole stage),
+# SANITIZE_TESTS (the test files of the subset),
+# SANITIZE_K (the pytest -k expression that picks the subset's GPU tests).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 export NEWT_CACHE_DIR="${NEWT_CACHE_DIR:-${TMPDIR:-/tmp}/newt-gpu-check-cache}"
 OUT="${OUT:-$(mktemp -d -t newt-gpu-check-XXXXXX)}"
@@ -56,7 +66,14 @@ if [ "$TESTS" = 1 ]; then
   section "pytest on the GPU (log: $OUT/pytest.log)"
   args=(tests -p no:cacheprovider -rfE --durations=8 --maxfail="${MAXFAIL:-25}")
   "$PY" -c "import xdist" 2>/dev/null && args+=(-n "${JOBS:-8}")
-  "$PY" -c "import pytest_timeout" 2>/dev/null && args+=(--timeout="${TEST_TIMEOUT:-120}")
+  if "$PY" -c "import pytest_timeout" 2>/dev/null; then
+    # thread method: a watchdog thread dumps every stack and ends the worker even when the
+    # test is blocked inside a CUDA call (a signal would wait for the call to return); xdist
+    # then reports the crashed worker with the test it was running
+    args+=(--timeout="${TEST_TIMEOUT:-60}" --timeout-method=thread)
+  else
+    args+=(-o faulthandler_timeout="${TEST_TIMEOUT:-60}")
+  fi
   # in a session of its own, so that everything it started (xdist workers, compile workers) is
   # killed with it: leftovers would load the CPU and GPU while the benchmarks run
   setsid timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1 &
@@ -70,6 +87,11 @@ if [ "$TESTS" = 1 ]; then
   tail -n 30 "$OUT/pytest.log"
   pytest_status="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest.log" | tail -n 1) (rc=$rc)"
   [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-240} s; $pytest_status"
+  # tests that ran past TEST_TIMEOUT: pytest-timeout's banner, xdist's crashed-worker line
+  grep -oE "(crashed while running|Timeout \(>[0-9.]+s\) from pytest-timeout|Timeout).*" \
+    "$OUT/pytest.log" | head -n 20 >"$OUT/pytest_timeouts.txt"
+  grep -oE "running '?tests/test_[a-z0-9_]+\.py::[^ ']+" "$OUT/pytest.log" \
+    | sed -E "s/running '?//" | sort -u >"$OUT/pytest_hung.txt"
 fi
 
 example_status=()
@@ -102,36 +124,76 @@ if [ "$BENCH" = 1 ]; then
 fi
 
 sanitize_status=()
+sanitize_line="not run"
 if [ "$SANITIZE" = 1 ]; then
-  section "compute-sanitizer over the examples (--small)"
+  section "compute-sanitizer: examples (--small) and a GPU test subset (logs: $OUT/sanitize_*.log)"
   for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13.0; do
     [ -n "$d" ] && [ -x "$d/bin/compute-sanitizer" ] && PATH="$PATH:$d/bin"
   done
   if command -v compute-sanitizer >/dev/null; then
-    # memcheck everywhere; racecheck/synccheck where reductions go through shared memory
-    for job in 01_vector_add:memcheck 02_fused_softmax:memcheck 03_layernorm:memcheck \
-               04_fused_elementwise:memcheck 02_fused_softmax:racecheck \
-               03_layernorm:racecheck 02_fused_softmax:synccheck; do
-      ex="${job%%:*}" tool="${job##*:}"
-      log="$OUT/sanitize_${ex}_${tool}.log"
-      timeout -k 5 90 compute-sanitizer --tool "$tool" --error-exitcode 99 \
-        "$PY" "examples/$ex.py" --small >"$log" 2>&1
+    declare -A tool_errors=([memcheck]=0 [racecheck]=0 [synccheck]=0)
+    runs=0 timeouts=0 unparsed=0 skipped=0
+    sanitize_deadline=$(( $(date +%s) + ${SANITIZE_BUDGET:-420} ))
+    # sanitize TOOL NAME CMD...: one run under compute-sanitizer with its own timeout; adds the
+    # run's "ERROR SUMMARY: N errors" to the tool's count
+    sanitize() {
+      local tool="$1" name="$2" log rc n left
+      shift 2
+      left=$(( sanitize_deadline - $(date +%s) ))
+      if [ "$left" -le 10 ]; then
+        skipped=$((skipped + 1))
+        sanitize_status+=("$name $tool: skipped (SANITIZE_BUDGET spent)")
+        return
+      fi
+      [ "$left" -gt "${SANITIZE_TIMEOUT:-120}" ] && left="${SANITIZE_TIMEOUT:-120}"
+      log="$OUT/sanitize_${name}_${tool}.log"
+      timeout -k 10 "$left" compute-sanitizer --tool "$tool" \
+        --error-exitcode 99 --print-limit 20 "$@" >"$log" 2>&1
       rc=$?
-      summary="$(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -n 1)"
-      sanitize_status+=("$ex $tool: rc=$rc ${summary:-}")
+      runs=$((runs + 1))
+      n="$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+$')"
+      if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        timeouts=$((timeouts + 1))
+        sanitize_status+=("$name $tool: TIMED OUT after ${SANITIZE_TIMEOUT:-120} s ${n:+($n errors so far)}")
+      elif [ -z "$n" ]; then
+        unparsed=$((unparsed + 1))
+        sanitize_status+=("$name $tool: rc=$rc, no ERROR SUMMARY (see $log)")
+      else
+        sanitize_status+=("$name $tool: rc=$rc, $n errors $(grep -E 'RACECHECK SUMMARY' "$log" | tail -n 1 | sed 's/^=* *//')")
+      fi
+      tool_errors[$tool]=$(( ${tool_errors[$tool]} + ${n:-0} ))
       echo "${sanitize_status[-1]}"
+    }
+    for ex in 01_vector_add 02_fused_softmax 03_layernorm 04_fused_elementwise 07_dropout; do
+      [ -f "examples/$ex.py" ] || continue
+      for tool in memcheck racecheck synccheck; do
+        sanitize "$tool" "$ex" "$PY" "examples/$ex.py" --small
+      done
     done
+    # a GPU test subset: one process, no xdist (the sanitizer follows one process tree)
+    read -r -a subset <<<"${SANITIZE_TESTS:-tests/test_ops_reductions.py tests/test_ops_memory.py tests/test_ops_atomics.py}"
+    for tool in memcheck racecheck synccheck; do
+      sanitize "$tool" tests "$PY" -m pytest -q -p no:cacheprovider -x "${subset[@]}" \
+        -k "${SANITIZE_K:-cuda and not large}"
+    done
+    sanitize_line="memcheck ${tool_errors[memcheck]} errors, racecheck ${tool_errors[racecheck]} errors, synccheck ${tool_errors[synccheck]} errors ($runs runs, $timeouts timed out, $unparsed without a summary, $skipped skipped)"
   else
-    sanitize_status+=("compute-sanitizer not on PATH")
+    sanitize_line="skipped: compute-sanitizer is not on PATH (nor in CUDA_HOME, /usr/local/cuda)"
   fi
+  echo "sanitizer: $sanitize_line"
 fi
 
 section "summary"
 echo "pytest:     $pytest_status"
 [ -f "$OUT/pytest.log" ] && grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" | head -n 20 | sed 's/^/  /'
+if [ -s "${OUT}/pytest_hung.txt" ] || [ -s "${OUT}/pytest_timeouts.txt" ]; then
+  echo "  over the ${TEST_TIMEOUT:-60} s per-test timeout:"
+  sed 's/^/    /' "$OUT/pytest_hung.txt" "$OUT/pytest_timeouts.txt" | head -n 20
+fi
 for s in "${example_status[@]}"; do echo "example:    $s"; done
 echo "benchmarks: $bench_status"
 for s in "${sanitize_status[@]}"; do echo "sanitize:   $s"; done
+[ "$SANITIZE" = 1 ] && echo "sanitizer:  $sanitize_line"
 if [ -f "$OUT/bench/table.txt" ]; then
   echo
   cat "$OUT/bench/table.txt"
