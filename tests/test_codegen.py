@@ -142,3 +142,51 @@ def test_integer_semantics_in_c():
     # int8 math runs in 32 bits and is truncated back; 16 int8 per 128-bit access
     assert "(i8)((i32)" in k.source and "(i8)nt_div((i32)" in k.source
     assert "layout=cyclic(vec=16" in k.ir and "ld.global.v4" in k.ptx
+
+
+# --------------------------------------------------------------------------- memory accesses
+
+@newt.jit
+def rows_kernel(x_ptr, y_ptr, stride, n, BLOCK: nl.constexpr):
+    cols = nl.arange(0, BLOCK)
+    mask = cols < n
+    x = nl.load(x_ptr + nl.program_id(0) * stride + cols, mask=mask, other=0.0)
+    nl.store(y_ptr + nl.program_id(0) * stride + cols, x * 2, mask=mask)
+
+
+def _body(k):
+    return k.source.split('extern "C"')[1]
+
+
+_ROWS_SIG = {"x_ptr": "*fp16", "y_ptr": "*fp16", "stride": "i32", "n": "i32"}
+_DIV16 = {p: {"divisible_by_16": True} for p in _ROWS_SIG}
+
+
+def test_divisible_by_16_gives_static_vector_groups():
+    """Pointers, row stride and size specialized as divisible by 16 (the JIT does it, as
+    Triton does): every 16-byte group is aligned and under one mask bit, so each is one
+    predicated vector access with no run-time test and no scalar path."""
+    k = compiler.compile(rows_kernel, _ROWS_SIG, {"BLOCK": 2048}, num_warps=4,
+                         specialization=_DIV16)
+    assert re.search(r"binary\.lt .*const=16", k.ir)   # n divisible by 16: one bit per 16
+    assert "div=16" in k.ir
+    body = _body(k)
+    assert "nt_ldp" not in body and "nt_stp" not in body
+    assert "& 15) == 0" not in body                           # no alignment test
+    assert len(re.findall(r"ld\.global\.v4\.b32", k.ptx)) == 2   # 2 groups of 8 halves
+    assert k.n_spills == 0
+
+
+def test_unknown_alignment_keeps_the_run_time_test_and_the_scalar_path():
+    k = compiler.compile(rows_kernel, _ROWS_SIG, {"BLOCK": 2048}, num_warps=4)
+    body = _body(k)
+    assert "nt_ldp16(" in body and "nt_stp16(" in body and "& 15) == 0" in body
+    # one pointer per group, no per-element pointer arrays read by the accesses
+    assert not re.search(r"nt_(ld|st)p\d+\(\w+\[", body)
+    # contiguous over the whole block: groups address from one base with immediate offsets
+    assert re.search(r"\* const pb\d+ = ", body)
+
+
+def test_narrow_loads_stay_packed_until_used():
+    k = compiler.compile(rows_kernel, _ROWS_SIG, {"BLOCK": 2048}, num_warps=4)
+    assert re.search(r"u32 raw\d+\[8\];", _body(k))   # 16 halves per thread in 8 words

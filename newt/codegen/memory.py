@@ -198,9 +198,23 @@ def _group_conds(em, lay, ptr, mask, vec, width, first, p0) -> list[str]:
     return conds
 
 
-def _access(em, lay, ptr, mask, plan, vector, scalar):
+def _static_group(ptr, mask, vec, width, size) -> bool:
+    """Whether every group is known, from the layout pass's run facts, to be consecutive,
+    aligned to the access width and under one mask bit: then a group is one predicated
+    vector access and needs neither a run-time test nor the scalar path (Triton's case when
+    pointers and sizes are specialized as divisible by 16)."""
+    c, d = ptr.attrs.get("contig", 1), ptr.attrs.get("div", 1)
+    if c < vec:
+        return False
+    align = d if c <= vec else min(d, vec * size)     # at a group's first element
+    return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
+
+
+def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None):
     """Emit a block access: per group of `vec` slots, `vector(first, p0)` when the group's
     test passes, else `scalar(first, j, pointer, condition)` for each of its slots (predicated).
+    A group known statically to pass but for its (one) mask bit runs `vector` under that bit
+    and `masked_off(first)` (a load's `other`) without it.
 
     Each group decides for itself, so a group's pointer and mask test are computed once, used
     by the path it takes and dead afterwards (one test over all groups kept every group's
@@ -208,6 +222,7 @@ def _access(em, lay, ptr, mask, plan, vector, scalar):
     slots from the first one's pointer."""
     vec, width, _ = plan
     contig = ptr.attrs.get("contig", 1) >= vec
+    static = _static_group(ptr, mask, vec, width, max(1, ptr.dtype.element_ty.bits // 8))
     ct = em.ctype(ptr)
     group_ptr = lambda first: operand_at(em, ptr, first, lay)  # noqa: E731
     from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
@@ -227,6 +242,16 @@ def _access(em, lay, ptr, mask, plan, vector, scalar):
             em.emit(f"if (!{v}) continue;")
         p0 = em.fresh("p")
         em.emit(f"{ct} {p0} = {group_ptr(first)};")
+        if static:
+            if mask is None:
+                vector(first, p0)
+                return
+            with em.scope(f"if ({operand_at(em, mask, first, lay)})"):
+                vector(first, p0)
+            if masked_off is not None:
+                with em.scope("else"):
+                    masked_off(first)
+            return
         conds = _group_conds(em, lay, ptr, mask, vec, width, first, p0)
         with em.scope(f"if ({' & '.join(f'({c})' for c in conds)})"):   # &: one branch
             vector(first, p0)
@@ -313,7 +338,17 @@ def _load(em, op):
             w, k = f"({first}) / {pw} + {j // pw}", j % pw
             em.emit(f"{raw}[{w}] {'|' if k else ''}= (u32){e}{f' << {8 * size * k}' if k else ''};")
 
-    _access(em, lay, ptr, mask, plan, vector, scalar)
+    def masked_off(first):
+        for j in range(vec):
+            sl = _slot(first, j)
+            if pw == 1:
+                em.emit(f"{raw}[{sl}] = {other_bits(sl)};")
+            else:
+                w, k = f"({first}) / {pw} + {j // pw}", j % pw
+                e = f"(u32){other_bits(sl)}"
+                em.emit(f"{raw}[{w}] {'|' if k else ''}= {e}{f' << {8 * size * k}' if k else ''};")
+
+    _access(em, lay, ptr, mask, plan, vector, scalar, masked_off)
     if pw > 1:
         mask_bits = (1 << (8 * size)) - 1
 
