@@ -8,7 +8,9 @@ function of the config), so the search walks as it would, and a candidate whose 
 shows spills is dropped as the tuner drops it. What this leaves out is the GPU side of tuning
 (the oracle run, checking and timing each candidate), which needs a GPU to measure.
 
-    python examples/dt_compile_time.py [--arch sm_80] [--effort quick|full]
+    python examples/dt_compile_time.py [--arch sm_80] [--effort quick|full] [--matmul]
+
+--matmul adds examples/dt_matmul.py at fp16 4096^3 (tens of seconds per compile on a small CPU).
 """
 import argparse
 import hashlib
@@ -62,6 +64,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--effort", default="quick", choices=["quick", "full"])
+    ap.add_argument("--matmul", action="store_true")
     opts = ap.parse_args(argv)
     os.environ["NEWT_CACHE_DIR"] = tempfile.mkdtemp(prefix="newt-cold-")   # cold compiles
     t_imp = time.perf_counter()
@@ -75,6 +78,10 @@ def main(argv=None):
              ("layernorm fp16 32768x4096", dt_layernorm.layernorm,
               (torch.empty(32768, 4096, dtype=h), torch.empty(4096, dtype=h),
                torch.empty(4096, dtype=h)))]
+    if opts.matmul:
+        import dt_matmul
+        a = torch.empty(4096, 4096, dtype=h)
+        cases.append(("matmul fp16 4096^3", dt_matmul.matmul, (a, a.clone(), a.clone())))
     for what, kernel, args in cases:
         secs, n, failed, spilled = compile_side(kernel, args, opts.arch, opts.effort)
         print(f"{what}: {n} candidate configs compiled ({failed} failed, {spilled} spill) "
