@@ -192,12 +192,18 @@ def emit_dot(em, op):
         _stage(em, a, ta, False)
     if b_src is None:
         _stage(em, b, tb, b_kmajor)
-    if "loaded" in (a_src, b_src):
+    cp_wait = op.attrs.get("cp_wait")       # prefetched tiles (passes/dot_loads.py)
+    if cp_wait is not None:
+        em.emit(f"newt_cp_async_wait<{cp_wait}>();")
+    elif "loaded" in (a_src, b_src):
         em.emit("newt_cp_async_commit();")
         em.emit("newt_cp_async_wait<0>();")
     if use_wg:
         em.emit("newt_fence_proxy_async();")
     em.barrier()
+    if op.attrs.get("prefetch_next") is not None:   # every warp is past the first dot
+        from .dot_loads import emit_next_tile
+        emit_next_tile(em, op.attrs["prefetch_next"].x, op.parent.parent)
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)

@@ -13,6 +13,11 @@ contiguous dimension). Per chunk, at run time:
     otherwise -> element-wise gather (masked-off elements are 0), one 16-byte st.shared
 The barrier first: the region was last read by an earlier dot (the two dots of attention share
 it, passes/smem.py).
+
+Prefetched pairs (passes/dot_loads.py, plan_prefetch): the first tile of the next iteration is
+issued by the body's last dot (emit_next_tile, the induction variable replaced by iv + step in
+the index math) and by `dot_tile_prefetch` before the loop; the second tile is issued where
+the first load stands.
 """
 from __future__ import annotations
 
@@ -25,6 +30,58 @@ from .emitter import handles
 
 @handles("dot_tile_load")
 def _tile_load(em, op):
+    how = op.attrs.get("prefetch")
+    if how == "early":                  # issued by the first load of the body (see below)
+        return
+    em.barrier()                        # the region's previous reader is done with it
+    if how == "next":                   # this tile was issued by the previous iteration (or
+        early = op.attrs["early"].x     # the prologue); the body's other tile goes now
+        emit_tile_copy(em, early)
+        em.emit("newt_cp_async_commit();")
+        return
+    emit_tile_copy(em, op)
+
+
+@handles("dot_tile_prefetch")
+def _prefetch(em, op):
+    """Before the loop: the first iteration's tile (the loop may run zero times)."""
+    loop = op.attrs["loop"].x
+    lb, ub, step = (em.name(v) for v in loop.operands[:3])
+    em.barrier()
+    with em.scope(f"if ({step} > 0 ? {lb} < {ub} : {lb} > {ub})"):
+        emit_tile_copy(em, op.attrs["load"].x, lb)
+    em.emit("newt_cp_async_commit();")
+
+
+def emit_next_tile(em, load, loop):
+    """In the body's last dot: the first tile of the next iteration, if there is one."""
+    iv = em.name(loop.regions[0].args[0])
+    ub, step = em.name(loop.operands[1]), em.name(loop.operands[2])
+    nxt = f"({iv} + {step})"
+    with em.scope(f"if ({step} > 0 ? {nxt} < {ub} : {nxt} > {ub})"):
+        emit_tile_copy(em, load, nxt)
+    em.emit("newt_cp_async_commit();")
+
+
+def emit_tile_copy(em, op, iv_expr=None):
+    """The copies of dot_tile_load `op`; with iv_expr, for the loop iteration whose induction
+    variable is iv_expr (the pass checked that the index math reads no other body value)."""
+    if iv_expr is None:
+        return _copy(em, op)
+    body = op.parent
+    iv = body.args[0]
+    saved = em.names.get(iv.id)
+    em.names[iv.id] = iv_expr
+    try:
+        _copy(em, op)
+    finally:
+        if saved is None:
+            em.names.pop(iv.id, None)
+        else:
+            em.names[iv.id] = saved
+
+
+def _copy(em, op):
     from .shapes import value_at      # (shapes imports the passes: import late)
     ref = op.attrs["tile"]
     dot = ref.dot
@@ -34,7 +91,6 @@ def _tile_load(em, op):
     tile = ta if ref.role == "a" else tb
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None
-
     es = plan.esize
     epc = 16 // es
     # block axis along the tile's rows / its contiguous columns
@@ -50,7 +106,6 @@ def _tile_load(em, op):
         col = f"(cc * {epc} + {e})"
         return [col, "tr"] if transposed else ["tr", col]
 
-    em.barrier()
     em.emit("{")
     if op.attrs.get("recompute_index"):
         opaque_thread(em)

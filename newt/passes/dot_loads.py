@@ -138,3 +138,85 @@ def plan_tile_loads(fn, options):
                     and axis_stride(ptr, 1) != 1:
                 dot.attrs["b_kmajor"] = True
     return fn
+
+
+# ----------------------------------------------------------------------------- prefetch
+
+def _inside(op, block) -> bool:
+    b = op.parent
+    while b is not None:
+        if b is block:
+            return True
+        p = b.parent
+        b = p.parent if isinstance(p, Op) else None
+    return False
+
+
+def _leaves_outside(v, body, iv, seen=None) -> bool:
+    """Every scalar the index math of `v` reads is the loop's induction variable or defined
+    outside the loop body (so the copy can be issued for another iteration, anywhere)."""
+    seen = set() if seen is None else seen
+    if v.id in seen:
+        return True
+    seen.add(v.id)
+    if v is iv:
+        return True
+    op = v.owner
+    if not isinstance(op, Op):
+        return not is_block(v.type) and not any(v is a for a in body.args)
+    if not is_block(v.type):
+        return not _inside(op, body)
+    return all(_leaves_outside(o, body, iv, seen) for o in op.operands)
+
+
+def plan_prefetch(fn):
+    """Two tile loads in a loop body feeding two dots in turn (attention's K then V): the
+    first tile of iteration i+1 is copied while the second dot of iteration i runs, and the
+    second tile of iteration i while the first dot runs:
+
+        before the loop   dot_tile_prefetch: barrier; copy tile 1 for the first iteration
+        first load        barrier; copy tile 2 (this iteration); commit
+        first dot         wait_group 1 (tile 1 landed); barrier; mma
+        second dot        wait_group 0 (tile 2 landed); barrier; copy tile 1 for the next
+                          iteration (if any); commit; mma
+
+    attrs: load "prefetch" = "next" | "early"; dot "cp_wait" = 1 | 0; the second dot
+    "prefetch_next" = the first load; dot "live" = (first op, last op) of its region."""
+    for loop in [op for op in fn.walk() if op.opcode == "for"]:
+        body = loop.regions[0]
+        iv = body.args[0]
+        loads = [op for op in body.ops if op.opcode == "dot_tile_load"]
+        if len(loads) != 2:
+            continue
+        dots = [ld.attrs["tile"].dot for ld in loads]
+        if dots[0] is dots[1] or any(d.parent is not body for d in dots):
+            continue
+        idx = body.ops.index
+        if not idx(loads[0]) < idx(dots[0]) < idx(loads[1]) < idx(dots[1]):
+            continue
+        addr = [ld.operands[0] for ld in loads] + \
+            [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
+        if not all(_leaves_outside(v, body, iv) for v in addr):
+            continue
+        pre = Op("dot_tile_prefetch", [], [], {"load": _Ref(loads[0]), "loop": _Ref(loop)},
+                 (), loop.loc)
+        pre.parent = loop.parent
+        loop.parent.ops.insert(loop.parent.ops.index(loop), pre)
+        loads[0].attrs["prefetch"] = "next"
+        loads[1].attrs["prefetch"] = "early"
+        loads[0].attrs["early"] = _Ref(loads[1])
+        dots[0].attrs["cp_wait"] = 1
+        dots[1].attrs["cp_wait"] = 0
+        dots[1].attrs["prefetch_next"] = _Ref(loads[0])
+        dots[0].attrs["live"] = _Ref((pre, loop))
+        dots[1].attrs["live"] = _Ref((loads[0], dots[1]))
+
+
+class _Ref:
+    """An IR reference kept in attrs without printing the referenced op."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __str__(self):
+        return "ref"

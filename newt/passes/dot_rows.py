@@ -406,12 +406,13 @@ def _uniform(v):
 
 
 def fuse_dot_rows(fn, options):
-    from .dot_loads import plan_tile_loads
+    from .dot_loads import plan_prefetch, plan_tile_loads
     T = options.num_threads
     _keep_acc_between_loops(fn)
     _fuse_rows(fn, T)
     _plan_operands(fn, T)
     plan_tile_loads(fn, options)
+    plan_prefetch(fn)
     _recompute_index(fn)
     return fn
 

@@ -243,7 +243,10 @@ def _dot_regions(fn, num_threads):
             if op.attrs.get("ring") is not None:
                 continue                # the ring's late region (below)
             from ..codegen.dot import dot_bytes
-            regs.append((dot_bytes(op, plan), first_load.pop(id(op), i), i,
+            live = op.attrs.get("live")        # prefetched tiles (dot_loads.py)
+            start, stop = (order[id(live.x[0])], end_of(live.x[1])) if live is not None \
+                else (first_load.pop(id(op), i), i)
+            regs.append((dot_bytes(op, plan), start, stop,
                          lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
             tile = op.attrs.get("a_tile")
             if tile is not None:
