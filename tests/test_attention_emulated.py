@@ -92,3 +92,48 @@ def test_attention_sm80_strided_head_dim_emulated(emu):
     ref = ex.reference(q, k, v, True)
     assert torch.isfinite(o).all()
     assert float((o.float() - ref).abs().max()) <= 2e-2
+
+
+def _softmax_of_dot():
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def k(a_ptr, b_ptr, out_ptr, m_ptr, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(a_ptr + rm[:, None] * K + rk[None, :])
+        b = nl.load(b_ptr + rk[:, None] * N + rn[None, :])
+        s = nl.dot(a, b)
+        m = nl.max(s, 1)
+        p = nl.exp(s - m[:, None])
+        den = nl.sum(p, 1)
+        nl.store(out_ptr + rm[:, None] * N + rn[None, :], p / den[:, None])
+        nl.store(m_ptr + rm, m)          # a row statistic leaves the fragment layout
+    return k
+
+
+@pytest.mark.parametrize("W", [4, 8])
+def test_row_statistics_of_a_dot_emulated(emu, W):
+    """Row max / sum reduced inside the fragment outside attention: the softmax of a product,
+    and the row max stored (each row written once from its quad)."""
+    torch.manual_seed(5)
+    M, N, K = 16 * W, 32, 32
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    out = torch.full((M, N), float("nan"))
+    m = torch.full((M,), float("nan"))
+    emu.emulate(_softmax_of_dot(), (1,), a, b, out, m, M=M, N=N, K=K, num_warps=W)
+    s = a.float() @ b.float()
+    torch.testing.assert_close(m, s.max(1).values, atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(out, torch.softmax(s, 1), atol=1e-4, rtol=1e-3)
+
+
+@pytest.mark.parametrize("cfg,D", [
+    (dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3), 64),   # Triton's tile, D=64
+    (dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3), 32),   # two warpgroups
+], ids=["m128-n64-w4", "m128-n64-w8"])
+def test_attention_sm90a_triton_tiles_emulated(emu90, cfg, D):
+    """Triton's tutorial tile on sm_90a: two 64-row sub-tiles per warpgroup (4 warps) or two
+    warpgroups (8 warps); causal, so both key loops and the diagonal mask run."""
+    _run(emu90, 1, 1, 150, D, True, cfg, seed=6)
