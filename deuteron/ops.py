@@ -138,6 +138,8 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
         return x
     axis = _axis(x, dim)
     rdim = x.dims[axis]
+    if tracer.program is not None:     # (outside a loop, tracer.new says so)
+        _whole(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     ident = ir.identity(kind, x.dtype)
@@ -145,6 +147,16 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
     return tracer.new("reduce", [x], dims, dtype, None, kind=kind, axis=axis, keepdim=keepdim,
                       rdim=rdim, identity=ident)
+
+
+def _whole(d, what):
+    """Each program holds one tile of a grid dim: summing over it would sum that tile only,
+    where the oracle sums the whole dim. Allowed when one tile covers the dim (a pinned
+    block_size >= the extent)."""
+    if d is not ONE and d.kind == "grid" and not (d.block and d.block >= d.extent):
+        raise TraceError(f"{what} {d.describe()}, a dim of the launch grid: each program sees only "
+                         "its own tile of it. Reduce over a full slice ':' or an inner dt.tile "
+                         "loop instead (or pin block_size to cover the dim)")
 
 
 def _axis(x, dim):
@@ -160,6 +172,7 @@ def dot(tracer, a, b):
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
+    _whole(a.dims[1], "matmul contracting")
     if a.dtype != b.dtype:
         raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
     for d in (a.dims[0], a.dims[1], b.dims[1]):

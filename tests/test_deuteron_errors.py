@@ -19,7 +19,7 @@ def _line_of(fn, text):
 def branch_on_data(x, out):
     for t in dt.tile(x.shape[0]):
         v = x[t]
-        if v.sum() > 0:
+        if v > 0:
             out[t] = v
 
 
@@ -78,7 +78,7 @@ def store_mismatch(x, out):
 def while_on_data(x, out):
     for t in dt.tile(x.shape[0]):
         v = x[t]
-        while v.amax() > 1:
+        while v > 1:
             v = v * 0.5
         out[t] = v
 
@@ -89,15 +89,32 @@ def gelu_in_loop(x, out):
         out[t] = torch.nn.functional.gelu(x[t])
 
 
+@dt.kernel
+def sum_over_grid(x):
+    out = torch.empty(x.shape[0])
+    for tm in dt.tile(x.shape[0]):
+        out[tm] = x[tm, :].sum() * 2.0
+    return out
+
+
+@dt.kernel
+def dot_over_grid(x, y, out):
+    for tm, tk in dt.tile([x.shape[0], x.shape[1]]):
+        out[tm, :] = x[tm, tk] @ y[tk, :]
+
+
 @pytest.mark.parametrize("kernel, args, line, words", [
+    (sum_over_grid, (torch.randn(33, 20),), "x[tm, :].sum()", "a dim of the launch grid"),
+    (dot_over_grid, (torch.randn(32, 32), torch.randn(32, 16), torch.empty(32, 16)),
+     "x[tm, tk] @ y[tk, :]", "matmul contracting tk"),
     (tensor_method, (torch.randn(10), torch.empty(10)), "v.cumsum(0)", ".cumsum()"),
     (odd_power, (torch.randn(10), torch.empty(10)), "x[t] ** 3", "x ** 3"),
     (partial_slice, (torch.randn(10), torch.empty(10)), "x[1:5]", "unsupported index"),
     (store_mismatch, (torch.randn(6, 7), torch.empty(6)), "out[tm] = x[tm, tn]",
      "mismatched tile shapes in store"),
-    (while_on_data, (torch.randn(10), torch.empty(10)), "while v.amax() > 1:", "control flow"),
+    (while_on_data, (torch.randn(10), torch.empty(10)), "while v > 1:", "control flow"),
     (gelu_in_loop, (torch.randn(10), torch.empty(10)), "gelu(x[t])", "unsupported torch op"),
-    (branch_on_data, (torch.randn(10), torch.empty(10)), "if v.sum() > 0:", "control flow"),
+    (branch_on_data, (torch.randn(10), torch.empty(10)), "if v > 0:", "control flow"),
     (unsupported_op, (torch.randn(10), torch.empty(10)), "torch.cumsum", "torch.cumsum"),
     (mismatched, (torch.randn(10), torch.randn(12), torch.empty(10)), "x[tm] + y[tn]",
      "mismatched tile shapes"),
@@ -160,3 +177,16 @@ def test_unsupported_method_is_also_an_attribute_error():
     x, out = torch.randn(12), torch.full((12,), float("nan"))
     k(x, out)
     torch.testing.assert_close(out, x)
+
+
+def test_a_reduction_over_a_grid_dim_covered_by_one_tile_is_allowed():
+    @dt.kernel
+    def colsum(x):
+        out = torch.empty(x.shape[1])
+        for tm, tn in dt.tile([x.shape[0], x.shape[1]], block_size=[64, None]):
+            out[tn] = x[tm, tn].sum(dim=0)
+        return out
+    x = torch.randn(40, 23)
+    torch.testing.assert_close(colsum(x), x.sum(0), rtol=1e-5, atol=1e-5)
+    with pytest.raises(dt.TraceError, match="launch grid"):
+        colsum.to_newt_source(torch.randn(70, 23))      # 64 rows no longer cover the dim
