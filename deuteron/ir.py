@@ -24,6 +24,7 @@ class Dim:
                  index: int = -1):
         self.kind, self.extent, self.block, self.var, self.index = kind, int(extent), block, var, index
         self.in_dot = False       # block sizes of dims a dot reads must be >= 16
+        self.loop = None          # the inner Loop iterating over this dim (kind "loop")
         self.letter = None        # set by lower.py: "m" -> offs_m, mask_m, M, BLOCK_SIZE_M
         self.tunable = kind != "full" and block is None
         # block_size=1 pinned: the tile is an index (tensors indexed with it lose that dim)
@@ -112,6 +113,7 @@ class Loop:
     carried: list = dataclasses.field(default_factory=list)
     parent: object = None
     loc: object = None
+    closed: bool = False   # its body has been traced: values over its dims are out of scope
 
 
 @dataclasses.dataclass(eq=False)

@@ -171,6 +171,8 @@ class Tracer:
             self._mode.__enter__()
         else:
             loop = ir.Loop(dims, parent=self.current_block, loc=loc)
+            for d in dims:
+                d.loop = loop
             self.current_block.append(loop)
             self.parents[id(loop.items)] = self.current_block
             outer_block, self.current_block = self.current_block, loop.items
@@ -211,6 +213,7 @@ class Tracer:
             elif new.name is None:
                 new.name = name
         pads.settle_loop(loop)
+        loop.closed = True
 
     def _finish_program(self, end):
         from .ops import TileValue
@@ -232,6 +235,15 @@ class Tracer:
         from .ops import TileValue
         if self.program is None:
             raise TraceError("tile values exist only inside a `for ... in dt.tile(...)` loop")
+        for a in args:
+            for d in getattr(a, "dims", ()):
+                lp = getattr(d, "loop", None)
+                if lp is not None and lp.closed:
+                    raise TraceError(
+                        f"`{a.name or 'a tile value'}` has the tile dim {d.describe()} of an inner "
+                        "dt.tile loop that has ended: the kernel would keep only its last tile, "
+                        "the oracle the whole dim. Reduce or accumulate it inside the loop "
+                        "(acc = acc + ...)", loc)
         v = TileValue(self, op, args, dims, dtype, pad, loc or user_loc(), **attrs)
         pads.recompute(v)
         if hoist is not None:   # a loop-carried init made of a number: define it before the loop

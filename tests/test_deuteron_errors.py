@@ -103,7 +103,18 @@ def dot_over_grid(x, y, out):
         out[tm, :] = x[tm, tk] @ y[tk, :]
 
 
+@dt.kernel
+def loop_value_escapes(x):
+    out = torch.empty(x.shape[0])
+    for tm in dt.tile(x.shape[0]):
+        for tk in dt.tile(x.shape[1]):
+            v = x[tm, tk]
+        out[tm] = v.sum(dim=1)
+    return out
+
+
 @pytest.mark.parametrize("kernel, args, line, words", [
+    (loop_value_escapes, (torch.randn(9, 100),), "out[tm] = v.sum(dim=1)", "loop that has ended"),
     (sum_over_grid, (torch.randn(33, 20),), "x[tm, :].sum()", "a dim of the launch grid"),
     (dot_over_grid, (torch.randn(32, 32), torch.randn(32, 16), torch.empty(32, 16)),
      "x[tm, tk] @ y[tk, :]", "matmul contracting tk"),
