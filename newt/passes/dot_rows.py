@@ -27,6 +27,14 @@ scratch arena:
    it (Q in attention) gets one `dot_stage_a` op right after the operand's definition: the tile
    is staged into shared memory once (attrs["a_src"] = "staged"), and its registers die there.
    Its shared-memory region stays live until the end of the last loop that reads it (smem.py).
+6. Index math inside loops. Fragment-layout conversions of index-computable values (the causal
+   mask) become `dot_frag_icomp`, and synchronous dots / tile loads get
+   attrs["recompute_index"]: codegen recomputes them from a thread index NVRTC cannot hoist,
+   instead of keeping one loop-invariant register per slot or per fragment address.
+Also: a dot accumulator passed from one loop to the next (causal attention's two key loops)
+stays in the fragment (its dot_acc_out / convert_layout round trip is removed), and loads that
+feed only a dot are copied straight into its tile (dot_loads.py: plan_tile_loads,
+plan_prefetch).
 """
 from __future__ import annotations
 
