@@ -17,8 +17,9 @@ from newt.passes.smem import plan_reduce
 
 
 def _c_eval(expr: str, **env) -> int:
-    """Evaluate one of the generated integer C expressions (only + - * / % and parentheses)."""
-    return eval(expr.replace("/", "//"), {}, env)
+    """Evaluate one of the generated integer C expressions (+ - * / %, parentheses and casts
+    between i32 and u32 of values that are never negative)."""
+    return eval(re.sub(r"\((?:u32|i32)\)", "", expr).replace("/", "//"), {}, env)
 
 
 @pytest.mark.parametrize("numel,T,vec", [(1024, 128, 4), (4096, 256, 8), (64, 128, 4),

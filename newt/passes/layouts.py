@@ -103,23 +103,26 @@ class CyclicLayout(Layout):
 
 
 def coords_of(flat: str, shape: tuple) -> list[str]:
-    """C expressions of the row-major coordinates of a flat index (powers of two fold to
-    shifts and masks in NVRTC)."""
+    """C expressions of the row-major coordinates of a flat index (never negative). Unsigned
+    division by the powers of two folds to shifts and masks in NVRTC, and a mask of a sum
+    whose other term is a multiple of the divisor drops that term (the column of every group
+    of a thread is then one value), where signed division keeps sign fix-ups per group."""
     out, stride = [], 1
     strides = []
     for d in reversed(shape):
         strides.append(stride)
         stride *= d
     strides.reverse()
+    u = f"(u32)({flat})"
     for d, st in zip(shape, strides):
         if d == 1:
             out.append("0")
         elif st * d == stride:      # outermost: flat < numel for every valid slot, no wrap
-            out.append(flat if st == 1 else f"({flat} / {st})")
+            out.append(flat if st == 1 else f"(i32)({u} / {st})")
         elif st == 1:
-            out.append(f"({flat} % {d})")
+            out.append(f"(i32)({u} % {d})")
         else:
-            out.append(f"(({flat} / {st}) % {d})" if st * d < stride else f"({flat} / {st})")
+            out.append(f"(i32)(({u} / {st}) % {d})")
     return out
 
 
