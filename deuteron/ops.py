@@ -142,6 +142,8 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
         _whole(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
+    if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
+        x = cast(tracer, x, torch.int64)     # torch sums integers and bools in int64
     ident = ir.identity(kind, x.dtype)
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype

@@ -386,3 +386,21 @@ def test_tolerance_table_is_stated():
     doc = dt.Kernel.autotune.__doc__ + dt.Kernel.__doc__
     for text in ("fp32 1e-4", "fp16/bf16 2e-2", "fp64 1e-7", "exact"):
         assert text in doc, text
+
+
+@dt.kernel
+def int_sums(x):
+    total = torch.empty(x.shape[0], dtype=torch.int64)
+    positive = torch.empty(x.shape[0], dtype=torch.int64)
+    for tm in dt.tile(x.shape[0]):
+        r = x[tm, :]
+        total[tm] = r.sum(dim=1)
+        positive[tm] = (r > 0).sum(dim=1)
+    return total, positive
+
+
+def test_integer_sums_accumulate_in_int64_as_torch_does():
+    x = torch.randint(-128, 127, (7, 301), dtype=torch.int8)      # int8 sums would overflow
+    total, positive = int_sums.run((x,), {}, dt.Config([2]))
+    assert torch.equal(total, x.sum(1)) and torch.equal(positive, (x > 0).sum(1))
+    assert "nl.sum(r.to(nl.int64), axis=1)" in int_sums.to_newt_source(x)
