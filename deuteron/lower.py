@@ -189,6 +189,8 @@ class _Lowering(ExprMixin):
             return f"{v.attrs['ref'].name}_tile"
         if v.op == "reduce":
             x = v.args[0]
+            while x.op == "cast" and x.name is None:   # name r.sum() after r, not its cast
+                x = x.args[0]
             src = x.name or (x.attrs["ref"].name if x.op == "load" else None)
             return f"{src}_{v.attrs['kind']}" if src else f"{v.attrs['kind']}_v"
         return {"dot": "dot", "full": "acc"}.get(v.op, "v")

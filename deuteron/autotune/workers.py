@@ -131,21 +131,26 @@ class Batch:
                     self.out[i] = ("error", f"{type(e).__name__}: {e}")
             self.pending.clear()
             return self.out
-        while self.running or self.pending:
-            self._fill()
-            if not self.running:
-                break
-            ready, _, _ = select.select(list(self.running), [], [], 0.05)
-            for r in ready:
-                data = os.read(r, 1 << 16)
-                if data:
-                    self.running[r][3].append(data)
-                else:
-                    self._finish(r)
-            now = time.monotonic()
-            for r, (i, pid, t0, _) in list(self.running.items()):
-                if now - t0 > self.job_timeout:
-                    self._finish(r, ("crashed", f"compile took more than {self.job_timeout:.0f} s"))
+        try:
+            while self.running or self.pending:
+                self._fill()
+                if not self.running:
+                    break
+                ready, _, _ = select.select(list(self.running), [], [], 0.05)
+                for r in ready:
+                    data = os.read(r, 1 << 16)
+                    if data:
+                        self.running[r][3].append(data)
+                    else:
+                        self._finish(r)
+                now = time.monotonic()
+                for r, (i, pid, t0, _) in list(self.running.items()):
+                    if now - t0 > self.job_timeout:
+                        self._finish(r, ("crashed",
+                                         f"compile took more than {self.job_timeout:.0f} s"))
+        except BaseException:      # e.g. Ctrl-C: leave no children running or unreaped
+            self.cancel()
+            raise
         return self.out
 
     def cancel(self):
