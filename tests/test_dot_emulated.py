@@ -197,12 +197,13 @@ template <int N> static void newt_wgmma_wait() {
 """
 
 EMU_FAIL = r"""
+static pthread_mutex_t nt_fail_mu = PTHREAD_MUTEX_INITIALIZER;   // models may hold nt_mu
 static void nt_emu_fail(const char* why) {
-  pthread_mutex_lock(&nt_mu);
+  pthread_mutex_lock(&nt_fail_mu);
   if (!nt_failed) fprintf(stderr, "emulated kernel: %s (thread %u, block %u)\n", why,
                           threadIdx.x, blockIdx.x);
   nt_failed = 1;
-  pthread_mutex_unlock(&nt_mu);
+  pthread_mutex_unlock(&nt_fail_mu);
 }
 """
 

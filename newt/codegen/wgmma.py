@@ -28,6 +28,7 @@ import dataclasses
 from .dot_ptx import PRELUDE, WGMMA_HELPERS, wgmma_instr
 from .dot_tiles import (ELEM_U, Operand, grouped_pid_src, load_tile_src,
                         store_tile_src, vec_ok_src)
+from .tma import TMA_HELPERS, tile_boxes
 
 KINDS = {  # input kind -> (element bytes, k per instruction)
     "f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8),
@@ -47,6 +48,8 @@ class WgmmaConfig:
     group_m: int = 8
     swap_lbo_sbo: bool = False  # debugging aid for the MN-major descriptor
     late_loads: bool = False    # issue the tensor-core work before this iteration's copies
+    tma: bool = False           # operand tiles by TMA boxes + mbarriers (see tma.py)
+    epilogue: str = "smem"      # "smem": staged, 16-byte stores; "regs": from the fragment
 
     @property
     def esize(self):
@@ -69,7 +72,8 @@ class WgmmaConfig:
     def name(self):
         return (f"newt_wgmma_{self.kind}_{self.out}_{self.bm}x{self.bn}x{self.bk}"
                 f"_w{self.num_warps}_s{self.num_stages}" + ("_swap" if self.swap_lbo_sbo else "")
-                + ("_late" if self.late_loads else ""))
+                + ("_late" if self.late_loads else "") + ("_tma" if self.tma else "")
+                + ("_regs" if self.epilogue == "regs" else ""))
 
     def check(self):
         assert self.num_warps % 4 == 0 and self.num_stages >= 3
@@ -78,15 +82,25 @@ class WgmmaConfig:
         assert (self.bk * self.esize) % 128 == 0, "BK must fill 128-byte rows"
         if not self.b_kmajor:
             assert (self.bn * self.esize) % 128 == 0, "MN-major B needs 128-byte panels"
+        assert self.epilogue in ("smem", "regs")
+        assert not (self.tma and self.b_kmajor), "TMA cannot transpose B into K-major (tf32)"
+        assert not (self.tma and self.late_loads)
 
     @property
     def stage_bytes(self):
         return (self.bm + self.bn) * self.bk * self.esize
 
     @property
+    def barrier_offset(self):
+        """Byte offset of the TMA variant's mbarriers (full[S], then empty[S]) in the
+        aligned shared memory: after the ring and the epilogue's staged tile."""
+        c_tile = self.bm * (self.bn * OUT_BYTES[self.out] + 16) if self.epilogue == "smem" else 0
+        return -(-max(self.num_stages * self.stage_bytes, c_tile) // 16) * 16
+
+    @property
     def shared_bytes(self):
-        c_tile = self.bm * (self.bn * OUT_BYTES[self.out] + 16)
-        return max(self.num_stages * self.stage_bytes, c_tile) + 1024   # + alignment slack
+        bars = 16 * self.num_stages if self.tma else 0
+        return self.barrier_offset + bars + 1024   # + alignment slack
 
 
 def matmul_source(cfg: WgmmaConfig) -> str:
@@ -156,27 +170,28 @@ def matmul_source(cfg: WgmmaConfig) -> str:
       {b_issue}
     }}
     newt_cp_async_commit();"""
-    parts.append(f"""
-extern "C" __global__ void __launch_bounds__({nt}, 1)
-{cfg.name}(const {u}* __restrict__ A, const {u}* __restrict__ B, {ou}* __restrict__ C,
-           int M, int N, int K, long long sam, long long sak, long long sbk, long long sbn,
-           long long scm, long long scn) {{
-  extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
-  const newt_u32 ring = newt_smem_addr(smem);
-  {grouped_pid_src(bm, bn, cfg.group_m)}
-  const int wg = threadIdx.x / 128;
-  const int wg_row = wg * {bm // cfg.n_wg};
-  const int KT = (K + {bk - 1}) / {bk};
-  const bool vec_a = {vec_ok_src(a_op, "A", "sam", "sak")};
-  const bool vec_b = {vec_ok_src(b_op, "B", "sbk", "sbn")};
-  float acc[{msub}][{nacc}];
+    acc_zero = f"""float acc[{msub}][{nacc}];
   #pragma unroll
   for (int ms = 0; ms < {msub}; ++ms)
     #pragma unroll
-    for (int i = 0; i < {nacc}; ++i) acc[ms][i] = 0.f;
+    for (int i = 0; i < {nacc}; ++i) acc[ms][i] = 0.f;"""
+    issue = f"""newt_wgmma_fence();
+      #pragma unroll
+      for (int kk = 0; kk < {bk // ki}; ++kk) {{
+        #pragma unroll
+        for (int ms = 0; ms < {msub}; ++ms)
+          newt_wgmma(acc[ms], {a_desc}, {b_desc}, 1);
+      }}
+      newt_wgmma_commit();"""
+    if cfg.tma:
+        parts.append(TMA_HELPERS)
+        params = ", const __grid_constant__ newt_tmap tma_a, const __grid_constant__ newt_tmap tma_b"
+        main = _tma_loop(cfg, issue, a_bytes)
+    else:
+        params = ""
+        main = f"""const bool vec_a = {vec_ok_src(a_op, "A", "sam", "sak")};
+  const bool vec_b = {vec_ok_src(b_op, "B", "sbk", "sbn")};
   {b_regs}
-
   for (int kt = 0; kt < KT + {D}; ++kt) {{
     if (kt >= {D}) {{
       newt_cp_async_wait<{D - 1}>();
@@ -186,27 +201,21 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
     {copies if not late else ""}
     if (kt >= {D}) {{
       const newt_u32 stage = ring + (newt_u32)((kt - {D}) % {S}) * {cfg.stage_bytes}u;
-      newt_wgmma_fence();
-      #pragma unroll
-      for (int kk = 0; kk < {bk // ki}; ++kk) {{
-        #pragma unroll
-        for (int ms = 0; ms < {msub}; ++ms)
-          newt_wgmma(acc[ms], {a_desc}, {b_desc}, 1);
-      }}
-      newt_wgmma_commit();
+      {issue}
     }}
     {copies if late else ""}
     if (kt < KT) {{ {b_commit} }}
     if (kt >= {D}) newt_wgmma_wait<1>();
   }}
   newt_wgmma_wait<0>();
-  newt_cp_async_wait<0>();
-  newt_fence_proxy_async();   // the async proxy's reads of the ring are over before we reuse it
+  newt_cp_async_wait<0>();"""
+    if cfg.epilogue == "regs":
+        epilogue = _regs_epilogue(cfg)
+    else:
+        epilogue = f"""newt_fence_proxy_async();   // the async proxy's reads of the ring are over before we reuse it
   __syncthreads();
-
-  // epilogue: accumulator fragment -> row-major staged tile -> coalesced masked stores
+  // accumulator fragment -> row-major staged tile -> coalesced masked stores
   unsigned char* ct = smem;
-  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
   #pragma unroll
   for (int ms = 0; ms < {msub}; ++ms)
     #pragma unroll
@@ -218,7 +227,110 @@ extern "C" __global__ void __launch_bounds__({nt}, 1)
         {c_store}
       }}
   __syncthreads();
-  newt_store_c(ct, C, m0, n0, M, N, scm, scn);
+  newt_store_c(ct, C, m0, n0, M, N, scm, scn);"""
+    parts.append(f"""
+extern "C" __global__ void __launch_bounds__({nt}, 1)
+{cfg.name}(const {u}* __restrict__ A, const {u}* __restrict__ B, {ou}* __restrict__ C,
+           int M, int N, int K, long long sam, long long sak, long long sbk, long long sbn,
+           long long scm, long long scn{params}) {{
+  extern __shared__ unsigned char smem_raw[];
+  unsigned char* smem = (unsigned char*)(((unsigned long long)smem_raw + 1023) & ~1023ull);
+  const newt_u32 ring = newt_smem_addr(smem);
+  {grouped_pid_src(bm, bn, cfg.group_m)}
+  const int wg = threadIdx.x / 128;
+  const int wg_row = wg * {bm // cfg.n_wg};
+  const int lane = threadIdx.x % 32, warp_in_wg = (threadIdx.x / 32) % 4;
+  const int KT = (K + {bk - 1}) / {bk};
+  {acc_zero}
+  {main}
+  {epilogue}
 }}
 """)
     return "\n".join(parts)
+
+
+def _tma_loop(cfg: WgmmaConfig, issue: str, a_bytes: int) -> str:
+    """The main loop with TMA boxes and mbarriers. Per stage s: full[s] (1 arrival + the
+    stage's bytes) and empty[s] (one arrival per warp once its wgmma reading s retired).
+
+        kt < KT, thread 0:  wait empty[kt % S] (tile kt-S retired by every warp); arm full;
+                            issue the boxes of tile kt
+        kt >= D:            c = kt - D: wait full[c % S]; wgmma; commit; wait_group 1 (the
+                            group of tile c-1 is retired); each warp arrives on empty[(c-1) % S]
+
+    D = S - 2 as in the cp.async ring: thread 0 waits at iteration kt for arrivals made at
+    iteration kt-1, which every warp (its own included) has passed, so nothing waits on
+    itself; no CTA barrier is left in the loop."""
+    S, D, bm, bn, bk, es = cfg.num_stages, cfg.num_stages - 2, cfg.bm, cfg.bn, cfg.bk, cfg.esize
+    box_a, offs_a = tile_boxes(bm, bk, es)
+    box_b, offs_b = tile_boxes(bk, bn, es)
+    assert box_a.nbytes * len(offs_a) + box_b.nbytes * len(offs_b) == cfg.stage_bytes
+    loads = [f"newt_tma_load_2d(st + {o}u, &tma_a, kt * {bk} + {i}, m0, fb);" for i, o in offs_a]
+    loads += [f"newt_tma_load_2d(st + {a_bytes + o}u, &tma_b, n0 + {i}, kt * {bk}, fb);"
+              for i, o in offs_b]
+    nl = "\n        "
+    return f"""const newt_u32 full = ring + {cfg.barrier_offset}u, empty = full + {8 * S}u;
+  if (threadIdx.x == 0) {{
+    for (int s = 0; s < {S}; ++s) {{
+      newt_mbar_init(full + 8 * s, 1);
+      newt_mbar_init(empty + 8 * s, {cfg.num_warps});
+    }}
+    newt_fence_mbar_init();
+  }}
+  __syncthreads();
+  for (int kt = 0; kt < KT + {D}; ++kt) {{
+    if (threadIdx.x == 0 && kt < KT) {{
+      const int s = kt % {S};
+      if (kt >= {S}) newt_mbar_wait(empty + 8 * s, ((kt / {S}) - 1) & 1);
+      const newt_u32 fb = full + 8 * s, st = ring + (newt_u32)s * {cfg.stage_bytes}u;
+      newt_mbar_expect_tx(fb, {cfg.stage_bytes}u);
+      {nl.join(loads)}
+    }}
+    if (kt >= {D}) {{
+      const int c = kt - {D};
+      newt_mbar_wait(full + 8 * (c % {S}), (c / {S}) & 1);
+      const newt_u32 stage = ring + (newt_u32)(c % {S}) * {cfg.stage_bytes}u;
+      {issue}
+      newt_wgmma_wait<1>();
+      __syncwarp();
+      if (c >= 1 && lane == 0) newt_mbar_arrive(empty + 8 * ((c - 1) % {S}));
+    }}
+  }}
+  newt_wgmma_wait<0>();
+  __syncthreads();   // every warp is past its last wgmma before the ring is reused"""
+
+
+def _regs_epilogue(cfg: WgmmaConfig) -> str:
+    """Stores straight from the accumulator fragment: each thread writes its pairs of
+    consecutive columns (4 bytes in 16-bit, 8 in fp32) where they are contiguous and aligned,
+    element by element otherwise. No shared memory, no barrier."""
+    osz = OUT_BYTES[cfg.out]
+    ou = ELEM_U[osz]
+    pack = {"f16": "newt_pack_f16", "bf16": "newt_pack_bf16"}.get(cfg.out)
+    if pack:
+        pair = f"*(newt_u32*)p = {pack}(x0, x1);"
+        st0, st1 = (f"p[0] = (newt_u16){pack}(x0, x0);", f"p[scn] = (newt_u16){pack}(x1, x1);")
+    else:
+        pair = "*(float2*)p = make_float2(x0, x1);"
+        st0, st1 = "*(float*)&p[0] = x0;", "*(float*)&p[scn] = x1;"
+    return f"""// fragment -> global: rows lane/4 (+8), columns 2*(lane%4) (+1) of each 8-column block
+  const bool vec_c = scn == 1 && (scm % 2) == 0 && (((unsigned long long)C) % {2 * osz}) == 0;
+  #pragma unroll
+  for (int ms = 0; ms < {cfg.bm // cfg.n_wg // 64}; ++ms)
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+      const int r = m0 + wg_row + ms * 64 + warp_in_wg * 16 + lane / 4 + h * 8;
+      if (r >= M) continue;
+      {ou}* row = C + (long long)r * scm;
+      #pragma unroll
+      for (int i = 0; i < {cfg.bn // 8}; ++i) {{
+        const int c = n0 + i * 8 + (lane % 4) * 2;
+        const float x0 = acc[ms][4 * i + 2 * h], x1 = acc[ms][4 * i + 2 * h + 1];
+        {ou}* p = row + (long long)c * scn;
+        if (vec_c && c + 1 < N) {{ {pair} }}
+        else {{
+          if (c < N) {st0}
+          if (c + 1 < N) {st1}
+        }}
+      }}
+    }}"""

@@ -1,0 +1,104 @@
+"""Host-side TMA tensor maps (CUtensorMap) for newt's sm_90a kernels, built once and looked up.
+
+Where it sits: runtime, next to the launch path. A kernel that loads tiles with
+cp.async.bulk.tensor (newt/codegen/wgmma.py with tma=True) takes one 128-byte map per operand
+as a `__grid_constant__` parameter. The map encodes the global address, the 2-D shape, the row
+stride, the box and the swizzle; the box and swizzle come from newt/codegen/tma.py's
+`tile_boxes`, the same function the kernel's copies are generated from, so both sides agree.
+
+Encoding goes through the driver (cuTensorMapEncodeTiled, a few microseconds), so maps are
+cached by (address, dtype, shape, row stride, box): a launch with the same tensors is a dict
+lookup. The cache is bounded (least recently built first out): a training loop that allocates
+fresh tensors every step does not grow it without limit.
+
+TMA's requirements (CUDA driver API, cuTensorMapEncodeTiled): the global address 16-byte
+aligned, the innermost dimension contiguous (element stride 1), the other strides multiples of
+16 bytes and below 2^40, dimensions below 2^32, box sides 1..256 with a 16-byte multiple row.
+`can_map` tests them; a kernel whose operands fail it must take the cp.async path.
+"""
+from __future__ import annotations
+
+import collections
+import ctypes
+
+from ..codegen.tma import DTYPE_CODE, TmaBox, tile_boxes
+
+L2_PROMOTION_128B = 2      # CU_TENSOR_MAP_L2_PROMOTION_L2_128B
+OOB_FILL_ZERO = 0          # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read 0
+ESIZE = {"u8": 1, "u16": 2, "u32": 4, "f16": 2, "bf16": 2, "f32": 4, "tf32": 4}
+
+
+def can_map(address: int, esize: int, rows: int, cols: int, row_stride: int,
+            col_stride: int) -> bool:
+    """A rows x cols matrix at `address` (strides in elements) can be read by TMA boxes."""
+    rs = row_stride * esize
+    return (address % 16 == 0 and col_stride == 1 and rs % 16 == 0 and 0 < rs < 2 ** 40
+            and 0 < rows < 2 ** 32 and 0 < cols < 2 ** 32)
+
+
+class TensorMaps:
+    """Cache of encoded maps. `encode` has driver.encode_tensor_map_tiled's signature (tests
+    pass a model encoder; by default the driver is called)."""
+
+    def __init__(self, encode=None, capacity: int = 512):
+        self._encode = encode
+        self._maps: collections.OrderedDict = collections.OrderedDict()
+        self.capacity = capacity
+        self.built = 0            # encodes done (tests: a repeated launch builds nothing)
+
+    def matrix(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
+               box: TmaBox):
+        """The map of a rows x cols row-major matrix (row_stride elements apart) read in
+        `box`-sized boxes."""
+        key = (address, kind, rows, cols, row_stride, box)
+        m = self._maps.get(key)
+        if m is not None:
+            return m
+        esize = ESIZE[kind]
+        if not can_map(address, esize, rows, cols, row_stride, 1):
+            raise ValueError(f"TMA cannot read this {rows}x{cols} {kind} matrix (address "
+                             f"{address:#x}, row stride {row_stride} elements): the address and "
+                             "the row stride in bytes must be multiples of 16")
+        assert box.esize == esize, (box, kind)
+        encode = self._encode
+        if encode is None:
+            from .driver import encode_tensor_map_tiled as encode
+        m = encode(DTYPE_CODE[kind], 2, address, [cols, rows], [row_stride * esize],
+                   [box.inner, box.outer], [1, 1], 0, box.swizzle_code, L2_PROMOTION_128B,
+                   OOB_FILL_ZERO)
+        self.built += 1
+        self._maps[key] = m
+        if len(self._maps) > self.capacity:
+            self._maps.popitem(last=False)
+        return m
+
+    def matmul(self, cfg, a, b):
+        """(map of A, map of B) for a wgmma.WgmmaConfig with tma=True and torch matrices a
+        [M, K], b [K, N] (row-major rows, any 16-byte multiple row stride)."""
+        (M, K), N = a.shape, b.shape[1]
+        box_a, _ = tile_boxes(cfg.bm, cfg.bk, cfg.esize)
+        box_b, _ = tile_boxes(cfg.bk, cfg.bn, cfg.esize)
+        if a.stride(1) != 1 or b.stride(1) != 1:
+            raise ValueError("TMA operands need contiguous rows (stride 1 along K for A, "
+                             "along N for B)")
+        return (self.matrix(a.data_ptr(), cfg.kind, M, K, a.stride(0), box_a),
+                self.matrix(b.data_ptr(), cfg.kind, K, N, b.stride(0), box_b))
+
+    def __len__(self):
+        return len(self._maps)
+
+
+def map_address(m) -> int:
+    """Host address of a map's 128 bytes (what a kernel parameter pointer points at)."""
+    return ctypes.addressof(m)
+
+
+_DEFAULT = None
+
+
+def default_maps() -> TensorMaps:
+    """The process-wide cache the launchers use."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = TensorMaps()
+    return _DEFAULT
