@@ -9,6 +9,14 @@ with a warm disk cache, and cold compile times; newt vs Triton (same kernel sour
   cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
 
     python benchmarks/bench_launch.py            # or through benchmarks/run_all.py
+    python benchmarks/bench_launch.py --stand-in # no GPU: the Python side of a launch only
+
+`--stand-in` runs the same warm launches on a machine without a GPU: CPU tensors, a stand-in
+libcuda (tests/runtime_fake_libcuda.c, built with the C compiler, whose cuLaunchKernelEx only
+records its arguments) and a fake compile(). It measures the host Python work of newt's launch
+path (key, lookup, grid, packing, the ctypes call), in CPU microseconds per launch, as the
+minimum over batches of thread CPU time (robust to a busy machine). It is not the GPU figure:
+the real driver's cuLaunchKernelEx adds a few microseconds on top.
 """
 from __future__ import annotations
 
@@ -161,7 +169,65 @@ def run(out_dir=None, quick=False):
     return rows
 
 
-if __name__ == "__main__":
+def _cpu_us_per_call(fn, n=2000, batches=40) -> float:
+    """Minimum over batches of thread CPU time per call: other processes on a shared machine
+    inflate the wall clock, not the CPU time of this thread."""
+    for _ in range(200):
+        fn()
+    best = float("inf")
+    for _ in range(batches):
+        t0 = time.thread_time()
+        for _ in range(n):
+            fn()
+        best = min(best, time.thread_time() - t0)
+    return best / n * 1e6
+
+
+def stand_in_rows():
+    """Warm-launch rows on the stand-in driver (no GPU): CPU us per launch of newt's Python
+    launch path, for the two argument lists of warm_rows and three ways of passing the grid."""
+    import functools
+    import ctypes
+    sys.path.insert(0, os.path.join(common.ROOT, "tests"))
+    import newt.compiler
+    from newt.runtime import driver, launch, specialize
+    from runtime_fakes import FakeCompile, build_fake_libcuda
+    tmp = tempfile.mkdtemp(prefix="newt-stand-in-")
+    os.environ["NEWT_CACHE_DIR"] = os.path.join(tmp, "cache")
+    cu = driver.load_library(build_fake_libcuda(tmp))
+    ctypes.c_int.in_dll(cu, "fake_nparams").value = 0
+    driver._lib = cu
+    driver.current_device_index = lambda: 0
+    specialize.specialize = functools.partial(specialize.specialize, allow_cpu=True)
+    launch._raw_stream_getter = lambda: abs   # a C builtin of one int, like torch's getter
+    newt.compiler.compile = FakeCompile()
+    newt.options.flags.interpret = False
+
+    add, mm = common.newt_kernel("add"), matmul_shaped_kernel
+    x, y, out = torch.randn(4096), torch.randn(4096), torch.empty(4096)
+    a, b, c = torch.randn(64, 64), torch.randn(64, 64), torch.empty(64, 64)
+    g, g2 = (4,), (64,)
+    calls = {
+        "4-arg add, grid tuple reused":
+            lambda: add[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4),
+        "4-arg add, new grid tuple per call":
+            lambda: add[(newt.cdiv(4096, 1024),)](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4),
+        "4-arg add, grid lambda per call":
+            lambda: add[lambda m: (newt.cdiv(m["n_elements"], m["BLOCK_SIZE"]),)](
+                x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4),
+        "12-arg matmul-shaped, grid tuple reused":
+            lambda: mm[g2](a, b, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_K=64, num_warps=4),
+        "empty Python call (floor)": lambda: None,
+    }
+    return {name: _cpu_us_per_call(fn) for name, fn in calls.items()}
+
+
+if __name__ == "__main__" and "--stand-in" in sys.argv:
+    print("newt launch path on the stand-in driver: CPU us per launch (min over batches of "
+          "thread time; not the GPU figure)")
+    for name, us in stand_in_rows().items():
+        print(f"  {name:45s} {us:6.2f} us")
+elif __name__ == "__main__":
     for r in run(quick="--quick" in sys.argv):
         vals = "  ".join(f"{p}={r[p]:.2f}" for p in ("newt", "triton", "torch") if r[p])
         print(f"{r['workload']:55s} {vals} {r['unit']}", *r["errors"].items())

@@ -6,9 +6,12 @@ On a call: classify the arguments into a specialization key (dtypes, devices, co
 16-byte alignment, ints equal to 1 or divisible by 16, tensors of 2**31+ elements), look it up,
 and launch through runtime/launch.py on torch's current stream. The classification is a Python
 function generated once per kernel from its signature (`_generate`), so a call parses nothing
-and builds no ctypes objects (DESIGN.md, principle 6). A key not seen before is checked for every
-launch error (CPU tensors, mixed devices, bad constexprs, bad num_warps), then resolved through
-the disk cache (runtime/cache.py) or, only on a disk miss, compiler.compile.
+and builds no ctypes objects (DESIGN.md, principle 6): the key is compared with the last key
+launched (a tuple compare, no hashing) before the dict is asked, and the Launcher's prepared
+state comes out of one tuple. A key not seen before is checked for every launch error (CPU
+tensors, mixed devices, bad constexprs, bad num_warps), then resolved through the disk cache
+(runtime/cache.py) or, only on a disk miss, compiler.compile. Launch errors name the kernel and
+the user's line that launched it; a grid with a zero is one of them (Triton launches nothing).
 Under NEWT_INTERPRET=1 (newt.options.flags.interpret) the kernel runs on the interpreter.
 """
 from __future__ import annotations
@@ -33,24 +36,26 @@ class _Missing:
 
 
 _MISSING = _Missing()
-# CUDA's grid limits, the same on every device since compute capability 3.0
-GRID_LIMITS = (2**31 - 1, 65535, 65535)
 
 
-class _Grid(tuple):
-    """(gx, gy, gz) already checked against GRID_LIMITS: `k[grid]` makes one from a tuple of ints
-    once, so that a launch on it only unpacks."""
-    __slots__ = ()
-
-
-def _checked_grid(grid):
-    """A _Grid for a tuple of 1 to 3 positive ints within the limits; anything else unchanged
-    (callables, lists, numpy ints, bad grids: the launch's slow path handles and reports them)."""
-    if grid.__class__ is tuple and 1 <= len(grid) <= 3:
-        g = grid + (1,) * (3 - len(grid))
-        if all(v.__class__ is int and 0 < v <= m for v, m in zip(g, GRID_LIMITS)):
-            return _Grid(g)
-    return grid
+def _grid3(jf, grid, launcher):
+    """(gx, gy, gz) of a grid other than a 1-tuple of an int (which the launch function checks
+    inline): 2-D and 3-D tuples of ints here, checked against CUDA's grid limits (the same on
+    every device since compute capability 3.0: 2**31-1, 65535, 65535), everything else (lists,
+    numpy ints, errors) in JITFunction._grid3."""
+    if grid.__class__ is tuple:
+        n = len(grid)
+        if n == 2:
+            gx, gy = grid
+            if gx.__class__ is int and gy.__class__ is int and 0 < gx <= 2147483647 \
+                    and 0 < gy <= 65535:
+                return gx, gy, 1
+        elif n == 3:
+            gx, gy, gz = grid
+            if gx.__class__ is int and gy.__class__ is int and gz.__class__ is int \
+                    and 0 < gx <= 2147483647 and 0 < gy <= 65535 and 0 < gz <= 65535:
+                return grid
+    return jf._grid3(grid, launcher)
 
 
 def _classify(v, dns: bool):
@@ -164,14 +169,12 @@ class JITFunction:
         fn = self._launch_fn
         if fn is None:
             return functools.partial(self._first_launch, grid)
-        # `k[grid](...)` in a loop passes the same grid object each time: bind it once, checked
-        # once. Holding the grid keeps its identity valid; a list or callable grid is still read
-        # per call.
+        # `k[grid](...)` in a loop passes the same grid object each time: bind it once. Holding
+        # the grid keeps its identity valid.
         # A bound method rather than functools.partial: its call prepends the grid without
         # copying the arguments.
-        g = _checked_grid(grid)
-        bound = self._bound = (grid, types.MethodType(fn, g) if g is not None
-                               else functools.partial(fn, g))
+        bound = self._bound = (grid, types.MethodType(fn, grid) if grid is not None
+                               else functools.partial(fn, grid))
         return bound[1]
 
     def run(self, *args, grid, **kwargs):
@@ -214,7 +217,7 @@ class JITFunction:
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
-              "_n_G": _Grid}
+              "_n_grid3": _grid3}
         sig, body, keys, vals, rt_pos = [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
@@ -309,11 +312,14 @@ def launch(_n_grid, {params}):
         _n_h = _n_self._lookup(_n_key, {by_name})
     _, _n_pack, _n_buf, _n_block, _n_shared, _n_stream, _n_dev, _n_go, _n_c, _n_f, _n_p, \\
         _n_name, _n_L = _n_h
-    if _n_grid.__class__ is _n_G:
-        _n_gx, _n_gy, _n_gz = _n_grid
+    if _n_grid.__class__ is not tuple and callable(_n_grid):
+        _n_grid = _n_grid({by_name})
+    if _n_grid.__class__ is tuple and len(_n_grid) == 1 and _n_grid[0].__class__ is int \\
+            and 0 < _n_grid[0] <= 2147483647:
+        _n_gx = _n_grid[0]
+        _n_gy = _n_gz = 1
     else:
-        _n_gx, _n_gy, _n_gz = _n_self._grid3(
-            _n_grid({by_name}) if callable(_n_grid) else _n_grid, _n_L)
+        _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
     try:
         _n_pack(_n_buf, 0, _n_gx, _n_gy, _n_gz, _n_block, 1, 1, _n_shared, _n_stream(_n_dev),
                 {v})
@@ -404,7 +410,7 @@ def launch(_n_grid, {params}):
 
     @_reported_at_launch_site
     def _grid3(self, grid, launcher):
-        """(gx, gy, gz) of a grid that is not a _Grid: lists, ints, numpy/torch integers, the
+        """(gx, gy, gz) of a grid the fast checks refused: lists, ints, numpy/torch integers, the
         result of a grid callable; every bad grid is a LaunchError naming the kernel. A grid with
         a zero is an error too: Triton silently launches nothing there, which hides a size bug
         more often than it saves an `if` (skip the launch yourself when there is no work)."""
