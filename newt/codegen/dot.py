@@ -13,7 +13,8 @@ Tensor-core schedule (synchronous form):
                                  "staged" once before the loop by dot_stage_a, "loaded" by its
                                  dot_tile_load's cp.async, then wait_group 0 here) or that is
                                  read from registers ("regs": A fragments packed from a 16-bit
-                                 value in the accumulator layout; always mma.sync)
+                                 value in the accumulator layout: mma.sync, or on sm_90a
+                                 wgmma.mma_async with A in registers, `_wgmma_rs`)
     fence.proxy.async; barrier   (wgmma reads shared memory through the async proxy)
     sm_90a, num_warps % 4 == 0, 16-bit/tf32 inputs:
         wgmma.mma_async per warpgroup, per 64-row sub-tile, per <=256-column chunk, per
@@ -181,8 +182,8 @@ def emit_dot(em, op):
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load
     a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
-    if a_src == "regs":
-        use_wg = False                       # A from registers: mma.sync (see dot_rows.py)
+    if a_src == "regs" and plan.kind not in ("f16", "bf16"):
+        use_wg = False
     n = em.declare(r)
     _acc_in(em, acc, lay, n)
     ta, tb, b_kmajor = dot_tiles(em, op, plan)
@@ -207,7 +208,9 @@ def emit_dot(em, op):
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
-        if use_wg:
+        if use_wg and a_src == "regs":
+            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor)
+        elif use_wg:
             _wgmma(em, plan, lay, n, ta, tb, b_kmajor)
         else:
             _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
@@ -334,6 +337,66 @@ def _a_frag_regs(em, a, K):
     for j in range(4):
         em.emit(f"fa[{j}] = {pack}({em.at(a, f'{base} + {2 * j}')}, "
                 f"{em.at(a, f'{base} + {2 * j + 1}')});")
+
+
+def wgmma_rs_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
+    """One `wgmma.mma_async.m64n{n}k16` with A from registers (four f16x2 / bf16x2 registers
+    per thread, the m16n8k16 A fragment of the thread's warp: rows 16 * (warp % 4) + ...) and
+    B from a shared-memory descriptor, into float d[n/2]."""
+    nreg = n // 2
+    regs = ",".join(f"%{i}" for i in range(nreg))
+    a0, db, sc = nreg, nreg + 4, nreg + 5
+    outs = ", ".join(f"\"+f\"(d[{i}])" for i in range(nreg))
+    return (
+        f"NEWT_DEV void {name}(float* d, const newt_u32* a, newt_u64 db, int scale_d) {{\n"
+        "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + str(sc) + ", 0;\\n"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "
+        f"{{{regs}}}, {{%{a0},%{a0 + 1},%{a0 + 2},%{a0 + 3}}}, %{db}, p, 1, 1, {int(trans_b)};"
+        "\\n}\\n\"\n"
+        f"    : {outs}\n"
+        "    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n"
+        "}\n")
+
+
+def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor):
+    """P @ V on sm_90a: A (a 16-bit value in the accumulator layout) from registers. Every
+    fragment is packed before the fence: wgmma may not read registers written after it."""
+    N, K = plan.N, plan.K
+    chunks = [(c0, min(256, N - c0)) for c0 in range(0, N, 256)]
+    fns = {}
+    for _, w in chunks:
+        name = f"newt_wgmma_rs_{plan.kind}_n{w}"
+        fns[w] = name
+        _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
+                 (name, wgmma_rs_instr(plan.kind, w, not b_kmajor, name)))
+    kind = "f16" if a.dtype.name == "float16" else "bf16"
+    pack = f"newt_frag_pack_{kind}"
+    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
+    ksteps = K // 16
+    pa = em.fresh("pa")
+    em.emit(f"u32 {pa}[{lay.nsub}][{ksteps}][4];")
+    for ms in range(lay.nsub):
+        for kk in range(ksteps):
+            base = ms * (K // 2) + kk * 8
+            for j in range(4):
+                em.emit(f"{pa}[{ms}][{kk}][{j}] = {pack}({em.at(a, base + 2 * j)}, "
+                        f"{em.at(a, base + 2 * j + 1)});")
+    em.emit("newt_wgmma_fence();")
+    for ms in range(lay.nsub):
+        for c0, w in chunks:
+            for kk in range(ksteps):
+                if b_kmajor:
+                    b_addr = (f"({tb.base} + {(kk * 32) // tb.sw * tb.rows * tb.sw}u + "
+                              f"{c0 * tb.sw}u + {(kk * 32) % tb.sw}u)")
+                    db = f"newt_wgmma_desc2({b_addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+                else:
+                    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
+                    b_addr = f"({tb.base} + {panel}u + {kk * 16 * tb.sw}u)"
+                    db = (f"newt_wgmma_desc2({b_addr}, {tb.rows * tb.sw}, {8 * tb.sw}, "
+                          f"{_SWZ_MODE[tb.sw]})")
+                em.emit(f"{fns[w]}(&{n}[{ms * (N // 2) + c0 // 2}], {pa}[{ms}][{kk}], {db}, 1);")
+    em.emit("newt_wgmma_commit();")
+    em.emit("newt_wgmma_wait<0>();")
 
 
 def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):

@@ -22,7 +22,8 @@ scratch arena:
 4. A from registers. A `dot` whose A operand is a 16-bit value already in the accumulator
    layout of M x K rows (P = softmax(S).to(fp16) of the previous dot) takes it from registers:
    the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
-   pairwise (attrs["a_src"] = "regs"; codegen packs pairs into fp16x2, no shared memory).
+   pairwise (attrs["a_src"] = "regs"; codegen packs pairs into fp16x2, no shared memory; the
+   same holds per warp for wgmma's register A of an m64 tile, so sm_90a uses wgmma too).
 5. Loop-invariant A. A dot inside a loop whose A operand is defined outside every loop holding
    it (Q in attention) gets one `dot_stage_a` op right after the operand's definition: the tile
    is staged into shared memory once (attrs["a_src"] = "staged"), and its registers die there.
