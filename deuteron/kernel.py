@@ -44,6 +44,8 @@ class Launch:
     source: str = ""
 
     def __call__(self):
+        if not self.grid[0]:     # an empty tile loop: no program to run (the interpreter
+            return               # would refuse a zero-sized grid)
         interp = self.args and isinstance(self.args[0], torch.Tensor) and self.args[0].device.type == "cpu"
         if interp:
             import newt.options

@@ -404,3 +404,21 @@ def test_integer_sums_accumulate_in_int64_as_torch_does():
     total, positive = int_sums.run((x,), {}, dt.Config([2]))
     assert torch.equal(total, x.sum(1)) and torch.equal(positive, (x > 0).sum(1))
     assert "nl.sum(r.to(nl.int64), axis=1)" in int_sums.to_newt_source(x)
+
+
+@dt.kernel
+def row_softmax(x):
+    out = torch.empty_like(x)
+    for tm in dt.tile(x.shape[0]):
+        r = x[tm, :]
+        e = torch.exp(r - r.amax(dim=1, keepdim=True))
+        out[tm, :] = e / e.sum(dim=1, keepdim=True)
+    return out
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (1, 1), (3, 1), (1, 17)])
+def test_empty_and_single_element_extents(shape):
+    x = torch.randn(*shape)
+    got = row_softmax(x)
+    assert got.shape == x.shape
+    torch.testing.assert_close(got, torch.softmax(x, 1))
