@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+import newt.language as nl
 from newt import dtypes as D
 from newt.ir.builder import Builder
 from newt.ir.printer import format_function
@@ -146,3 +147,43 @@ def test_one_layout_per_size_makes_reshapes_and_casts_free():
     assert len(set(re.findall(r"layout=(cyclic\([^)]*\))", text))) == 1
     assert "vec=8" in text                    # fp16 is the narrowest access at this size
     assert "movement='none'" in text and "movement='smem'" not in text
+
+
+def _facts(src_fn, sig, constexprs, spec, num_warps=4):
+    """{value name: attrs} of the named block values after the passes."""
+    from newt.compiler import _apply_specialization
+    from newt.frontend import build_ir
+    fn = build_ir(src_fn, {k: D.from_signature(v) for k, v in sig.items()}, constexprs, spec)
+    _apply_specialization(fn, spec)
+    run_passes(fn, Options(num_warps=num_warps))
+    return {r.name: r.attrs for op in fn.walk() for r in op.results if r.name}
+
+
+def _rows(x_ptr, out_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)[:, None]
+    rn = nl.arange(0, BN)[None, :]
+    cmask = rn < N
+    rmask = rm < M
+    mask = rmask & cmask
+    offs = rm * N + rn
+    ptrs = x_ptr + offs
+    nl.store(out_ptr + offs, nl.load(ptrs, mask=mask), mask=mask)
+
+
+_ROWS = {"x_ptr": "*fp32", "out_ptr": "*fp32", "M": "i32", "N": "i32"}
+
+
+def test_run_facts_of_masks_and_pointers():
+    f = _facts(_rows, _ROWS, {"BM": 16, "BN": 64}, {})
+    assert f["offs"]["contig"] == 64 and "div" not in f["offs"]     # N may be odd
+    assert f["cmask"].get("prefix") == 64 and f["cmask"].get("const", 1) == 1
+    assert f["rmask"].get("prefix") == 16         # [BM, 1]: broadcast along rows below
+    assert f["mask"].get("prefix") == 64          # true on a prefix of each row
+
+
+def test_divisible_by_16_sizes_make_masks_constant_over_16():
+    spec = {p: {"divisible_by_16": True} for p in _ROWS}
+    f = _facts(_rows, _ROWS, {"BM": 16, "BN": 64}, spec)
+    assert f["offs"]["div"] == 16                  # row starts: multiples of N
+    assert f["ptrs"]["div"] == 16                  # bytes: aligned rows
+    assert f["cmask"]["const"] == 16 and f["mask"]["const"] == 16
