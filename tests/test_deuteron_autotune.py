@@ -398,3 +398,10 @@ def test_candidates_run_on_clones_with_the_users_strides():
     assert c.stride() == x.stride() and torch.equal(c, x) and c.data_ptr() != x.data_ptr()
     e = torch.randn(3, 1).expand(3, 5)             # overlapping: a plain copy
     assert torch.equal(_clone(e), e)
+
+
+def test_fp64_rows_count_two_registers_per_element():
+    sp32 = Space(wide_softmax.trace(torch.empty(100, 2048)))
+    sp64 = Space(wide_softmax.trace(torch.empty(100, 2048, dtype=torch.float64)))
+    assert sp32.valid(dt.Config([1], 2)) and not sp64.valid(dt.Config([1], 2))   # 32 per thread
+    assert sp64.valid(dt.Config([1], 4))

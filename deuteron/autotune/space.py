@@ -11,7 +11,7 @@ Choices are pruned by what is known to matter, so the search stays small:
 Configs that cannot be good are left out before anything compiles (`valid`):
   - a dot's shared-memory ring over 200 KB, or more than 128 fp32 accumulators per thread;
   - without a dot, more elements per thread than registers hold: at most 32 per thread up to 8
-    warps, 256 / num_warps above (a block of 1024+ threads gets only 64 registers each). Those
+    warps, 256 / num_warps above, half that for fp64/int64 values (a block of 1024+ threads gets only 64 registers each). Those
     spill, and NVRTC takes 5-10x longer to compile them. When no config of a program meets the
     bound (huge rows), the ones closest to it stay;
   - configs at least as register-hungry as one whose ptxas report showed spills (`note_spill`:
@@ -75,13 +75,18 @@ class Space:
         self.spilled: list[Config] = []
         # per program: the lowest register pressure any config reaches (1.0 = at the bound)
         self._floor = {}
+        self._words = {}      # per program: registers per element of its widest value (fp64: 2)
+        from ..pads import _values
+        for pi, prog in enumerate(self.programs):
+            sizes = [v.dtype.itemsize for v in _values(prog.items) if v.dtype is not None]
+            self._words[pi] = max(1, max(sizes, default=4) // 4)
         for pi, prog in enumerate(self.programs):
             if prog.has_dot:
                 continue
             least = math.prod(ch[0] for ch, t in zip(self.block_choices, self.tiles)
                               if t.program == pi) * next((t.row for t in self.tiles
                                                           if t.program == pi), 1)
-            self._floor[pi] = min(_pressure(least, w) for w in self.warps)
+            self._floor[pi] = min(_pressure(least * self._words[pi], w) for w in self.warps)
 
     def note_spill(self, cfg: Config):
         """ptxas reported spills for `cfg`: drop every config at least as register-hungry."""
@@ -124,7 +129,7 @@ class Space:
             n = self.program_elems(cfg, pi)
             if n > (1 << 16):
                 return False
-            if _pressure(n, cfg.num_warps) > max(1.0, self._floor.get(pi, 1.0)):
+            if _pressure(n * self._words[pi], cfg.num_warps) > max(1.0, self._floor.get(pi, 1.0)):
                 return False
             if not self.has_dot and cfg.num_warps * 32 > max(32, n):
                 return False                       # more threads than elements: idle warps
