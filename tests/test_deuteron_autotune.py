@@ -405,3 +405,19 @@ def test_fp64_rows_count_two_registers_per_element():
     sp64 = Space(wide_softmax.trace(torch.empty(100, 2048, dtype=torch.float64)))
     assert sp32.valid(dt.Config([1], 2)) and not sp64.valid(dt.Config([1], 2))   # 32 per thread
     assert sp64.valid(dt.Config([1], 4))
+
+
+def test_first_batch_compiles_while_the_oracle_runs(monkeypatch, newt_cache):
+    from deuteron.autotune import bench
+    order = []
+    real_start = workers.start
+    monkeypatch.setattr(workers, "start", lambda *a, **k: (order.append("compiles started"),
+                                                           real_start(*a, **k))[1])
+    monkeypatch.setattr(workers, "compile_job", lambda job: {"n_regs": 32, "n_spills": 0,
+                                                             "local_bytes": 0})
+    k = dt.kernel(configs=[dt.Config([16], 1), dt.Config([64], 2)])(wide_softmax.fn)
+    real_ref = k.ref
+    monkeypatch.setattr(k, "ref", lambda *a, **kw: (order.append("oracle"), real_ref(*a, **kw))[1])
+    x = torch.randn(5, 33)
+    cfg, _ = bench.tune(k, (x,), {}, "quick", progress=False, arch="sm_80", timer=lambda fn: 1.0)
+    assert order[:2] == ["compiles started", "oracle"] and cfg in k.configs
