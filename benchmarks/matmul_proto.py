@@ -22,6 +22,10 @@ standalone config vs the Triton tutorial kernel (best of TRITON_CONFIGS) vs torc
   the odd-shape checks (1000x1500x777, 4097x4095x4096, transposed/strided operands).
   History: first run 0.45-0.55x Triton (per-chunk address math in the copy loop); the
   row-step chunk map with one interior-tile test brought 0.76-0.82x.
+  Not yet run on a GPU: the TMA variants (`_tma`: boxes + full/empty mbarriers, maps from
+  newt/runtime/tensormap.py; checked on the CPU models of tests/test_dot_tma.py) and the
+  register epilogue (`_regs`). TMA configs are checked on odd shapes with 16-byte row strides
+  (the only ones they accept) and timed where the operands allow.
 """
 from __future__ import annotations
 
@@ -53,9 +57,18 @@ def configs(quick=False):
             W(kind, kind, 256, 128, 64, 8, 4, late_loads=True),
             W(kind, kind, 128, 256, 64, 8, 4, late_loads=True),
             W(kind, kind, 128, 128, 64, 4, 3), W(kind, kind, 128, 128, 64, 4, 3, late_loads=True),
+            # not yet measured: TMA boxes + mbarriers (checked on the CPU models only), the
+            # register epilogue, deeper rings
+            W(kind, kind, 256, 128, 64, 8, 4, tma=True),
+            W(kind, kind, 256, 128, 64, 8, 4, tma=True, epilogue="regs"),
+            W(kind, kind, 128, 256, 64, 8, 4, tma=True),
+            W(kind, kind, 128, 256, 64, 8, 4, tma=True, epilogue="regs"),
+            W(kind, kind, 128, 128, 64, 8, 6, tma=True),
+            W(kind, kind, 256, 128, 64, 8, 4, epilogue="regs"),
         ]
     cs["tf32"] = [W("tf32", "f32", 128, 128, 32, 8, 6), W("tf32", "f32", 128, 128, 32, 4, 6),
-                  W("tf32", "f32", 256, 128, 32, 8, 4)]
+                  W("tf32", "f32", 256, 128, 32, 8, 4),
+                  W("tf32", "f32", 256, 128, 32, 8, 4, epilogue="regs")]
     cs["mma"] = [M_("f16", "f16"), M_("bf16", "bf16"), M_("tf32", "f32", bk=32),
                  M_("s8", "s32", bk=128), M_("f16", "f32", 128, 128, 64, 2, 4, 4),
                  M_("f16", "f16", 256, 128, 64, 4, 2, 4)]
@@ -110,13 +123,26 @@ class Launcher:
         self.kernel.set_dynamic_shared(cfg.shared_bytes)
         self.threads = 32 * cfg.num_warps
 
+    def can_run(self, a, b):
+        """A TMA kernel needs operands whose rows TMA can address (tensormap.can_map)."""
+        if not getattr(self.cfg, "tma", False):
+            return True
+        from newt.runtime.tensormap import can_map
+        es = a.element_size()
+        return (can_map(a.data_ptr(), es, *a.shape, *a.stride())
+                and can_map(b.data_ptr(), es, *b.shape, *b.stride()))
+
     def __call__(self, a, b, c):
         M, K = a.shape
         N = b.shape[1]
         vals = [ctypes.c_void_p(a.data_ptr()), ctypes.c_void_p(b.data_ptr()),
                 ctypes.c_void_p(c.data_ptr()), ctypes.c_int(M), ctypes.c_int(N), ctypes.c_int(K)]
         vals += [ctypes.c_longlong(s) for s in (*a.stride(), *b.stride(), *c.stride())]
-        params = (ctypes.c_void_p * len(vals))(*[ctypes.addressof(v) for v in vals])
+        addrs = [ctypes.addressof(v) for v in vals]
+        if getattr(self.cfg, "tma", False):   # maps by value: pointers to their 128 bytes
+            from newt.runtime.tensormap import default_maps
+            addrs += [ctypes.addressof(m) for m in default_maps().matmul(self.cfg, a, b)]
+        params = (ctypes.c_void_p * len(addrs))(*addrs)
         grid = -(-M // self.cfg.bm) * -(-N // self.cfg.bn)
         stream = self.torch.cuda.current_stream().cuda_stream
         res = self.driver.lib().cuLaunchKernel(self.kernel.handle, grid, 1, 1, self.threads, 1, 1,
@@ -150,9 +176,15 @@ def check_one(cfg, cubin_dir):
     shapes = [(1000, 1500, 777, False, False), (4097, 4095, 4096, False, False),
               (512, 512, 512, False, False), (257, 383, 200, True, False),
               (300, 520, 264, False, True), (129, 264, 64, True, True), (64, 8, 16, False, False)]
+    if getattr(cfg, "tma", False):   # odd sizes whose rows TMA can address (16-byte strides)
+        shapes = [(1000, 1512, 776, False, False), (4097, 4088, 4096, False, False),
+                  (512, 512, 512, False, False), (129, 264, 72, False, False),
+                  (64, 8, 24, False, False), (300, 520, 264, False, True)]
     worst = 0.0
     for (M, N, K, bt, at) in shapes:
         a, b = make_inputs(cfg.kind, M, N, K, bt, at)
+        if not run.can_run(a, b):
+            continue
         c = torch.empty(M, N, device="cuda", dtype=getattr(torch, TORCH_DT[cfg.out]))
         if c.dtype.is_floating_point:
             c.fill_(float("nan"))
@@ -287,6 +319,10 @@ def time_all(passing, cubin_dir, reports, quick):
         for name in passing:
             cfg = allc[name]
             if cfg.kind != kind or cfg.name.startswith("newt_mma_") and kind != "f16":
+                continue
+            if name not in launchers:
+                launchers[name] = Launcher(cfg, cubin_dir)
+            if not launchers[name].can_run(a, b):
                 continue
             if name not in launchers:
                 launchers[name] = Launcher(cfg, cubin_dir)

@@ -360,7 +360,9 @@ def _run_tutorial(E, dt, M, N, K, cfg, act, strides=None):
     (torch.float32, 70, 72, 100, (64, 64, 16, 4, 3), "", None),
     # strided / transposed operands take the gather copies
     (torch.float16, 65, 64, 48, (64, 64, 16, 4, 3), "", "bT"),
-], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed"])
+    # the benchmark's winning config itself (2 warpgroups x 2 m64 sub-tiles, 4 stages)
+    (torch.float16, 257, 130, 200, (256, 128, 64, 8, 4), "leaky_relu", None),
+], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed", "bench-256x128x64-w8-s4"])
 def test_tutorial_matmul_wgmma_emulated(emu90, dt, M, N, K, cfg, act, strides):
     """The sm_90a code (cp.async ring + wgmma.mma_async from swizzled descriptors) on the CPU."""
     _run_tutorial(emu90, dt, M, N, K, cfg, act, strides)

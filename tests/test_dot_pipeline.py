@@ -30,11 +30,21 @@ def _compile(arch, cfg, dt="fp16", n=4096, act="leaky_relu"):
                         num_warps=W, num_stages=S, specialization=spec)
 
 
-@pytest.mark.parametrize("arch,cfg,dt,n", [
-    ("sm_90a", (256, 128, 64, 8, 4), "fp16", 4096),    # the standalone winner's shape
-    ("sm_90a", (128, 256, 64, 8, 3), "bf16", 4096),    # one 64x256 wgmma per warpgroup
-    ("sm_90a", (128, 128, 32, 8, 4), "fp32", 8192),    # tf32
-    ("sm_80", (128, 128, 64, 8, 4), "fp16", 777),      # odd sizes: nothing divisible by 16
+def _bench_rows():
+    """Every (dtype, config) benchmarks/bench_matmul.py runs on the H200, at its sizes."""
+    import torch
+
+    import bench_matmul as bm
+    rows = []
+    for dt, tdt, n in (("fp16", torch.float16, 4096), ("bf16", torch.bfloat16, 4096),
+                       ("fp32", torch.float32, 8192)):
+        rows += [("sm_90a", cfg, dt, n) for cfg in bm.CONFIGS if bm._fits(tdt, cfg)]
+    return rows
+
+
+@pytest.mark.parametrize("arch,cfg,dt,n", _bench_rows() + [
+    ("sm_90a", (256, 128, 64, 8, 4), "bf16", 777),     # odd sizes: nothing divisible by 16
+    ("sm_80", (128, 128, 64, 8, 4), "fp16", 777),
     # 128 accumulators on mma.sync; 4 stages of 48 KB are over sm_80's 163 KB per block
     pytest.param("sm_80", (256, 128, 64, 8, 4), "bf16", 4096, marks=pytest.mark.xfail(
         strict=True, reason="196608 B of ring > sm_80's 166912 B: a CompilationError")),

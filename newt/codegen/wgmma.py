@@ -20,6 +20,17 @@ and the barrier of iteration kt proves it for every warp only up to iteration kt
 kt % S last held tile kt-S, consumed at iteration kt-S+D = kt-2: free. Accumulators stay in
 registers (the m64nNk16 fragment, see `AccLayout` in newt/passes/dot.py); the epilogue stages them through shared
 memory for 16-byte coalesced stores.
+
+Options (off by default until a GPU run measures them; the CPU emulator of
+tests/test_dot_tma.py checks both against torch):
+  tma=True          operand tiles arrive as TMA boxes (newt/codegen/tma.py) completing on a
+                    "full" mbarrier per stage; warps release a stage on an "empty" mbarrier once
+                    their wgmma reading it retired, so the K loop has no CTA barrier and one
+                    thread issues all copies. The kernel then takes two CUtensorMap parameters
+                    (newt/runtime/tensormap.py builds and caches them); operands must have
+                    16-byte aligned rows (tensormap.can_map), others take the cp.async kernel.
+  epilogue="regs"   results go to global memory straight from the accumulator fragment (pairs
+                    of columns per thread), without the staged tile and its two barriers.
 """
 from __future__ import annotations
 
