@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import hashlib
 import inspect
 import linecache
@@ -103,15 +104,15 @@ class Kernel:
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self._loop_vars = _loop_vars(fn)
-        try:
-            src = inspect.getsource(fn)
-        except (OSError, TypeError):
-            src = fn.__code__.co_code.hex()
-        self.source_hash = hashlib.sha256(src.encode()).hexdigest()[:20]
         self._chosen: dict = {}        # cache key string -> Config (this process)
         self._jit: dict = {}           # generated source -> @newt.jit function
         self._plans: dict = {}         # argument metadata -> Plan (the launch fast path)
         self.last_summary = None       # the autotuner's last summary line
+
+    @functools.cached_property
+    def source_hash(self) -> str:
+        """Computed at first use, when helpers defined below the kernel exist too."""
+        return _source_hash(self.fn)
 
     # ------------------------------------------------------------------ the three ways to run
     def ref(self, *args, **kwargs):
@@ -254,6 +255,31 @@ class Kernel:
 
     def __repr__(self):
         return f"<dt.kernel {self.fn.__module__}.{self.fn.__qualname__}>"
+
+
+def _source_hash(fn) -> str:
+    """Hash of the kernel's source and of the plain Python functions it calls by global name
+    (helpers in the user's module, recursively): editing a helper must not reuse a tuned config
+    recorded for the old code."""
+    import types
+    h, seen, todo = hashlib.sha256(), set(), [fn]
+    while todo:
+        f = todo.pop()
+        if id(f) in seen:
+            continue
+        seen.add(id(f))
+        try:
+            src = inspect.getsource(f)
+        except (OSError, TypeError):
+            src = f.__code__.co_code.hex()
+        h.update(src.encode())
+        for name in sorted(set(f.__code__.co_names)):
+            g = f.__globals__.get(name)
+            if isinstance(g, types.FunctionType) and g.__module__ == f.__module__:
+                todo.append(g)
+            elif isinstance(g, Kernel):
+                todo.append(g.fn)
+    return h.hexdigest()[:20]
 
 
 def exec_source(source: str, name: str):

@@ -422,3 +422,32 @@ def test_empty_and_single_element_extents(shape):
     got = row_softmax(x)
     assert got.shape == x.shape
     torch.testing.assert_close(got, torch.softmax(x, 1))
+
+
+def test_source_hash_covers_helper_functions(tmp_path):
+    import importlib.util
+    body = '''
+import torch
+import deuteron as dt
+
+@dt.kernel
+def k(x):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.shape[0]):
+        out[t] = scale(x[t])
+    return out
+
+def scale(v):          # defined below the kernel: still part of its hash
+    return v * {factor}
+'''
+    hashes = []
+    for i, factor in enumerate(("2.0", "3.0")):
+        path = tmp_path / f"helper_mod_{i}.py"
+        path.write_text(body.format(factor=factor))
+        spec = importlib.util.spec_from_file_location(f"helper_mod_{i}", path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        x = torch.randn(50)
+        torch.testing.assert_close(mod.k(x), x * float(factor))
+        hashes.append(mod.k.source_hash)
+    assert hashes[0] != hashes[1]
