@@ -247,7 +247,7 @@ def check(cfg, M, N, K, lazy=False, b_rowpad=0):
 CASES = [
     (W("f16", "f16", 64, 128, 64, 4, 3), 100, 200, 300),             # cp.async ring, K tail
     (W("bf16", "bf16", 128, 64, 64, 8, 4, epilogue="regs"), 150, 72, 200),
-    (W("tf32", "f32", 64, 64, 32, 4, 3, epilogue="regs"), 70, 66, 100),
+    (W("tf32", "f32", 64, 64, 32, 4, 3, epilogue="regs"), 70, 67, 100),   # odd C rows: scalar stores
     (W("f16", "f16", 64, 128, 64, 4, 3, tma=True), 100, 200, 328),
     (W("bf16", "bf16", 128, 64, 64, 8, 4, tma=True, epilogue="regs"), 150, 72, 456),
     (W("f16", "f32", 64, 64, 128, 4, 4, tma=True), 65, 64, 520),    # two A boxes per stage
