@@ -149,7 +149,13 @@ class Kernel:
 
     # ------------------------------------------------------------------ configs
     def cache_key(self, args, kwargs=None) -> dict:
-        return dcache.make_key(self, args, kwargs or {})
+        """The tuned-config cache key (autotune/cache.py), plus the number of tunable tile dims
+        of a trace on these arguments: host code may take another path within one shape bucket,
+        and a config must have one block size per tunable dim."""
+        kwargs = kwargs or {}
+        key = dcache.make_key(self, args, kwargs)
+        key["tunable"] = len(self.trace(*args, **kwargs).tunable)
+        return key
 
     def config_for(self, args, kwargs=None) -> Config:
         if self.config is not None:

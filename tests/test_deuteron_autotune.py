@@ -421,3 +421,27 @@ def test_first_batch_compiles_while_the_oracle_runs(monkeypatch, newt_cache):
     x = torch.randn(5, 33)
     cfg, _ = bench.tune(k, (x,), {}, "quick", progress=False, arch="sm_80", timer=lambda fn: 1.0)
     assert order[:2] == ["compiles started", "oracle"] and cfg in k.configs
+
+
+@dt.kernel
+def shape_dependent(x):
+    """Host code picks a different tiling inside one shape bucket (40 and 60 both bucket to 64)."""
+    out = torch.empty_like(x)
+    if x.shape[1] > 50:
+        for tm, tn in dt.tile([x.shape[0], x.shape[1]]):
+            out[tm, tn] = x[tm, tn] + 1.0
+    else:
+        for tm in dt.tile(x.shape[0]):
+            out[tm, :] = x[tm, :] + 1.0
+    return out
+
+
+def test_host_code_paths_in_one_shape_bucket_have_their_own_configs():
+    a, b = torch.randn(9, 60), torch.randn(9, 40)
+    ka, kb = shape_dependent.cache_key((a,)), shape_dependent.cache_key((b,))
+    assert ka["args"] == kb["args"] and ka != kb and (ka["tunable"], kb["tunable"]) == (2, 1)
+    for first, second in ((a, b), (b, a)):
+        shape_dependent._chosen.clear()
+        shape_dependent._plans.clear()
+        torch.testing.assert_close(shape_dependent(first), first + 1)
+        torch.testing.assert_close(shape_dependent(second), second + 1)

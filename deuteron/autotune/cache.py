@@ -2,7 +2,8 @@
 
 Key: the kernel's source hash, the shape bucket of every tensor argument (next power of two per
 dim, exact shapes under static_shapes), dtypes, other arguments' types, the GPU name, the newt and
-deuteron versions, the fp32 matmul precision and the candidate list of a kernel given `configs=`. One JSON file per key under DEUTERON_CACHE_DIR
+deuteron versions, the fp32 matmul precision, the candidate list of a kernel given `configs=`,
+and (added by Kernel.cache_key) the number of tunable tile dims its trace has. One JSON file per key under DEUTERON_CACHE_DIR
 (default: ~/.cache/deuteron, or $XDG_CACHE_HOME/deuteron). Writes are atomic (temporary file +
 os.replace); an entry that fails to parse or holds another key is ignored and rewritten.
 """
