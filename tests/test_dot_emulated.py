@@ -108,6 +108,8 @@ static void newt_mma_tf32(float* c, const newt_u32* a, const newt_u32* b) { nt_m
 # read again and must be unchanged (a stage overwritten while the tensor cores may still read
 # it, or an accumulator read before the wait, shows up as a failure or a wrong result).
 EMU_WGMMA = r"""
+#include <algorithm>
+#include <map>
 #include <vector>
 struct nt_wg_op { float* d; int n, scale_d; std::vector<float> delta; newt_u64 da, db; int kind, tb; };
 struct nt_wg_state {
@@ -175,7 +177,28 @@ static void nt_wg_compute(nt_wg_op& op) {
     op.delta[i] = s;
   }
 }
+// wgmma is warpgroup-wide (.sync.aligned): the i-th wgmma of every thread of a warpgroup must
+// be the same instruction with the same descriptors
+static std::map<std::pair<long, long>, std::vector<newt_u64>> nt_wg_seen;
+static pthread_mutex_t nt_wg_mu = PTHREAD_MUTEX_INITIALIZER;
+static thread_local long nt_wg_seq;
+static void nt_wg_uniform(newt_u64 da, newt_u64 db, int scale_d, int kind, int n, int tb) {
+  // entry: the operands, then how many of the 128 threads issued it (erased at 128)
+  std::vector<newt_u64> me{da, db, (newt_u64)scale_d, (newt_u64)kind, (newt_u64)n, (newt_u64)tb, 1};
+  long blk = ((long)blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+  std::pair<long, long> key{blk * 64 + threadIdx.x / 128, nt_wg_seq++};
+  pthread_mutex_lock(&nt_wg_mu);
+  auto it = nt_wg_seen.find(key);
+  if (it == nt_wg_seen.end()) nt_wg_seen[key] = me;
+  else {
+    if (!std::equal(me.begin(), me.end() - 1, it->second.begin()))
+      nt_emu_fail("wgmma operands differ within a warpgroup");
+    if (++it->second.back() == 128) nt_wg_seen.erase(it);
+  }
+  pthread_mutex_unlock(&nt_wg_mu);
+}
 static void nt_wgmma(float* d, newt_u64 da, newt_u64 db, int scale_d, int kind, int n, int tb) {
+  nt_wg_uniform(da, db, scale_d, kind, n, tb);
   nt_wg_op op{d, n, scale_d, {}, da, db, kind, tb};
   nt_wg_compute(op);
   nt_wg.open.push_back(op);
