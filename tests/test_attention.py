@@ -5,6 +5,7 @@ fp16 and bf16, strided (non-contiguous) inputs; and the kernel compiled for sm_8
 the benchmark's launch configuration with the ptxas report checked (registers, spills)."""
 import math
 import os
+import re
 import sys
 
 import pytest
@@ -133,6 +134,9 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255, k.log
     if arch == "sm_80":
         assert "mma.sync" in k.ptx and "ldmatrix" in k.ptx
+    else:   # Q K^T from shared-memory descriptors, P @ V with P in registers
+        assert re.search(r"wgmma\.mma_async\S* \{[^}]*\}, %rd", k.ptx)
+        assert re.search(r"wgmma\.mma_async\S* \{[^}]*\}, \{%r", k.ptx)
     # the row statistics never go through the scratch arena inside the key loop
     assert "__shfl_xor_sync" in k.source and "dot_row_reduce" in k.ir
     assert "reduce.max" not in k.ir and "reduce.sum" not in k.ir
