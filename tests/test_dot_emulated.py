@@ -8,7 +8,9 @@ ISA: cp.async copies at once (so commit/wait are no-ops), ldmatrix and mma.sync 
 fragments through a per-warp buffer with the fragment tables; wgmma.mma_async decodes its
 matrix descriptors (start, LBO, SBO, swizzle mode) and reads the canonical K-major / MN-major
 swizzled layouts itself, with commit_group / wait_group as real ordering points (see
-EMU_WGMMA). Results are compared with torch on odd shapes with a NaN-poisoned output, so
+EMU_WGMMA); it also fails on operands written through the generic proxy (cp.async,
+st.shared) by a thread that has not executed fence.proxy.async since, and on wgmmas that are
+not the same instruction across a warpgroup. Results are compared with torch on odd shapes with a NaN-poisoned output, so
 every element must be written."""
 import os
 import shutil
@@ -33,15 +35,35 @@ struct int4 { int x, y, z, w; };
 static uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return {x, y, z, w}; }
 static int max(int a, int b) { return a > b ? a : b; }
 static newt_u32 newt_smem_addr(const void* p) { return (newt_u32)((const unsigned char*)p - nt_smem); }
-static void newt_fence_proxy_async() {}
+// Proxies: cp.async and st.shared write through the generic proxy, wgmma reads through the
+// async proxy; a write is visible to it only after the writer's fence.proxy.async (then a
+// barrier). Each 16-byte chunk remembers the thread whose write is not fenced yet.
+#include <vector>
+static int nt_dirty[(1 << 18) / 16];
+static thread_local std::vector<newt_u32> nt_my_dirty;
+static void nt_generic_write(newt_u32 dst, int n) {
+  for (newt_u32 c = dst / 16; c <= (dst + n - 1) / 16; ++c) {
+    __atomic_store_n(&nt_dirty[c], (int)threadIdx.x + 1, __ATOMIC_RELAXED);
+    nt_my_dirty.push_back(c);
+  }
+}
+static void newt_fence_proxy_async() {
+  for (newt_u32 c : nt_my_dirty) {
+    int me = (int)threadIdx.x + 1;
+    __atomic_compare_exchange_n(&nt_dirty[c], &me, 0, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+  }
+  nt_my_dirty.clear();
+}
 static void newt_cp_async16(newt_u32 dst, const void* src, int n) {
-  memset(nt_smem + dst, 0, 16); if (n) memcpy(nt_smem + dst, src, n); }
+  nt_generic_write(dst, 16); memset(nt_smem + dst, 0, 16); if (n) memcpy(nt_smem + dst, src, n); }
 static void newt_cp_async4(newt_u32 dst, const void* src, int n) {
-  memset(nt_smem + dst, 0, 4); if (n) memcpy(nt_smem + dst, src, n); }
+  nt_generic_write(dst, 4); memset(nt_smem + dst, 0, 4); if (n) memcpy(nt_smem + dst, src, n); }
 static void newt_cp_async_commit() {}
 template <int N> static void newt_cp_async_wait() {}
-static void newt_st_shared_v4(newt_u32 dst, uint4 v) { memcpy(nt_smem + dst, &v, 16); }
-template <int B> static void nt_sts(newt_u32 dst, newt_u32 v) { memcpy(nt_smem + dst, &v, B); }
+static void newt_st_shared_v4(newt_u32 dst, uint4 v) {
+  nt_generic_write(dst, 16); memcpy(nt_smem + dst, &v, 16); }
+template <int B> static void nt_sts(newt_u32 dst, newt_u32 v) {
+  nt_generic_write(dst, B); memcpy(nt_smem + dst, &v, B); }
 static newt_u32 newt_lds_u32(newt_u32 a) { newt_u32 v; memcpy(&v, nt_smem + a, 4); return v; }
 static newt_u32 newt_lds_u8(newt_u32 a) { return nt_smem[a]; }
 static newt_u32 newt_f32_to_tf32(float f) { return nt_bits<newt_u32>(f) & 0xffffe000u; }
@@ -156,6 +178,8 @@ static newt_u32 nt_mnmajor(const nt_desc& q, int n, int k, int es) {
                      q.mode);
 }
 static float nt_wg_el(newt_u32 addr, int kind) {   // kind 0 f16, 1 bf16, 2 tf32
+  if (__atomic_load_n(&nt_dirty[addr / 16], __ATOMIC_RELAXED))
+    nt_emu_fail("wgmma reads shared memory written without fence.proxy.async");
   if (kind == 2) { newt_u32 w; memcpy(&w, nt_smem + addr, 4); return nt_bits<float>(w & 0xffffe000u); }
   newt_u16 h; memcpy(&h, nt_smem + addr, 2);
   return kind == 0 ? nt_h2f(h) : nt_bits<float>(((newt_u32)h) << 16);
