@@ -409,7 +409,10 @@ def _run_tutorial(E, dt, M, N, K, cfg, act, strides=None):
     (torch.float16, 65, 64, 48, (64, 64, 16, 4, 3), "", "bT"),
     # the benchmark's winning config itself (2 warpgroups x 2 m64 sub-tiles, 4 stages)
     (torch.float16, 257, 130, 200, (256, 128, 64, 8, 4), "leaky_relu", None),
-], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed", "bench-256x128x64-w8-s4"])
+    # ring depths: 2 stages (D = 1, wait_group 0) and 5 (D = 3)
+    (torch.bfloat16, 100, 70, 300, (64, 64, 32, 4, 2), "", None),
+    (torch.bfloat16, 100, 70, 300, (64, 64, 32, 4, 5), "", None),
+], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed", "bench-256x128x64-w8-s4", "s2", "s5"])
 def test_tutorial_matmul_wgmma_emulated(emu90, dt, M, N, K, cfg, act, strides):
     """The sm_90a code (cp.async ring + wgmma.mma_async from swizzled descriptors) on the CPU."""
     _run_tutorial(emu90, dt, M, N, K, cfg, act, strides)

@@ -297,6 +297,7 @@ def _tma_loop(cfg: WgmmaConfig, issue: str, a_bytes: int) -> str:
       newt_mbar_expect_tx(fb, {cfg.stage_bytes}u);
       {nl.join(loads)}
     }}
+    __syncwarp();   // warp 0 converged again before the .aligned wgmma instructions
     if (kt >= {D}) {{
       const int c = kt - {D};
       newt_mbar_wait(full + 8 * (c % {S}), (c / {S}) & 1);
