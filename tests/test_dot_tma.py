@@ -246,6 +246,7 @@ def check(cfg, M, N, K, lazy=False, b_rowpad=0):
 # small tiles of the same code paths (the emulator runs one OS thread per CUDA thread)
 CASES = [
     (W("f16", "f16", 64, 128, 64, 4, 3), 100, 200, 300),             # cp.async ring, K tail
+    (W("f16", "f16", 64, 128, 64, 4, 3, late_loads=True), 100, 200, 300),
     (W("bf16", "bf16", 128, 64, 64, 8, 4, epilogue="regs"), 150, 72, 200),
     (W("tf32", "f32", 64, 64, 32, 4, 3, epilogue="regs"), 70, 67, 100),   # odd C rows: scalar stores
     (W("f16", "f16", 64, 128, 64, 4, 3, tma=True), 100, 200, 328),
