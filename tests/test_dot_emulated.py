@@ -10,8 +10,8 @@ matrix descriptors (start, LBO, SBO, swizzle mode) and reads the canonical K-maj
 swizzled layouts itself, with commit_group / wait_group as real ordering points (see
 EMU_WGMMA); it also fails on operands written through the generic proxy (cp.async,
 st.shared) by a thread that has not executed fence.proxy.async since, and on wgmmas that are
-not the same instruction across a warpgroup. Results are compared with torch on odd shapes with a NaN-poisoned output, so
-every element must be written."""
+not the same instruction across a warpgroup. Results are compared with torch on odd shapes
+with a NaN-poisoned output, so every element must be written."""
 import os
 import shutil
 import sys

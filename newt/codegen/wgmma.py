@@ -196,7 +196,8 @@ def matmul_source(cfg: WgmmaConfig) -> str:
       newt_wgmma_commit();"""
     if cfg.tma:
         parts.append(TMA_HELPERS)
-        params = ", const __grid_constant__ newt_tmap tma_a, const __grid_constant__ newt_tmap tma_b"
+        params = (", const __grid_constant__ newt_tmap tma_a, "
+                  "const __grid_constant__ newt_tmap tma_b")
         main = _tma_loop(cfg, issue, a_bytes)
     else:
         params = ""
@@ -223,7 +224,8 @@ def matmul_source(cfg: WgmmaConfig) -> str:
     if cfg.epilogue == "regs":
         epilogue = _regs_epilogue(cfg)
     else:
-        epilogue = f"""newt_fence_proxy_async();   // the async proxy's reads of the ring are over before we reuse it
+        # the async proxy's reads of the ring are over before the staged tile reuses it
+        epilogue = f"""newt_fence_proxy_async();
   __syncthreads();
   // accumulator fragment -> row-major staged tile -> coalesced masked stores
   unsigned char* ct = smem;
@@ -279,7 +281,7 @@ def _tma_loop(cfg: WgmmaConfig, issue: str, a_bytes: int) -> str:
     loads = [f"newt_tma_load_2d(st + {o}u, &tma_a, kt * {bk} + {i}, m0, fb);" for i, o in offs_a]
     loads += [f"newt_tma_load_2d(st + {a_bytes + o}u, &tma_b, n0 + {i}, kt * {bk}, fb);"
               for i, o in offs_b]
-    nl = "\n        "
+    nl = "\n      "
     return f"""const newt_u32 full = ring + {cfg.barrier_offset}u, empty = full + {8 * S}u;
   if (threadIdx.x == 0) {{
     for (int s = 0; s < {S}; ++s) {{
