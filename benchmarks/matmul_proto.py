@@ -1,7 +1,7 @@
 """GPU check and timing of the standalone tensor-core matmul kernels (newt/codegen/wgmma.py,
 newt/codegen/mma.py) against the Triton tutorial matmul and cuBLAS, in one run.
 
-    PYTHONPATH=. python benchmarks/matmul_proto.py [--out DIR] [--quick]
+    PYTHONPATH=. python benchmarks/matmul_proto.py [--out DIR] [--quick] [--only _tma,_regs]
 
 1. compiles every config with NVRTC in parallel worker processes (a compiler crash kills a
    worker, not this run), for sm_90a (wgmma) and sm_90 (mma.sync: same code as sm_80/sm_89);
@@ -362,6 +362,8 @@ def main():
     ap.add_argument("--out", default=os.environ.get("OUT", "/tmp/matmul_proto"))
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-time", action="store_true")
+    ap.add_argument("--only", default="", help="comma-separated parts of config names to keep "
+                    "(e.g. _tma,_regs)")
     ap.add_argument("--check-child")
     ap.add_argument("--cubins")
     ap.add_argument("--results")
@@ -372,6 +374,8 @@ def main():
     cubin_dir = os.path.join("/tmp", "matmul_proto_cubins")
     os.makedirs(cubin_dir, exist_ok=True)
     cfgs = [c for cs in configs(args.quick).values() for c in cs]
+    if args.only:
+        cfgs = [c for c in cfgs if any(p in c.name for p in args.only.split(","))]
     t0 = time.time()
     reports = compile_all(cfgs, cubin_dir)
     print(f"compiled {len(reports)}/{len(cfgs)} in {time.time() - t0:.1f}s", flush=True)

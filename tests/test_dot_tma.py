@@ -331,3 +331,17 @@ def test_benchmark_variants_compile_for_sm90a(cfg):
     assert ("cp.async.bulk.tensor" in r.ptx) == cfg.tma
     assert r.report["n_spills"] == 0 and r.report["local_bytes"] == 0, r.report
     assert cfg.shared_bytes <= 232448
+
+
+def test_default_encoder_goes_through_the_driver(tmp_path, monkeypatch):
+    """Without an encoder, TensorMaps calls cuTensorMapEncodeTiled with the declared ctypes
+    prototype (here the stand-in driver, which fills the 128 bytes with 0xab)."""
+    from runtime_fakes import build_fake_libcuda
+
+    from newt.runtime import driver
+    cu = driver.load_library(build_fake_libcuda(tmp_path))
+    monkeypatch.setattr(driver, "_lib", cu)
+    maps = TensorMaps()
+    cfg = W("bf16", "bf16", 128, 128, 64, 8, 4, tma=True)
+    ma, mb = maps.matmul(cfg, torch.randn(130, 72).bfloat16(), torch.randn(72, 200).bfloat16())
+    assert bytes(ma) == b"\xab" * 128 and bytes(mb) == b"\xab" * 128 and maps.built == 2
