@@ -67,6 +67,7 @@ class Emitter:
         self.inline: dict[int, str] = {}    # block values that are one scalar in every slot
         self.lazy: dict[int, object] = {}   # block values given as slot -> C expression
         self._users = None
+        self._needed: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -183,6 +184,8 @@ class Emitter:
         expr_fn receives the slot variable (None for scalars)."""
         r = op.result
         if is_block(r.type):
+            if not self.needs_array(r):
+                return
             probe = expr_fn("s")
             for o in op.operands:   # a pure copy (e.g. fp16 -> fp32): share the operand's array
                 if (is_block(o.type) and o.id not in self.inline and probe == self.at(o, "s")
@@ -195,6 +198,34 @@ class Emitter:
                 self.emit(f"{n}[{s}] = {expr_fn(s)};")
         else:
             self.declare(r, expr_fn(None))
+
+    def needs_array(self, v: Value) -> bool:
+        """Whether block v must be held in an array: false for an index-computable block
+        whose every use evaluates it from its index math (a cheap pointer or mask operand
+        of a load or store, a shape op that recomputes, another such block), so the kernel
+        text holds no per-element pointer or mask arrays nobody reads."""
+        if not v.attrs.get("icomp"):
+            return True
+        memo = self._needed
+        if v.id not in memo:
+            memo[v.id] = True                   # (cycles cannot occur; be safe anyway)
+            memo[v.id] = any(self._use_needs(u, v) for u in self.users(v))
+        return memo[v.id]
+
+    _RECOMPUTING = {"binary", "unary", "cast", "select", "fma", "addptr"}
+
+    def _use_needs(self, u, v) -> bool:
+        c = u.opcode
+        if c in ("load", "store"):
+            from .memory import recomputable
+            return not recomputable(self, v)
+        if c in ("broadcast", "reshape", "permute", "convert_layout"):
+            how = u.attrs.get("movement", "smem")
+            return how != "recompute" and (how != "none" or self.needs_array(u.results[0]))
+        if c in self._RECOMPUTING and u.results[0].attrs.get("icomp"):
+            r = u.results[0]
+            return self.needs_array(r) and r.attrs.get("layout") == v.attrs.get("layout")
+        return True
 
     def barrier(self):
         self.emit("__syncthreads();")
