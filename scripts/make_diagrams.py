@@ -4,8 +4,9 @@
 
 Each figure is computed from the same formulas the compiler uses (the group-cyclic layout of
 newt/passes/layouts.py, the XOR swizzle of newt/codegen/dot_tiles.py, the ring schedule of
-newt/codegen/dot_ring.py), so a figure shows what the code does. tests/test_docs.py checks the
-committed files equal what this script produces.
+newt/codegen/dot_ring.py, the accumulator fragment of newt/passes/dot.py), so a figure shows
+what the code does. tests/test_docs.py checks the committed files equal what this script
+produces.
 """
 from __future__ import annotations
 
@@ -229,10 +230,68 @@ def reduction():
     return s.render()
 
 
+def a_fragment_index(lane, i):
+    """(row, column) of register half a_i of lane `lane` in the m16n8k16 A fragment (16-bit
+    inputs; PTX ISA, "Matrix fragments for mma.m16n8k16"): rows lane/4 and lane/4 + 8, columns
+    2 * (lane % 4) + {0, 1} and the same + 8."""
+    return lane // 4 + 8 * ((i // 2) % 2), 2 * (lane % 4) + i % 2 + 8 * (i // 4)
+
+
+def fragment_to_a(cell=26):
+    """The accumulator fragment of two adjacent m16n8 tiles (AccLayout of newt/passes/dot.py, one
+    warp) holds every element in the lane that the m16n8k16 A fragment wants it in: slots
+    2j, 2j + 1 are register j of the A operand (newt/codegen/dot.py, _a_frag_regs)."""
+    sys.path.insert(0, ROOT)
+    from newt.passes.dot import AccLayout
+    lay = AccLayout(16, 16, 32)
+    acc = {}                                     # (row, col) -> (lane, slot)
+    for lane in range(32):
+        for sl in range(lay.nslots):
+            acc[divmod(lay.py_flat(lane, sl), 16)] = (lane, sl)
+    frag = {a_fragment_index(lane, i): (lane, i) for lane in range(32) for i in range(8)}
+    assert all(acc[rc][0] == frag[rc][0] and acc[rc][1] // 2 == frag[rc][1] // 2 for rc in acc)
+    s = SVG(980, 560)
+    s.text(490, 20, "P from registers: the first dot's result fragment is already the second "
+           "dot's A fragment", 14, weight="bold")
+    panels = (("S = Q K^T: accumulator of two m16n8 tiles (slot s of lane L)", acc, "s"),
+              ("A operand of P @ V: one m16n8k16 step (register a_i of lane L)", frag, "a"))
+    hot = (0, 5)
+    for k, (title, table, tag) in enumerate(panels):
+        x0, y0 = 40 + k * 506, 70
+        s.text(x0 + 8 * cell, 48, title, 12)
+        for c in range(16):
+            s.text(x0 + c * cell + cell / 2, y0 - 6, str(c), 8, fill="#555")
+        for r in range(16):
+            s.text(x0 - 6, y0 + r * cell + cell / 2 + 3, str(r), 8, anchor="end", fill="#555")
+            for c in range(16):
+                lane, i = table[(r, c)]
+                j = i // 2                                   # the packed 32-bit register
+                fill = COLORS[j] if lane in hot else "#eef3fa"
+                ink = "#fff" if lane in hot else "#333"
+                s.rect(x0 + c * cell, y0 + r * cell, cell - 1, cell - 1, fill=fill,
+                       stroke=COLORS[j], sw=1)
+                s.text(x0 + c * cell + cell / 2, y0 + r * cell + 11, f"L{lane}", 8, fill=ink)
+                s.text(x0 + c * cell + cell / 2, y0 + r * cell + 21, f"{tag}{i}", 7, fill=ink)
+        if k == 0:
+            s.line(x0 + 8 * cell, y0 - 2, x0 + 8 * cell, y0 + 16 * cell + 2, stroke="#a33", sw=2)
+    ymid = 70 + 8 * cell
+    s.line(40 + 16 * cell + 8, ymid, 546 - 8, ymid, arrow=True, sw=2)
+    s.text(40 + 16 * cell + 42, ymid - 8, "pack", 10, fill="#a33")
+    s.text(40 + 16 * cell + 42, ymid + 16, "pairs", 10, fill="#a33")
+    y = 70 + 16 * cell + 24
+    s.text(490, y, "Every cell is held by the same lane on both sides (colours: lanes 0 and 5; "
+           "border colour = the 32-bit register the pair is packed into).", 11)
+    s.text(490, y + 18, "Slots 2j, 2j+1 of the fragment become register j of A (two fp16 in "
+           "one word, cvt.rn.f16x2.f32): no shared memory, no shuffle.", 11)
+    s.text(490, y + 36, "The red line splits the two n8 output tiles of the first dot; together "
+           "they are one k16 slice of the second dot's A.", 11)
+    return s.render()
+
+
 def diagrams() -> dict:
     return {"pipeline.svg": pipeline(), "gpu_model.svg": gpu_model(),
             "group_cyclic.svg": group_cyclic(), "swizzle.svg": swizzle(), "ring.svg": ring(),
-            "reduction.svg": reduction()}
+            "reduction.svg": reduction(), "fragment_to_a.svg": fragment_to_a()}
 
 
 def main():
