@@ -5,9 +5,12 @@ the group's pointers are consecutive, the first is aligned to the access width, 
 bit is set; a group that passes is one or more vector accesses (128-bit when the group holds
 16 bytes), any other group takes the predicated scalar path, which reads nothing for masked-off
 slots (they get `other`) and writes nothing. Invalid slots of a partial layout are never
-accessed. Run lengths from the layout pass drop the tests that hold by construction (pointers
-from arange are consecutive; `offs < n` over a run is one test of its last element), so what
-remains is a few integer ops in front of an access that costs hundreds of cycles.
+accessed. Run facts from the layout pass (passes/runs.py) drop the tests that hold by
+construction (pointers from arange are consecutive; `offs < n` over a run is one test of its
+last element), so what remains is a few integer ops in front of an access that costs hundreds
+of cycles. When the facts prove a group aligned and under one mask bit (pointers and sizes
+specialized as divisible by 16, as Triton does), the group is one predicated vector access
+with no test and no scalar path.
 
 Register pressure is the constraint here: pointer and mask blocks are evaluated per group from
 their index math (operand_at) rather than read from per-element arrays, and loaded elements
