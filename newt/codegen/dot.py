@@ -230,7 +230,8 @@ def _acc_in(em, acc, lay, n):
         return
     src = acc.attrs["layout"]
     ct = em.ctype(acc)
-    base = _region(em, lay.numel * 8)
+    size = 8 if ct in ("double", "i64", "u64") else 4     # fp32 / int32 accumulators: 4 bytes
+    base = _region(em, lay.numel * size)
     buf = em.fresh("accin")
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
