@@ -244,6 +244,19 @@ def _acc_in(em, acc, lay, n):
         em.emit(f"{n}[{s}] = {buf}[{lay.flat('tid', s)}];")
 
 
+def _b_desc(tb, b_kmajor: bool, c0: int, kk) -> str:
+    """The wgmma descriptor of B's 16-deep k-step `kk` (a C expression or an int) for the
+    columns from c0. A K-major tile holds 32-byte k-slices side by side in swizzle rows of
+    tb.sw bytes; an MN-major tile is panels of tb.sw-byte rows, one row per k."""
+    if b_kmajor:
+        addr = (f"({tb.base} + (u32)(({kk} * 32) / {tb.sw}) * {tb.rows * tb.sw}u + "
+                f"{c0 * tb.sw}u + (u32)(({kk} * 32) % {tb.sw}))")
+        return f"newt_wgmma_desc2({addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
+    addr = f"({tb.base} + {panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u)"
+    return f"newt_wgmma_desc2({addr}, {tb.rows * tb.sw}, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+
+
 def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
     N = plan.N
     chunks = [(c0, min(256, N - c0)) for c0 in range(0, N, 256)]
@@ -265,15 +278,7 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
                 a_addr = (f"({ta.base} + (u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
                           f"(u32)({a_row}) * {ta.sw}u + (u32)((kk * 32) % {ta.sw}))")
                 da = f"newt_wgmma_desc2({a_addr}, 16, {8 * ta.sw}, {_SWZ_MODE[ta.sw]})"
-                if b_kmajor:
-                    b_addr = (f"({tb.base} + (u32)((kk * 32) / {tb.sw}) * {tb.rows * tb.sw}u + "
-                              f"{c0 * tb.sw}u + (u32)((kk * 32) % {tb.sw}))")
-                    db = f"newt_wgmma_desc2({b_addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
-                else:
-                    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
-                    b_addr = f"({tb.base} + {panel}u + (u32)(kk * {32 // tb.esize}) * {tb.sw}u)"
-                    db = (f"newt_wgmma_desc2({b_addr}, {tb.rows * tb.sw}, {8 * tb.sw}, "
-                          f"{_SWZ_MODE[tb.sw]})")
+                db = _b_desc(tb, b_kmajor, c0, "kk")
                 off = ms * (N // 2) + c0 // 2
                 em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, 1);")
     em.emit("newt_wgmma_commit();")
@@ -386,15 +391,7 @@ def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor):
     for ms in range(lay.nsub):
         for c0, w in chunks:
             for kk in range(ksteps):
-                if b_kmajor:
-                    b_addr = (f"({tb.base} + {(kk * 32) // tb.sw * tb.rows * tb.sw}u + "
-                              f"{c0 * tb.sw}u + {(kk * 32) % tb.sw}u)")
-                    db = f"newt_wgmma_desc2({b_addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
-                else:
-                    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
-                    b_addr = f"({tb.base} + {panel}u + {kk * 16 * tb.sw}u)"
-                    db = (f"newt_wgmma_desc2({b_addr}, {tb.rows * tb.sw}, {8 * tb.sw}, "
-                          f"{_SWZ_MODE[tb.sw]})")
+                db = _b_desc(tb, b_kmajor, c0, kk)
                 em.emit(f"{fns[w]}(&{n}[{ms * (N // 2) + c0 // 2}], {pa}[{ms}][{kk}], {db}, 1);")
     em.emit("newt_wgmma_commit();")
     em.emit("newt_wgmma_wait<0>();")
