@@ -54,6 +54,11 @@ TRITON_DIFFERENCES = """\
   launches nothing, which hides size bugs: skip the launch when there is no work); negative
   dims are an error too ([newt/jit.py](../newt/jit.py),
   [newt/interpreter/launch.py](../newt/interpreter/launch.py)).
+- **fp32 `/` and `nl.sqrt` are correctly rounded (IEEE)**: NVRTC's default `div.rn.f32` and
+  `sqrt.rn.f32`, where Triton emits the faster approximations `div.full.f32` (about 2 ulp) and
+  `sqrt.approx.f32`. Results can differ from Triton's in the last bits, and a division-heavy
+  kernel does a little more work than Triton's; `nl.div_rn` and `nl.sqrt_rn` are accepted and
+  give the same IEEE results.
 - **`None` passed to any parameter is the constexpr `None`** (as in Triton), so
   `if bias_ptr is not None:` is decided at compile time, in the interpreter and on the GPU.
 - **`cache_modifier`, `eviction_policy` and `volatile`** are checked (an unknown value is an
