@@ -91,6 +91,8 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         source, name = generate(ir_fn, options)
         res = nvrtc.compile_cuda(source, name, options.arch, extra)
         rep = nvrtc.parse_ptxas_report(res.log, name)
+    elif not tight:
+        source, name, res, rep = _raise_occupancy(ir_fn, options, extra, source, name, res, rep)
     _check_shared_memory(ir_fn, options, rep)                           # stage: limits
     params = [p for p in ir_fn.params if p.name not in eq1]
     return CompiledKernel(
@@ -115,6 +117,39 @@ class _at_kernel:
         if isinstance(e, CompilationError) and e.loc is None and self.loc is not None:
             raise CompilationError(e.msg, self.loc) from None
         return False
+
+
+def _blocks_per_sm(n_regs: int, threads: int) -> int:
+    """Blocks of `threads` one SM holds at n_regs registers per thread: registers go to warps
+    in units of 256, 64K per SM, at most 2048 threads and 32 blocks."""
+    warps = -(-threads // 32)
+    per_warp = -(-n_regs * 32 // 256) * 256
+    return min(65536 // (per_warp * warps), 2048 // threads, 32)
+
+
+def _raise_occupancy(ir_fn, options, extra, source, name, res, rep):
+    """One step up for a memory-bound kernel that ptxas left below full occupancy: ask for one
+    more block per SM (a lower register budget) and keep the result if nothing spills. Memory
+    bandwidth needs many loads in flight; ptxas packs a kernel's values tightly only when
+    asked. Kernels with a dot keep the whole register file (passes/smem.py: plan_occupancy)."""
+    from .codegen import generate
+    from .runtime import nvrtc
+    threads = options.num_threads
+    have = _blocks_per_sm(rep["n_regs"], threads)
+    want = have + 1
+    budget = 65536 // (want * -(-threads // 32)) // 32 // 8 * 8     # registers per thread
+    if (rep["n_regs"] <= 0 or have >= 2048 // threads or budget < 32
+            or any(op.opcode == "dot" for op in ir_fn.walk())):
+        return source, name, res, rep
+    before = ir_fn.attrs.get("min_blocks", 1)
+    ir_fn.attrs["min_blocks"] = want
+    source2, name2 = generate(ir_fn, options)
+    res2 = nvrtc.compile_cuda(source2, name2, options.arch, extra)
+    rep2 = nvrtc.parse_ptxas_report(res2.log, name2)
+    if rep2["n_spills"] or (rep2["local_bytes"] and "printf(" not in source2):
+        ir_fn.attrs["min_blocks"] = before
+        return source, name, res, rep
+    return source2, name2, res2, rep2
 
 
 def _check_shared_memory(ir_fn, options: Options, report: dict):

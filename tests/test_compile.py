@@ -199,3 +199,48 @@ def test_debug_flag_prints_ir_and_source(monkeypatch, capsys):
 def test_compile_is_exported():
     assert newt.compiler.compile is compiler.compile
     assert getattr(newt, "compile", compiler.compile) is compiler.compile
+
+
+@pytest.mark.parametrize("threads,regs,blocks", [
+    (256, 48, 5), (256, 40, 6), (256, 32, 8), (128, 26, 16), (1024, 64, 1), (32, 16, 32)])
+def test_blocks_per_sm_from_registers(threads, regs, blocks):
+    """64K registers per SM, given to warps in units of 256; 2048 threads and 32 blocks at most."""
+    assert compiler._blocks_per_sm(regs, threads) == blocks
+
+
+def _launch_bounds(k):
+    return tuple(int(x) for x in re.search(r"__launch_bounds__\((\d+), (\d+)\)", k.source).groups())
+
+
+def test_memory_bound_kernel_is_raised_one_block_per_sm_when_nothing_spills(monkeypatch):
+    """The fp16 layernorm row (4096 wide, 8 warps, specialized as the JIT does) is below full
+    occupancy as ptxas first packs it; compile() asks for one block per SM more and keeps it,
+    because nothing spills."""
+    sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "w_ptr": "*fp16", "b_ptr": "*fp16",
+           "stride": "i32", "N": "i32", "eps": "fp32"}
+    spec = {k: dict(divisible_by_16=True) for k in sig if k != "eps"}
+
+    def build():
+        return newt.compile(layernorm_kernel, sig, {"BLOCK": 4096}, arch="sm_90a", num_warps=8,
+                            specialization=spec)
+    k = build()
+    with monkeypatch.context() as m:
+        m.setattr(compiler, "_raise_occupancy", lambda ir, o, e, *first: first)
+        first = build()
+    have = compiler._blocks_per_sm(first.n_regs, 256)
+    assert have < 8, "the test needs a kernel below full occupancy"
+    assert k.n_spills == 0 and k.local_bytes == 0
+    assert compiler._blocks_per_sm(k.n_regs, 256) == have + 1
+    assert _launch_bounds(k) == (256, have + 1)
+
+
+def test_occupancy_is_not_raised_into_spills_nor_for_dots():
+    """softmax at 8 warps: a seventh block would need <= 32 registers, which spills, so the
+    first compile stands; the vector add is at full occupancy already."""
+    sig = {"out_ptr": "*fp32", "in_ptr": "*fp32", "in_stride": "i32", "out_stride": "i32",
+           "n_cols": "i32"}
+    k = newt.compile(softmax_kernel, sig, {"BLOCK": 4096}, arch="sm_90a", num_warps=8)
+    assert k.n_spills == 0 and k.local_bytes == 0
+    add = newt.compile(add_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "out_ptr": "*fp32",
+                                    "n": "i32"}, {"BLOCK": 1024}, arch="sm_90a", num_warps=4)
+    assert compiler._blocks_per_sm(add.n_regs, 128) == 16 and add.n_spills == 0

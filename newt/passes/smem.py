@@ -171,7 +171,8 @@ def plan_occupancy(fn, options):
     """fn.attrs["min_blocks"]: the blocks per SM asked of ptxas (__launch_bounds__). Memory-bound
     kernels want many bytes in flight, so ask for a 64-register budget (4 blocks of 256
     threads); kernels with a dot keep the whole register file for accumulators. compile()
-    retries with 1 when the budget spills."""
+    retries with 1 when the budget spills, and asks for one block more when ptxas leaves a
+    memory-bound kernel below full occupancy (compiler._raise_occupancy)."""
     has_dot = any(op.opcode == "dot" for op in fn.walk())
     # a rough register estimate from the largest block a thread holds (a few such values
     # are live at once), so the budget rarely needs the retry
