@@ -42,12 +42,17 @@ def _bench_rows():
     return rows
 
 
+def test_config_over_the_shared_memory_limit_is_a_compilation_error():
+    """256x128x64 in 4 stages of 48 KB is 196608 B of ring, over sm_80's 166912 B per block:
+    an error at compile time, naming the limit, not a failed launch later."""
+    from newt.errors import CompilationError
+    with pytest.raises(CompilationError, match="166912"):
+        _compile("sm_80", (256, 128, 64, 8, 4), "bf16", 4096)
+
+
 @pytest.mark.parametrize("arch,cfg,dt,n", _bench_rows() + [
     ("sm_90a", (256, 128, 64, 8, 4), "bf16", 777),     # odd sizes: nothing divisible by 16
     ("sm_80", (128, 128, 64, 8, 4), "fp16", 777),
-    # 128 accumulators on mma.sync; 4 stages of 48 KB are over sm_80's 163 KB per block
-    pytest.param("sm_80", (256, 128, 64, 8, 4), "bf16", 4096, marks=pytest.mark.xfail(
-        strict=True, reason="196608 B of ring > sm_80's 166912 B: a CompilationError")),
 ], ids=lambda x: "x".join(map(str, x)) if isinstance(x, tuple) else str(x))
 def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
     k = _compile(arch, cfg, dt, n)
