@@ -257,15 +257,21 @@ def _b_desc(tb, b_kmajor: bool, c0: int, kk) -> str:
     return f"newt_wgmma_desc2({addr}, {tb.rows * tb.sw}, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
 
 
-def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
-    N = plan.N
-    chunks = [(c0, min(256, N - c0)) for c0 in range(0, N, 256)]
+def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
+    """The N columns in chunks of at most 256 (wgmma's widest n) and, per chunk width, the name
+    of the device function issuing that wgmma (emitted once per kernel)."""
+    chunks = [(c0, min(256, plan.N - c0)) for c0 in range(0, plan.N, 256)]
     fns = {}
     for _, w in chunks:
-        name = f"newt_wgmma_{plan.kind}_n{w}"
-        fns[w] = name
+        fns[w] = name = f"{prefix}_{plan.kind}_n{w}"
         _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
-                 (name, wgmma_instr(plan.kind, w, not b_kmajor, name)))
+                 (name, instr(plan.kind, w, not b_kmajor, name)))
+    return chunks, fns
+
+
+def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
+    N = plan.N
+    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
     ksteps = plan.K * plan.esize // 32
     em.emit("newt_wgmma_fence();")
     wg_row = em.fresh("wg_row")
@@ -368,13 +374,7 @@ def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor):
     """P @ V on sm_90a: A (a 16-bit value in the accumulator layout) from registers. Every
     fragment is packed before the fence: wgmma may not read registers written after it."""
     N, K = plan.N, plan.K
-    chunks = [(c0, min(256, N - c0)) for c0 in range(0, N, 256)]
-    fns = {}
-    for _, w in chunks:
-        name = f"newt_wgmma_rs_{plan.kind}_n{w}"
-        fns[w] = name
-        _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
-                 (name, wgmma_rs_instr(plan.kind, w, not b_kmajor, name)))
+    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma_rs", wgmma_rs_instr)
     kind = "f16" if a.dtype.name == "float16" else "bf16"
     pack = f"newt_frag_pack_{kind}"
     _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))

@@ -171,16 +171,23 @@ def _dst_step(lay, tile, C, epc):
     return step
 
 
+def _group_head(em, lay, tile, C, epc) -> str:
+    """Inside a loop over the layout's groups `g`: skip invalid groups and name the group's
+    tile row rr, column cc and 16-byte chunk address dst. Returns the group's first slot."""
+    first = f"g * {epc}"
+    valid = lay.valid("tid", first)
+    if valid:
+        em.emit(f"if (!{valid}) continue;")
+    em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
+    em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+    return first
+
+
 def _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late, need, contig,
                  slot):
     em.emit("#pragma unroll")
     with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
-        first = f"g * {epc}"
-        valid = lay.valid("tid", first)
-        if valid:
-            em.emit(f"if (!{valid}) continue;")
-        em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
-        em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+        first = _group_head(em, lay, tile, C, epc)
         em.emit(f"const {em.ctype(ptr)} p0 = {em.at(base, first)} + {o};")
         conds = ["(((u64)(p0)) & 15) == 0"]
         if consec:
@@ -285,12 +292,7 @@ def _ring_load(em, op):
         # every group's loop-invariant address and mask terms and runs out of registers
         em.emit("#pragma unroll 1" if icomp else "#pragma unroll")
         with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
-            first = f"g * {epc}"
-            valid = lay.valid("tid", first)
-            if valid:
-                em.emit(f"if (!{valid}) continue;")
-            em.emit(f"const int fl = {lay.flat('tid', first)}, rr = fl / {C}, cc = fl % {C};")
-            em.emit(f"const u32 dst = {tile.chunk_addr('rr', f'cc / {epc}')};")
+            first = _group_head(em, lay, tile, C, epc)
             em.emit(f"const {em.ctype(ptr)} p0 = {at(ptr, first)};")
             p0 = "p0"
             conds = [f"(((u64)({p0})) & 15) == 0"]
