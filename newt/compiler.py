@@ -84,13 +84,13 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         print(f"// ===== newt CUDA C++: {name}\n{source}", file=sys.stderr)
     extra = ("-lineinfo",) if options.debug else ()
     res = nvrtc.compile_cuda(source, name, options.arch, extra)        # stage: nvrtc
-    rep = nvrtc.parse_ptxas_report(res.log, name)
+    rep = res.report
     tight = rep["n_spills"] or (rep["local_bytes"] and "printf(" not in source)  # printf: stack
     if tight and ir_fn.attrs.get("min_blocks", 1) > 1:
         ir_fn.attrs["min_blocks"] = 1        # the register budget was too tight: lift it
         source, name = generate(ir_fn, options)
         res = nvrtc.compile_cuda(source, name, options.arch, extra)
-        rep = nvrtc.parse_ptxas_report(res.log, name)
+        rep = res.report
     elif not tight:
         source, name, res, rep = _raise_occupancy(ir_fn, options, extra, source, name, res, rep)
     _check_shared_memory(ir_fn, options, rep)                           # stage: limits
@@ -135,17 +135,18 @@ def _raise_occupancy(ir_fn, options, extra, source, name, res, rep):
     from .codegen import generate
     from .runtime import nvrtc
     threads = options.num_threads
+    if rep["n_regs"] <= 0 or any(op.opcode == "dot" for op in ir_fn.walk()):
+        return source, name, res, rep
     have = _blocks_per_sm(rep["n_regs"], threads)
     want = have + 1
     budget = 65536 // (want * -(-threads // 32)) // 32 // 8 * 8     # registers per thread
-    if (rep["n_regs"] <= 0 or have >= 2048 // threads or budget < 32
-            or any(op.opcode == "dot" for op in ir_fn.walk())):
+    if have >= 2048 // threads or budget < 32:
         return source, name, res, rep
     before = ir_fn.attrs.get("min_blocks", 1)
     ir_fn.attrs["min_blocks"] = want
     source2, name2 = generate(ir_fn, options)
     res2 = nvrtc.compile_cuda(source2, name2, options.arch, extra)
-    rep2 = nvrtc.parse_ptxas_report(res2.log, name2)
+    rep2 = res2.report
     if rep2["n_spills"] or (rep2["local_bytes"] and "printf(" not in source2):
         ir_fn.attrs["min_blocks"] = before
         return source, name, res, rep

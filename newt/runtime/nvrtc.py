@@ -5,6 +5,7 @@ Needs no GPU: CI compiles every kernel here for sm_80 and sm_90a.
 
     compile_cuda(source, name, arch, options=()) -> NVRTCResult(.ptx, .cubin, .log)
     parse_ptxas_report(log) -> dict(n_regs, n_spills, local_bytes, shared_bytes)
+    NVRTCResult.report: the same dict, from the cubin when the log has none (runtime/cubin.py)
     version() -> "13.0"
 
 The library is found by itself (pip wheel folders, torch's lib folder, CUDA_HOME/CUDA_PATH, the
@@ -25,7 +26,8 @@ from ..errors import NVRTCError
 _SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 # Options every newt compile uses. No --use_fast_math: IEEE semantics by default; codegen picks
 # fast intrinsics (__expf, ...) explicitly where the language allows it.
-DEFAULT_OPTIONS = ("-std=c++17", "-default-device", "--ptxas-options=-v")
+# 177 ("declared but never referenced"): the helper prelude is emitted whole, on purpose.
+DEFAULT_OPTIONS = ("-std=c++17", "-default-device", "--ptxas-options=-v", "--diag-suppress=177")
 
 _lock = threading.Lock()
 _lib = None
@@ -233,7 +235,12 @@ class NVRTCResult:
 
     @property
     def report(self) -> dict:
-        return parse_ptxas_report(self.log, self.name)
+        """ptxas's figures for the kernel: from the log, else (an empty log) from the cubin."""
+        rep = parse_ptxas_report(self.log, self.name)
+        if rep["n_regs"] < 0 and self.cubin:
+            from .cubin import resources
+            rep = resources(self.cubin, self.name) or rep
+        return rep
 
 
 def numbered(source: str) -> str:
