@@ -190,3 +190,23 @@ def test_unknown_alignment_keeps_the_run_time_test_and_the_scalar_path():
 def test_narrow_loads_stay_packed_until_used():
     k = compiler.compile(rows_kernel, _ROWS_SIG, {"BLOCK": 2048}, num_warps=4)
     assert re.search(r"u32 raw\d+\[8\];", _body(k))   # 16 halves per thread in 8 words
+
+
+@newt.jit
+def _weak_literal_kernel(h_ptr, b_ptr, out_h_ptr, out_b_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    nl.store(out_h_ptr + offs, nl.load(h_ptr + offs) * 0.1)
+    nl.store(out_b_ptr + offs, nl.load(b_ptr + offs) * 0.1)
+
+
+def test_float_literals_hold_the_value_of_their_type():
+    """A weak `h * 0.1` on fp16 multiplies by fp16(0.1) (Triton's and the interpreter's
+    semantics): the literal in the C++ is the rounded value, not the fp32 0.1f."""
+    import torch
+    k = newt.compile(_weak_literal_kernel, {"h_ptr": "*fp16", "b_ptr": "*bf16",
+                                            "out_h_ptr": "*fp16", "out_b_ptr": "*bf16"},
+                     {"BLOCK": 128}, arch="sm_90a", num_warps=4)
+    for dt in (torch.float16, torch.bfloat16):
+        rounded = torch.tensor(0.1, dtype=dt).item()
+        assert rounded != 0.1 and f"{rounded!r}f" in k.source, dt
+    assert "0.1f" not in k.source

@@ -17,6 +17,8 @@ from __future__ import annotations
 import contextlib
 from typing import Optional, Sequence
 
+import torch
+
 from .. import dtypes as D
 from .core import Block, BlockType, Function, Loc, Op, Param, ScalarType, Value
 from .ops import COMPARISONS
@@ -77,7 +79,11 @@ class Builder:
     # ------------------------------------------------------------------ creation
     def constant(self, value, dtype: D.dtype) -> Value:
         if dtype.is_floating():
+            # the value the dtype can hold (a weak `h * 0.1` multiplies by fp16(0.1), as in
+            # Triton and the interpreter), so codegen never sees more precision than the type
             value = float(value)
+            if dtype.bits < 32 and value == value:
+                value = torch.tensor(value, dtype=dtype.to_torch()).item()
         elif dtype.is_bool():
             value = bool(value)
         else:
