@@ -270,15 +270,16 @@ class Module:
                     popped = c_void_p()
                     cu.cuCtxPopCurrent_v2(ctypes.byref(popped))
         self.handle = mod.value
+        self._cu = cu      # unloaded by the library that loaded it, even after a swap (tests)
 
     def get_kernel(self, name: str) -> "Kernel":
         return Kernel(self, name)
 
     def __del__(self):
-        h = getattr(self, "handle", None)
-        if h and _lib is not None:
+        h, cu = getattr(self, "handle", None), getattr(self, "_cu", None)
+        if h and cu is not None:
             try:
-                _lib.cuModuleUnload(h)
+                cu.cuModuleUnload(h)
             except Exception:  # interpreter shutdown: the library may be half torn down
                 pass
 
