@@ -93,6 +93,35 @@ def test_search_finds_the_minimum_within_budget():
     assert results_q[best_q].ms == min(r.ms for r in results_q.values())
 
 
+def test_matmul_search_starts_from_the_portfolio(monkeypatch):
+    """The landscape seen on the H200: any 4-warp config beats the 8-warp default, and nothing
+    one step away from a 4-warp config is better (128x256 at 4 warps is invalid: too many
+    accumulators), but 128x256x64 at 8 warps is the best overall. A pattern search from the
+    first batch's best stops at a 4-warp config; with the portfolio's tilings in the first
+    batch, the search finds the best."""
+    n = 4096
+    x = torch.empty(n, n, dtype=torch.float16)
+    sp = Space(matmul.trace(x, x, x))
+    best_cfg = dt.Config([128, 256, 64], num_warps=8, num_stages=3, group_size=8)
+    assert best_cfg in sp.portfolio() and all(sp.valid(c) for c in sp.portfolio())
+
+    def evaluate(cs):
+        return {c: dsearch.Result("ok", 1.0 if c == best_cfg else 2.0 if c.num_warps == 4
+                                  else 3.0) for c in cs}
+    best, results = dsearch.search(sp, evaluate, "quick", seed=1)
+    assert best == best_cfg
+    assert len(results) <= dsearch.BUDGETS["quick"][1]
+    monkeypatch.setattr(sp, "portfolio", lambda: [])
+    assert dsearch.search(sp, evaluate, "quick", seed=1)[0] != best_cfg, \
+        "the landscape no longer needs the portfolio: the test checks nothing"
+
+
+def test_portfolio_is_only_for_matmul_shaped_kernels():
+    assert Space(rowsum_exp.trace(torch.randn(64, 64))).portfolio() == []
+    sp = Space(matmul.trace(*(torch.randn(300, 300),) * 3))        # fp32 inputs: tf32 dot
+    assert sp.fp32_dot and all(c.block_sizes[2] == 32 for c in sp.portfolio())
+
+
 def test_search_skips_rejected_and_failed():
     x = torch.randn(64, 64)
     sp = Space(rowsum_exp.trace(x))

@@ -4,6 +4,8 @@
     quick   default + 7 random samples, then pattern search; at most 32 configs and no new
             batch after 20 s (the target is <= 30 s of cold tuning per kernel and shape)
     full    default + 23 random samples, then pattern search; at most 120 configs, 300 s
+A matmul-shaped kernel also starts from the space's portfolio of known-good tilings
+(space.py), which one-field-at-a-time steps cannot reach from the default.
 
 `evaluate(configs) -> {config: Result}` is supplied by bench.py (compile in parallel, check
 against the oracle, time); this file only decides which configs to ask about, so it is tested
@@ -51,7 +53,8 @@ def search(space, evaluate, effort: str, candidates=None, seed: int = 0, deadlin
         run(list(candidates))
         return best(), results
     default = space.default()
-    run([default] + [c for c in space.sample(rng, n_init * 2) if c != default][: n_init - 1])
+    seeds = [default] + [c for c in getattr(space, "portfolio", list)() if c != default]
+    run(seeds + [c for c in space.sample(rng, n_init * 2) if c not in seeds][: n_init - 1])
     current = best()
     while current is not None and len(results) < budget and time.monotonic() < deadline:
         fresh = [c for c in space.neighbors(current) if c not in results]

@@ -164,6 +164,34 @@ class Space:
         stages = 3 if 3 in self.stages else self.stages[len(self.stages) // 2]
         return dataclasses.replace(cfg, num_stages=stages)
 
+    # tensor-core matmul tilings that run well on sm_80/sm_90 (BM, BN, BK, warps, stages): the
+    # pattern search moves one field at a time and cannot walk from 128x128 at 4 warps to
+    # 128x256 at 8 (every step between is worse or invalid), so these are tried up front
+    _DOT_PORTFOLIO = [(128, 256, 64, 8, 3), (256, 128, 64, 8, 3), (128, 256, 64, 8, 4),
+                      (128, 128, 64, 4, 4)]
+
+    def portfolio(self) -> list[Config]:
+        """Known-good tilings of a matmul-shaped program (two grid tiles and one loop tile in
+        the dot), applied over the default; other kernels get none. Invalid ones are left out."""
+        base = self.default()
+        dot = [i for i, t in enumerate(self.tiles) if t.in_dot]
+        grid = [i for i in dot if self.tiles[i].kind == "grid"]
+        loop = [i for i in dot if self.tiles[i].kind == "loop"]
+        if len(grid) != 2 or len(loop) != 1 or len({self.tiles[i].program for i in dot}) != 1:
+            return []
+        out = []
+        for bm, bn, bk, w, st in self._DOT_PORTFOLIO:
+            if self.fp32_dot:
+                bk //= 2                         # tf32: half the K depth fits the same ring
+            blocks = list(base.block_sizes)
+            for i, want in zip((grid[0], grid[1], loop[0]), (bm, bn, bk)):
+                blocks[i] = want if want in self.block_choices[i] else blocks[i]
+            cfg = dataclasses.replace(base, block_sizes=tuple(blocks), num_warps=w,
+                                      num_stages=st if st in self.stages else base.num_stages)
+            if cfg != base and cfg not in out and self.valid(cfg):
+                out.append(cfg)
+        return out
+
     def sample(self, rng: random.Random, n: int) -> list[Config]:
         out, seen = [], set()
         for _ in range(n * 20):
