@@ -151,7 +151,11 @@ if [ "$SANITIZE" = 1 ]; then
         --error-exitcode 99 --print-limit 20 "$@" >"$log" 2>&1
       rc=$?
       runs=$((runs + 1))
+      # memcheck/synccheck end with "ERROR SUMMARY: N errors"; racecheck with
+      # "RACECHECK SUMMARY: H hazards displayed (N errors, W warnings)"
       n="$(grep -oE 'ERROR SUMMARY: [0-9]+' "$log" | tail -n 1 | grep -oE '[0-9]+$')"
+      [ -z "$n" ] && n="$(grep -oE 'RACECHECK SUMMARY: .*\(([0-9]+) errors' "$log" | tail -n 1 \
+        | grep -oE '[0-9]+ errors' | grep -oE '[0-9]+')"
       if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
         timeouts=$((timeouts + 1))
         sanitize_status+=("$name $tool: TIMED OUT after ${SANITIZE_TIMEOUT:-120} s ${n:+($n errors so far)}")
