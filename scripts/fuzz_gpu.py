@@ -48,9 +48,9 @@ def main(argv=None) -> int:
     ap.add_argument("--depth", type=int, default=4, help="expression tree depth (default 4)")
     ap.add_argument("--target", choices=["cuda", "emu"], default="cuda")
     ap.add_argument("--quiet", action="store_true", help="no kernel source on failures")
-    ap.add_argument("--scalar-one", action="store_true",
-                    help="let runtime int arguments be 1 (off by default while the equal_to_1 "
-                         "bug in tests/test_fuzz_regressions.py is open)")
+    ap.add_argument("--no-scalar-one", dest="scalar_one", action="store_false",
+                    help="never let runtime int arguments be 1 (by default they may be: the JIT "
+                         "then compiles them as the constant 1; tests/test_fuzz_regressions.py)")
     args = ap.parse_args(argv)
     if args.target == "cuda":
         import torch
