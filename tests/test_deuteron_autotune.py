@@ -167,6 +167,34 @@ def test_planted_mask_breaking_config_is_rejected(monkeypatch):
     assert "3 configs tried, 2 rejected (wrong result), 0 failed" in rowsum_exp.last_summary
 
 
+def test_finalists_are_timed_again(monkeypatch):
+    """A config measured fast once by luck loses the final round: the best few are timed again
+    and the pick follows the second measurement."""
+    x = torch.randn(10, 48)
+    lucky, steady, slow = (dt.Config([4, 16], num_warps=1), dt.Config([2, 16], num_warps=1),
+                           dt.Config([1, 16], num_warps=1))
+    rowsum_exp.configs = [lucky, steady, slow]
+    state, seen = {}, []
+    real_run = rowsum_exp.run
+
+    def run(args, kwargs, config, record=None, poison=False):
+        state["cfg"] = config
+        return real_run(args, kwargs, config, record, poison)
+    monkeypatch.setattr(rowsum_exp, "run", run)
+
+    def timer(fn):
+        seen.append(state["cfg"])
+        first = seen.count(state["cfg"]) == 1
+        return {lucky: 1.0 if first else 5.0, steady: 2.0, slow: 9.0}[state["cfg"]]
+    try:
+        cfg = rowsum_exp.autotune((x,), effort="quick", timer=timer, progress=False)
+    finally:
+        rowsum_exp.configs = None
+    assert cfg == steady
+    assert seen.count(lucky) == 2 and seen.count(steady) == 2
+    assert rowsum_exp.last_results[steady].ms == 2.0
+
+
 def test_quick_autotune_end_to_end_on_interpreter(capsys):
     x, y = torch.randn(33, 40), torch.randn(40, 17)
     out = torch.full((33, 17), float("nan"))

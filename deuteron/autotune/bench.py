@@ -104,6 +104,33 @@ def _cuda_timer(fn):
     return do_bench(fn, warmup=10, rep=40, return_mode="median")
 
 
+def _final_timer(fn):
+    from newt.testing import do_bench
+    return do_bench(fn, warmup=25, rep=100, return_mode="median")
+
+
+# The search times each candidate once, briefly; neighbours within a few percent are then told
+# apart by noise (on the H200 a 4096^3 matmul tuned to a config 7% slower than the best one
+# the hand-written sweep found). The finalists are timed again, longer, one after another.
+FINALISTS = 3
+
+
+def _final_round(best, results, retime):
+    ok = sorted((r.ms, i, c) for i, (c, r) in enumerate(results.items()) if r.status == "ok")
+    if len(ok) < 2:
+        return best
+    again = {}
+    for _, _, cfg in ok[:FINALISTS]:
+        r = retime(cfg)
+        if r.status == "ok":
+            again[cfg] = r.ms
+    if not again:
+        return best
+    pick = min(again, key=again.get)
+    results[pick] = Result("ok", again[pick], results[pick].detail)
+    return pick
+
+
 def _cpu_timer(fn):
     t0 = time.perf_counter()
     fn()
@@ -288,6 +315,8 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None):
                 results[cfg] = check_and_time(kernel, cfg, args, kwargs, expected(), tf32, timer)
             ok = [(r.ms, c) for c, r in results.items() if r.status == "ok"]
             best = min(ok, key=lambda t: t[0])[1] if ok else None
+        best = _final_round(best, results, lambda cfg: check_and_time(
+            kernel, cfg, args, kwargs, expected(), tf32, _final_timer if on_gpu else timer))
     finally:
         bar.close()
     n = len(results)
