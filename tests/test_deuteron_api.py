@@ -353,7 +353,7 @@ def test_progress_bar_and_one_summary_line(capsys, monkeypatch):
     cands = [dt.Config([16], 1), dt.Config([32], 1), dt.Config([64], 2)]
     k = dt.kernel(configs=cands)(add_1d.fn)
     x, y = torch.randn(200), torch.randn(200)
-    times = iter([3.0, 1.0, 2.0])
+    times = iter([3.0, 1.0, 2.0] + [1.0, 2.0, 3.0])   # the search, then the final round
     k.autotune((x, y), effort="quick", timer=lambda fn: next(times))
     cap = capsys.readouterr()
     assert "configs" in cap.err and "3/3" in cap.err                 # the progress counter
