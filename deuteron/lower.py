@@ -152,7 +152,8 @@ class _Lowering(ExprMixin):
             target = self.var.get(id(it)) or self.names.fresh(it.name or self._base(it))
             if it.op == "load" and id(it) not in self.ptr_blocks:
                 ref = it.attrs["ref"]
-                ptr, mask = self._address(ref, it.attrs["index"])
+                ptr, mask = self._address(ref, it.attrs["index"],
+                                          transpose=id(it) in self.transposed)
                 line = f"{target} = nl.load({ptr}, mask={mask}, other=0.0)"
                 self.ptr_blocks[id(it)] = self._short(line, ref, ptr, mask, depth)
             e, _ = self.expr(it)
@@ -247,6 +248,9 @@ class _Lowering(ExprMixin):
                 continue
             axes = [a for a, (kind, dim) in enumerate(it.attrs["index"]) if dim is d]
             users = self.uses.get(id(it), [])
+            transpose = id(it) in self.transposed      # read through `.T`: its users count
+            if transpose:
+                users = self.uses.get(id(users[0][0]), [])
             if len(axes) != 1 or not users or any(
                     isinstance(u, tuple) or u.op != "dot" for u, _ in users):
                 continue
@@ -254,11 +258,27 @@ class _Lowering(ExprMixin):
             name = self.names.fresh(f"{ref.name}_ptrs")
             wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
                     and id(g) not in self._reduced_dims()]
-            ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap)
+            ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap,
+                                      transpose=transpose)
             self.emit(f"{name} = {ptr}", depth)
             self.ptr_blocks[id(it)] = (name, mask)
             bumps.append(f"{name} += BLOCK_SIZE_{d.letter.upper()} * stride_{ref.name}{axes[0]}")
         return bumps
+
+    def _transposed_loads(self):
+        """ids of 2-D loads read only through a transpose (`k[b, tile_n, :].T`): they load the
+        transposed tile directly, so a dot gets a plain load as its operand (newt stages such
+        loads through its shared-memory ring; a transpose in between would stop that)."""
+        from .pads import _values
+        out = set()
+        for v in _values(self.p.items):
+            if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks:
+                continue
+            u = self.uses.get(id(v), [])
+            if (len(u) == 1 and not isinstance(u[0][0], tuple) and u[0][0].op == "trans"
+                    and u[0][1] is v.block):
+                out.add(id(v))
+        return out
 
     def _reduced_dims(self):
         """Dims some reduction or dot sums over: their padded lanes must keep their pad."""
@@ -309,6 +329,7 @@ class _Lowering(ExprMixin):
         self._letters()
         params, constexprs = self._params()
         self._count(self.p.items, self.p.items)
+        self.transposed = self._transposed_loads()
         name = self.names.fresh(self.p.name + "_kernel")
         sig = [p for p, _ in params] + [f"{c}: nl.constexpr" for c, _ in constexprs]
         self.lines = ["@newt.jit", f"def {name}("]

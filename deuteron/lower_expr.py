@@ -83,6 +83,8 @@ class ExprMixin:
             idx = ", ".join("None" if i is None else ":" for i in v.attrs["index"])
             return f"{self.atom(a[0])}[{idx}]", ATOM
         if op == "trans":
+            if id(a[0]) in self.transposed:       # the load already reads the transposed tile
+                return self.ref(a[0])[0], ATOM
             return f"nl.trans({self.ref(a[0])[0]})", ATOM
         if op == "index":
             return f"offs_{v.attrs['dim'].letter}", ATOM
@@ -136,12 +138,16 @@ class ExprMixin:
             return f"nl.{fn}({self.atom(x)}.to(nl.float32))"
         return f"nl.{fn}({self.ref(x)[0]})"
 
-    def _address(self, ref, index, at_start_of=None, wrap=()):
+    def _address(self, ref, index, at_start_of=None, wrap=(), transpose=False):
         """(pointer expression, mask expression). `at_start_of`: a loop dim whose offsets are
         taken at the loop's first iteration (the tutorial's pointer blocks, built before it).
         `wrap`: dims read at `offs % extent` instead of masked (the tutorial's trick: padded
-        rows read real rows; only valid where nothing reduces over those lanes)."""
+        rows read real rows; only valid where nothing reduces over those lanes).
+        `transpose`: a 2-D tile read transposed, its strides swapped (`k[b, tile_n, :].T` is
+        loaded as the [K, N] tile, as the tutorial's attention loads K^T)."""
         r = sum(1 for kind, _ in index if kind in ("tile", "full"))
+        bc_of = (lambda j, r: bc(r - 1 - j, r)) if transpose else bc   # noqa: E731
+        mask_of = (lambda d, j, r: self.mask(d, r - 1 - j, r)) if transpose else self.mask  # noqa: E731
         terms, masks, j = [f"{ref.name}_ptr"], [], 0
         for axis, (kind, d) in enumerate(index):
             stride = f"stride_{ref.name}{axis}"
@@ -155,10 +161,10 @@ class ExprMixin:
             offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
                     else f"offs_{d.letter}")
             if d in wrap:
-                terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc(j, r)} * {stride}")
+                terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc_of(j, r)} * {stride}")
             else:
-                terms.append(f"{offs}{bc(j, r)} * {stride}")
-                masks.append(self.mask(d, j, r))
+                terms.append(f"{offs}{bc_of(j, r)} * {stride}")
+                masks.append(mask_of(d, j, r))
             j += 1
         return " + ".join(terms), (" & ".join(masks) if masks else None)
 

@@ -174,6 +174,31 @@ def test_matmul_on_interpreter_odd_shapes(blocks):
     torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
 
 
+@dt.kernel
+def matmul_bt(x, y, out):
+    """x @ y.T with y stored [N, K]: the transposed tile is read in place (attention's q @ k.T)."""
+    for tile_m, tile_n in dt.tile([x.shape[0], y.shape[0]]):
+        acc = dt.zeros([tile_m, tile_n], dtype=dt.float32)
+        for tile_k in dt.tile(x.shape[1]):
+            acc += x[tile_m, tile_k] @ y[tile_n, tile_k].T
+        out[tile_m, tile_n] = acc
+
+
+def test_transposed_tile_is_loaded_transposed():
+    """`y[tile_n, tile_k].T` becomes a load of the [K, N] tile (strides swapped, mask
+    transposed), with no nl.trans between the load and the dot; odd shapes match torch."""
+    x, y = torch.randn(37, 29), torch.randn(45, 29)
+    out = _poisoned(37, 45)
+    src = matmul_bt.to_newt_source(x, y, out)
+    assert "nl.trans(" not in src
+    assert "nl.arange(0, BLOCK_SIZE_K)[:, None] * stride_y1" in src, src
+    for blocks in [(16, 16, 16), (32, 16, 32), (16, 64, 16)]:
+        out = _poisoned(37, 45)
+        _run(matmul_bt, x, y, out, config=dt.Config(block_sizes=blocks, num_warps=4,
+                                                     num_stages=2, group_size=2))
+        torch.testing.assert_close(out, x @ y.T, rtol=1e-4, atol=1e-4)
+
+
 def test_matmul_fp16_default_config():
     x = torch.randn(40, 70, dtype=torch.float16)
     y = torch.randn(70, 24, dtype=torch.float16)
