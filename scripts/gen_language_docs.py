@@ -89,9 +89,10 @@ HELION_DIFFERENCES = """\
 - **The oracle is built in**: every candidate config runs on cloned inputs and is rejected if it
   disagrees with `k.ref(...)` (the same function run as eager PyTorch) before it is timed.
 - **Efforts are `none`, `quick` (<= 32 configs, no new batch after 20 s) and `full` (<= 120
-  configs, 300 s)**; there is one search, a random sample followed by a local pattern search
-  ([deuteron/autotune/search.py](../deuteron/autotune/search.py)), where Helion offers several
-  search algorithms.
+  configs, 300 s)**; there is one search, a random sample (plus known-good tilings for
+  matmul-shaped kernels) followed by a local pattern search and a final re-timing of the best
+  three ([deuteron/autotune/search.py](../deuteron/autotune/search.py)), where Helion offers
+  several search algorithms.
 - **`dt.Config` has `block_sizes`, `num_warps`, `num_stages` and `group_size` only** (no
   `loop_orders`, `indexing`, `pid_type`, `range_unroll_factors`...).
 - **The generated code is newt source** (one `@newt.jit` kernel per top-level tile loop),
