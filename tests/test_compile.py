@@ -212,17 +212,20 @@ def _launch_bounds(k):
     return tuple(int(x) for x in re.search(r"__launch_bounds__\((\d+), (\d+)\)", k.source).groups())
 
 
-def test_memory_bound_kernel_is_raised_one_block_per_sm_when_nothing_spills(monkeypatch):
-    """The fp16 layernorm row (4096 wide, 8 warps, specialized as the JIT does) is below full
-    occupancy as ptxas first packs it; compile() asks for one block per SM more and keeps it,
-    because nothing spills."""
+def build_layernorm_row():
+    """The fp16 layernorm row kernel, 4096 wide, 8 warps, sm_90a, specialized as the JIT does
+    (pointers and ints multiples of 16)."""
     sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "w_ptr": "*fp16", "b_ptr": "*fp16",
            "stride": "i32", "N": "i32", "eps": "fp32"}
     spec = {k: dict(divisible_by_16=True) for k in sig if k != "eps"}
+    return newt.compile(layernorm_kernel, sig, {"BLOCK": 4096}, arch="sm_90a", num_warps=8,
+                        specialization=spec)
 
-    def build():
-        return newt.compile(layernorm_kernel, sig, {"BLOCK": 4096}, arch="sm_90a", num_warps=8,
-                            specialization=spec)
+
+def test_memory_bound_kernel_is_raised_one_block_per_sm_when_nothing_spills(monkeypatch):
+    """The fp16 layernorm row is below full occupancy as ptxas first packs it; compile() asks
+    for one block per SM more and keeps it, because nothing spills."""
+    build = build_layernorm_row
     k = build()
     with monkeypatch.context() as m:
         m.setattr(compiler, "_raise_occupancy", lambda ir, o, e, *first: first)

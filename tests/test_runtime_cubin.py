@@ -7,7 +7,7 @@ import newt
 from newt import compiler
 from newt.runtime import cubin, nvrtc
 
-from test_compile import KERNELS, layernorm_kernel
+from test_compile import KERNELS, build_layernorm_row
 
 SPILL = r'''
 extern "C" __global__ void __launch_bounds__(1024, 2) spill_kernel(float* p) {
@@ -77,13 +77,7 @@ def test_not_a_cubin_or_unknown_kernel():
 
 def test_compile_without_a_log_uses_the_cubin(monkeypatch):
     """An empty NVRTC log: compile() still knows registers, and the occupancy step still acts."""
-    sig = {"x_ptr": "*fp16", "y_ptr": "*fp16", "w_ptr": "*fp16", "b_ptr": "*fp16",
-           "stride": "i32", "N": "i32", "eps": "fp32"}
-    spec = {k: dict(divisible_by_16=True) for k in sig if k != "eps"}
-
-    def build():
-        return newt.compile(layernorm_kernel, sig, {"BLOCK": 4096}, arch="sm_90a", num_warps=8,
-                            specialization=spec)
+    build = build_layernorm_row
     with_log = build()
     real = nvrtc.compile_cuda
 
