@@ -5,18 +5,21 @@
 # unset). Budget: under ~9 minutes (pytest <= 240 s, examples <= 90 s, benchmarks <= 210 s
 # by default); --sanitize adds up to a few minutes: pair it with --no-tests or --no-bench.
 #
-#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--no-tests] [--no-examples] [--no-bench]
+#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--deuteron] [--no-tests] [--no-examples]
+#                                          [--no-bench]
 #
 # Every test runs under a per-test timeout (pytest-timeout, thread method: a test stuck in a
 # CUDA call is still caught; its name and stack are printed and listed in the summary). Without
 # pytest-timeout, faulthandler dumps the stacks of a test that runs past the same limit.
+# --deuteron runs examples/dt_*.py --bench, each with empty deuteron and newt caches (cold
+# tuning time, deuteron vs the hand-written kernel), under DT_BUDGET seconds in all.
 # --sanitize runs compute-sanitizer's memcheck, racecheck and synccheck over the examples
 # (--small) and over a GPU test subset, each run under its own timeout; the summary gives the
 # error count per tool. Without compute-sanitizer the stage is skipped with a note.
 #
-# Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (25;
+# Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (200;
 # 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (240 s),
-# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
+# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), DT_BUDGET (240 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
 # SANITIZE_TIMEOUT (120 s per sanitizer run), SANITIZE_BUDGET (420 s for the whole stage),
 # SANITIZE_TESTS (the test files of the subset),
 # SANITIZE_K (the pytest -k expression that picks the subset's GPU tests).
@@ -27,14 +30,16 @@ export NEWT_CACHE_DIR="${NEWT_CACHE_DIR:-${TMPDIR:-/tmp}/newt-gpu-check-cache}"
 OUT="${OUT:-$(mktemp -d -t newt-gpu-check-XXXXXX)}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-SANITIZE=0 TESTS=1 BENCH=1 EXAMPLES=1
+SANITIZE=0 TESTS=1 BENCH=1 EXAMPLES=1 DEUTERON=0
 for a in "$@"; do
   case "$a" in
     --sanitize) SANITIZE=1 ;;
+    --deuteron) DEUTERON=1 ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
     --no-examples) EXAMPLES=0 ;;
-    *) echo "unknown flag: $a (use --sanitize, --no-tests, --no-examples, --no-bench)"; exit 2 ;;
+    *) echo "unknown flag: $a (use --sanitize, --deuteron, --no-tests, --no-examples," \
+         "--no-bench)"; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -64,7 +69,7 @@ PYEOF
 pytest_status="not run"
 if [ "$TESTS" = 1 ]; then
   section "pytest on the GPU (log: $OUT/pytest.log)"
-  args=(tests -p no:cacheprovider -rfE --durations=8 --maxfail="${MAXFAIL:-25}")
+  args=(tests -p no:cacheprovider -rfE --durations=8 --maxfail="${MAXFAIL:-200}")
   "$PY" -c "import xdist" 2>/dev/null && args+=(-n "${JOBS:-8}")
   if "$PY" -c "import pytest_timeout" 2>/dev/null; then
     # thread method: a watchdog thread dumps every stack and ends the worker even when the
@@ -121,6 +126,23 @@ if [ "$BENCH" = 1 ]; then
   tail -n 25 "$OUT/bench.log"
   bench_status="rc=$rc"
   [ "$rc" = 124 ] && bench_status="TIMED OUT after ${BENCH_BUDGET:-210} s"
+fi
+
+dt_status=()
+if [ "$DEUTERON" = 1 ]; then
+  section "deuteron benchmarks, cold caches (logs: $OUT/dt_*.log)"
+  deadline=$(( $(date +%s) + ${DT_BUDGET:-240} ))
+  for ex in dt_softmax dt_layernorm dt_matmul dt_attention; do
+    left=$(( deadline - $(date +%s) ))
+    if [ "$left" -le 10 ]; then dt_status+=("$ex: skipped (DT_BUDGET spent)"); continue; fi
+    # empty caches: the tuning time is a cold one (the examples' --bench empties deuteron's;
+    # newt's compile cache is emptied here)
+    NEWT_CACHE_DIR="$(mktemp -d)" DEUTERON_CACHE_DIR="$(mktemp -d)" timeout -k 5 "$left" \
+      "$PY" "examples/$ex.py" --bench >"$OUT/$ex.log" 2>&1
+    rc=$?
+    dt_status+=("$ex: rc=$rc")
+    grep -E "tune |^ +[0-9]+ +[0-9.]+ " "$OUT/$ex.log" | sed "s/^/  /" | tee -a "$OUT/dt_summary.txt"
+  done
 fi
 
 sanitize_status=()
@@ -196,6 +218,8 @@ if [ -s "${OUT}/pytest_hung.txt" ] || [ -s "${OUT}/pytest_timeouts.txt" ]; then
 fi
 for s in "${example_status[@]}"; do echo "example:    $s"; done
 echo "benchmarks: $bench_status"
+for s in "${dt_status[@]}"; do echo "deuteron:   $s"; done
+[ -f "$OUT/dt_summary.txt" ] && cat "$OUT/dt_summary.txt"
 for s in "${sanitize_status[@]}"; do echo "sanitize:   $s"; done
 [ "$SANITIZE" = 1 ] && echo "sanitizer:  $sanitize_line"
 if [ -f "$OUT/bench/table.txt" ]; then
