@@ -32,6 +32,8 @@ scratch arena:
    mask) become `dot_frag_icomp`, and synchronous dots / tile loads get
    attrs["recompute_index"]: codegen recomputes them from a thread index NVRTC cannot hoist,
    instead of keeping one loop-invariant register per slot or per fragment address.
+7. The epilogue's row scaling (`acc / l_i[:, None]`) happens in the fragment, before the
+   accumulator leaves it (dot_acc_out moves after the op).
 Also: a dot accumulator passed from one loop to the next (causal attention's two key loops)
 stays in the fragment (its dot_acc_out / convert_layout round trip is removed), and loads that
 feed only a dot are copied straight into its tile (dot_loads.py: plan_tile_loads,
@@ -382,6 +384,58 @@ def _keep_acc_between_loops(fn):
             out.parent.ops.remove(out)
 
 
+def _scale_in_fragment(fn):
+    """7. The epilogue's `acc / l_i[:, None]` (attention's normalisation; also `*`, `+`, `-` by
+    a row vector held in AccRowLayout) happens in the fragment, before the accumulator leaves
+    it: the row vector is read from the thread's own rows (dot_row_bcast) and dot_acc_out moves
+    after the op. Otherwise the row vector goes through shared memory, is broadcast to every
+    element of the group-cyclic tile, and the tile, its divisor and the quotient are all alive
+    at once (64 + 64 + 64 registers at a 64 x 128 tile on 4 warps: the whole kernel's peak)."""
+    uses: dict[int, list] = {}
+    for op in fn.walk():
+        for o in op.operands:
+            uses.setdefault(o.id, []).append(op)
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        x = out.operands[0]
+        lay = x.attrs.get("layout")
+        us = uses.get(out.result.id, [])
+        if not isinstance(lay, AccLayout) or len(us) != 1:
+            continue
+        u = us[0]
+        if u.opcode != "binary" or u.attrs.get("op") not in ("mul", "div", "add", "sub") \
+                or u.parent is not out.parent or u.result.dtype != x.dtype:
+            continue
+        i = 0 if u.operands[0] is out.result else 1
+        b = u.operands[1 - i]
+        bc = b.owner
+        if not (isinstance(bc, Op) and bc.opcode == "broadcast" and len(uses.get(b.id, [])) == 1
+                and tuple(b.shape) == (lay.M, lay.N)):
+            continue
+        c = bc.operands[0]
+        cv = c.owner
+        row = c
+        if isinstance(cv, Op) and cv.opcode == "convert_layout" and len(uses.get(c.id, [])) == 1:
+            row = cv.operands[0]
+        if not (isinstance(row.attrs.get("layout"), AccRowLayout) and row.attrs["layout"].M ==
+                lay.M and tuple(row.shape) == (lay.M, 1)):
+            continue
+        bc.opcode = "dot_row_bcast"                 # the row, read from the thread's own rows
+        bc.operands = [row]
+        bc.attrs.pop("movement", None)
+        b.attrs["layout"] = lay
+        if row is not c:
+            cv.parent.ops.remove(cv)
+        u.operands[i] = x                           # the op on the fragment itself
+        u.result.attrs["layout"] = lay
+        block = out.parent                          # then the accumulator leaves the fragment
+        block.ops.remove(out)
+        block.ops.insert(block.ops.index(u) + 1, out)
+        for w in uses.get(u.result.id, []):
+            w.operands = [out.result if o is u.result else o for o in w.operands]
+        out.operands = [u.result]
+        out.result.name = u.result.name
+
+
 def _in_loop(op):
     b = op.parent
     while b is not None and isinstance(b.parent, Op):
@@ -419,6 +473,7 @@ def fuse_dot_rows(fn, options):
     T = options.num_threads
     _keep_acc_between_loops(fn)
     _fuse_rows(fn, T)
+    _scale_in_fragment(fn)
     _plan_operands(fn, T)
     plan_tile_loads(fn, options)
     plan_prefetch(fn)
