@@ -401,7 +401,7 @@ def _run_tutorial(E, dt, M, N, K, cfg, act, strides=None):
 @pytest.mark.parametrize("dt,M,N,K,cfg,act,strides", [
     # one warpgroup; 64-byte A rows (swizzle 64), 128-byte B panel; K tail; wrapped rows
     (torch.float16, 100, 90, 250, (64, 64, 32, 4, 3), "leaky_relu", None),
-    # two warpgroups, B two 128-byte panels (MN-major LBO), 4 stages (D = 2, wait_group 1)
+    # two warpgroups, B two 128-byte panels (MN-major LBO), 4 stages (D = 3, wait_group 1)
     (torch.bfloat16, 130, 150, 333, (128, 128, 64, 8, 4), "", None),
     # tf32: B K-major (4-byte transposed copies), 32-byte swizzle of A rows... of B rows
     (torch.float32, 70, 72, 100, (64, 64, 16, 4, 3), "", None),
@@ -409,7 +409,8 @@ def _run_tutorial(E, dt, M, N, K, cfg, act, strides=None):
     (torch.float16, 65, 64, 48, (64, 64, 16, 4, 3), "", "bT"),
     # the benchmark's winning config itself (2 warpgroups x 2 m64 sub-tiles, 4 stages)
     (torch.float16, 257, 130, 200, (256, 128, 64, 8, 4), "leaky_relu", None),
-    # ring depths: 2 stages (D = 1, wait_group 0) and 5 (D = 3)
+    # ring depths: 2 stages (D = 1) and 5 (D = 4); every depth consumes early, leaves one wgmma
+    # in flight (wait_group 1) and copies into the stage the one before it read
     (torch.bfloat16, 100, 70, 300, (64, 64, 32, 4, 2), "", None),
     (torch.bfloat16, 100, 70, 300, (64, 64, 32, 4, 5), "", None),
 ], ids=["f16-w4", "bf16-w8-s4", "tf32", "f16-transposed", "bench-256x128x64-w8-s4", "s2", "s5"])

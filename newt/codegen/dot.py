@@ -177,7 +177,7 @@ def emit_dot(em, op):
     _helpers(em, ("newt_dot_prelude", PRELUDE))
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
-        return emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor)
+        return emit_ring_dot(em, op, use_wg)
     # operand sources (passes/dot_rows.py, dot_loads.py): None = staged here from registers,
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load

@@ -2,18 +2,21 @@
 
 Where it sits: codegen, for IR rewritten by newt/passes/dot_pipeline.py (RingPlan in attrs).
 The ring is S stages of [A tile | B tile] in dynamic shared memory (same tile formats as
-dot.py). Per loop iteration i (the loop's own induction variable gives i = (iv - lb) / step):
+dot.py). Per loop iteration i (the loop's own induction variable gives i = (iv - lb) / step),
+with D = S - 1:
 
     first ring load   if i >= D: cp.async.wait_group D-1 (tile i-D landed for this thread);
-                      fence.proxy.async; barrier (landed for everyone; and every warp is past
-                      the consumption that last read stage i % S)
+                      fence.proxy.async; barrier (landed for everyone; with mma.sync, every
+                      warp is also past the consumption that last read stage i % S);
+                      wgmma: consume tile i-D here (fence, mma_async..., commit, wait_group 1:
+                      tile i-D stays in flight, tile i-D-1's retires), then a barrier: every
+                      warp's tile i-D-1 retired, so its stage, i % S, is free for the copies
     each ring load    per 16-byte group of the pointer block's layout: consecutive, 16-byte
                       aligned and unmasked -> cp.async 16 into stage i % S; otherwise the
                       group is gathered element by element (masked-off elements are 0)
-    dot               cp.async.commit_group; if i >= D: consume stage (i-D) % S
-                      (wgmma: fence, mma_async..., commit, wait_group W; mma.sync: ldmatrix +
-                      mma); at the last iteration: wait for all copies, consume tiles
-                      max(0, i-D+1) .. i, wait for all wgmma, barrier (the ring is free again)
+    dot               cp.async.commit_group; mma.sync: if i >= D: consume stage (i-D) % S
+                      (ldmatrix + mma); at the last iteration: wait for all copies, consume
+                      tiles max(0, i-D+1) .. i, wait for all wgmma, barrier (the ring is free)
 
 The accumulator is the loop-carried value itself (the pass checked that nothing else reads it
 inside the loop), so the in-flight wgmma group of one iteration may overlap the next
@@ -257,6 +260,9 @@ def _ring_load(em, op):
                 em.emit(f"newt_cp_async_wait<{ring.defer - 1}>();")
                 em.emit("newt_fence_proxy_async();")
                 em.barrier()
+                if ring.early:
+                    _consume(em, op, ring, f"{it} - {ring.defer}", ring.wait_after)
+                    em.barrier()      # every warp's previous wgmma retired: its stage is free
     it = st["it"]
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None
@@ -352,35 +358,47 @@ def _transposed_copies(em, ptr, mask, lay, tile, heads, R, C):
         em.emit(f"if ({valid}) {cp}" if valid else cp)
 
 
-def emit_ring_dot(em, op, plan, lay, use_wg, b_kmajor):
+def _ring_dot_of(load_op, ring):
+    """The dot a ring load feeds (the op in the same loop body holding the same RingPlan)."""
+    return next(o for o in load_op.parent.ops if o.opcode == "dot" and o.attrs.get("ring") is ring)
+
+
+def _consume(em, op, ring, tile_index: str, wait: int):
+    """The tensor-core products of ring tile `tile_index` into the dot's accumulator; `op` is
+    the dot or one of its ring loads (early consumption)."""
+    dot = op if op.opcode == "dot" else _ring_dot_of(op, ring)
+    plan = dot.attrs["dot_plan"]
+    lay = dot.result.attrs["layout"]
+    b_kmajor = plan.esize != 2
+    n = em.name(dot.operands[2])
+    stage = f"({ring.state['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
+    ta, tb = _tiles(ring, plan, stage, b_kmajor)
+    arch = em.options.arch
+    if arch.startswith("sm_9") and arch.endswith("a") and em.T % 128 == 0 \
+            and plan.kind in ("f16", "bf16", "tf32"):
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait)
+    else:
+        _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
+
+
+def emit_ring_dot(em, op, use_wg):
     ring = op.attrs["ring"]
-    st = ring.state
-    acc = op.operands[2]
-    em.alias(op.result, acc)          # accumulate in place into the carried value
-    n = em.name(acc)
-    it = st["it"]
+    em.alias(op.result, op.operands[2])    # accumulate in place into the carried value
+    it = ring.state["it"]
     iv, _, ub, step = _loop_names(em, op)
-    S, D = ring.stages, ring.defer
-
-    def consume(tile_index: str, wait: int):
-        stage = f"({st['base']} + (u32)(({tile_index}) % {S}) * {ring.stage_bytes}u)"
-        ta, tb = _tiles(ring, plan, stage, b_kmajor)
-        if use_wg:
-            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait)
-        else:
-            _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
-
+    D = ring.defer
+    assert ring.early == use_wg, "the pass and codegen disagree on the dot engine"
     em.emit("newt_cp_async_commit();")
-    if D > 0:
+    if D > 0 and not ring.early:
         with em.scope(f"if ({it} >= {D})"):
-            consume(f"{it} - {D}", ring.wait_after)
+            _consume(em, op, ring, f"{it} - {D}", ring.wait_after)
     last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
     with em.scope(f"if ({last})"):
         em.emit("newt_cp_async_wait<0>();")
         em.emit("newt_fence_proxy_async();")
         em.barrier()
         with em.scope(f"for (int ring_c = max({it} - {D} + 1, 0); ring_c <= {it}; ++ring_c)"):
-            consume("ring_c", 0)
+            _consume(em, op, ring, "ring_c", 0)
         if use_wg:
             em.emit("newt_wgmma_wait<0>();")
         em.barrier()

@@ -16,11 +16,13 @@ Consumes the frontend's IR; produces:
    carried value used only by the dot, and the dot's result only by the loop's yield (so
    consuming tile i at iteration i + D and the last D tiles at the last iteration computes the
    same sum), acc is fp32 or int32, and the dot runs on tensor cores.
-   Codegen (newt/codegen/dot.py) then emits, per iteration i:
-       first ring load: if i >= D: wait for tile i-D, fence, barrier
+   Codegen (newt/codegen/dot.py) then emits, per iteration i, with D = S - 1:
+       first ring load: if i >= D: wait for tile i-D, fence, barrier;
+                        wgmma (sm_90a): consume stage (i-D) % S, leaving it in flight
+                        (wait_group 1 retires tile i-D-1's), barrier: stage i % S is free
        each ring load:  16-byte cp.async per layout group into stage i % S (a gather for
                         groups that are not consecutive, aligned and unmasked)
-       dot:             commit; if i >= D: consume stage (i-D) % S;
+       dot:             commit; mma.sync: if i >= D: consume stage (i-D) % S;
                         at the last iteration: wait for all, consume the remaining tiles
 
 Registered first in newt/passes/__init__.py's PASSES (`install()` does the same for older
@@ -45,6 +47,7 @@ class RingPlan:
     wait_after: int        # wgmma groups left in flight after a consumption (1 or 0)
     a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
     stage_bytes: int
+    early: bool = False    # consume at the iteration's first ring load, before its copies
     state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
 
     def __str__(self):
@@ -170,13 +173,14 @@ def _mark_ring(loop, options):
         S = max(2, loop.attrs.get("num_stages") or options.num_stages)
         use_wg = options.arch.startswith("sm_9") and options.arch.endswith("a") \
             and options.num_threads % 128 == 0 and plan.kind in ("f16", "bf16", "tf32")
-        if use_wg:
-            D_, wait = (S - 2, 1) if S >= 3 else (S - 1, 0)
-        else:
-            D_, wait = S - 1, 0
+        # wgmma: consume tile i - (S-1) first, leave it in flight (wait_group 1 retires the one
+        # before), barrier, then copy tile i into the stage that one read: S-1 tiles in flight,
+        # as Triton's pipeliner does. Copying first (the mma.sync order) would have to leave
+        # the stage of the in-flight wgmma alone too: one tile fewer in flight.
+        D_, wait = S - 1, (1 if use_wg else 0)
         a_bytes = -(-plan.M * plan.K * plan.esize // 1024) * 1024
         b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
-        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes)
+        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg)
         op.attrs["dot_plan"] = plan
         op.attrs["ring"] = ring
         for role, ld in zip("ab", loads):
