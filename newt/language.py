@@ -253,8 +253,8 @@ def _math(name, what):
     return builtin(fn)
 
 
-exp = _math("exp", "e**x")
-exp2 = _math("exp2", "2**x")
+exp = _math("exp", "e**x (fp32: `ex2.approx` of x * log2(e), as Triton)")
+exp2 = _math("exp2", "2**x (fp32: one `ex2.approx.ftz`, as Triton: results below 2**-126 are 0)")
 log = _math("log", "natural logarithm")
 log2 = _math("log2", "base-2 logarithm")
 sqrt = _math("sqrt", "square root")

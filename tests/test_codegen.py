@@ -210,3 +210,20 @@ def test_float_literals_hold_the_value_of_their_type():
         rounded = torch.tensor(0.1, dtype=dt).item()
         assert rounded != 0.1 and f"{rounded!r}f" in k.source, dt
     assert "0.1f" not in k.source
+
+
+@newt.jit
+def _exp_kernel(x_ptr, y_ptr, z_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs)
+    nl.store(y_ptr + offs, nl.exp(x))
+    nl.store(z_ptr + offs, nl.exp2(x))
+
+
+def test_exp_and_exp2_are_tritons_instructions():
+    """fp32 nl.exp is ex2.approx.f32 of x * log2(e) and nl.exp2 is ex2.approx.ftz.f32, the
+    instructions Triton 3.x emits for tl.exp and tl.exp2 (the ftz form is one MUFU op)."""
+    k = newt.compile(_exp_kernel, {"x_ptr": "*fp32", "y_ptr": "*fp32", "z_ptr": "*fp32"},
+                     {"BLOCK": 128}, arch="sm_90a", num_warps=4)
+    ex2 = [line.split()[0] for line in k.ptx.splitlines() if "ex2.approx" in line]
+    assert sorted(set(ex2)) == ["ex2.approx.f32", "ex2.approx.ftz.f32"], ex2

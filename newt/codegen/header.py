@@ -28,7 +28,10 @@ template <class T> NT_INLINE T nt_mod(T a, T b) { return a % b; }
 NT_INLINE float nt_h2f(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }
 NT_INLINE u16 nt_f2h(float f) { u16 h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
 NT_INLINE u16 nt_f2b(float f) { u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }
-NT_INLINE float nt_exp2(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// exp2 as Triton computes nl.exp2 for fp32: one MUFU.EX2, denormal results flushed to zero
+// (the form without .ftz adds a range fix-up around it, on the softmax's critical path)
+NT_INLINE float nt_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+NT_INLINE float nt_ex2_full(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 
 // vector global accesses as inline PTX: the compiler can neither split nor merge them
 NT_INLINE void nt_ld4(const void* p, u32& a, u32& b, u32& c, u32& d) {
@@ -66,8 +69,8 @@ PORTABLE = r"""NT_INLINE float nt_b2f(u16 h) { return __uint_as_float(((u32)h) <
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 
-// exp as Triton computes it for fp32: ex2.approx of x*log2(e)
-NT_INLINE float nt_exp(float x) { return nt_exp2(x * 1.4426950408889634f); }
+// exp as Triton computes it for fp32: ex2.approx (no ftz) of x*log2(e)
+NT_INLINE float nt_exp(float x) { return nt_ex2_full(x * 1.4426950408889634f); }
 NT_INLINE float nt_sigmoid(float x) { return 1.0f / (1.0f + nt_exp(-x)); }
 NT_INLINE double nt_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 
