@@ -203,8 +203,8 @@ def emit_dot(em, op):
         em.emit("newt_fence_proxy_async();")
     em.barrier()
     if op.attrs.get("prefetch_next") is not None:   # every warp is past the first dot
-        from .dot_loads import emit_next_tile
-        emit_next_tile(em, op.attrs["prefetch_next"].x, op.parent.parent)
+        from .dot_loads import emit_next_tiles
+        emit_next_tiles(em, op.attrs["prefetch_next"].x, op.parent.parent)
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
@@ -297,16 +297,25 @@ def _a_bytes(op, plan) -> int:
     return -(-plan.M * plan.K * plan.esize // 1024) * 1024
 
 
+def _b_bytes(plan) -> int:
+    return -(-plan.K * plan.N * plan.esize // 1024) * 1024
+
+
 def dot_bytes(op, plan) -> int:
     """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
-    registers or a staged tile) at a 1024-byte aligned size, then its B tile."""
+    registers or a staged tile) at a 1024-byte aligned size, then its B tile (two of them,
+    1024-byte aligned, when it is double-buffered: attrs["double_b"], passes/dot_loads.py)."""
+    if op.attrs.get("double_b"):
+        return _a_bytes(op, plan) + 2 * _b_bytes(plan)
     return _a_bytes(op, plan) + plan.K * plan.N * plan.esize
 
 
-def dot_tiles(em, op, plan):
+def dot_tiles(em, op, plan, iv=None):
     """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
     (or a late one). B is K-major for 4- and 1-byte inputs, and for 16-bit ones when the
-    dot-loads pass chose it (attrs["b_kmajor"])."""
+    dot-loads pass chose it (attrs["b_kmajor"]). A double-buffered B (attrs["double_b"]) is
+    the half of the loop iteration whose induction variable is the C expression `iv` (default:
+    the dot's own iteration)."""
     M, N, K, es = plan.M, plan.N, plan.K, plan.esize
     b_kmajor = es != 2 or bool(op.attrs.get("b_kmajor"))
     off = op.attrs.get("smem_offset")
@@ -322,6 +331,12 @@ def dot_tiles(em, op, plan):
     else:
         ta = Tile(M, K, es, base)
     tb_base = f"({base} + {a_bytes}u)"
+    if op.attrs.get("double_b"):
+        loop = op.parent.parent
+        lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
+        iv = iv or em.name(op.parent.args[0])
+        tb_base = (f"({base} + {a_bytes}u + (u32)((({iv}) - {lb}) / {step} & 1) * "
+                   f"{_b_bytes(plan)}u)")
     tb = Tile(N, K, es, tb_base) if b_kmajor else Tile(K, N, es, tb_base)
     return ta, tb, b_kmajor
 

@@ -14,10 +14,10 @@ contiguous dimension). Per chunk, at run time:
 The barrier first: the region was last read by an earlier dot (the two dots of attention share
 it, passes/smem.py).
 
-Prefetched pairs (passes/dot_loads.py, plan_prefetch): the first tile of the next iteration is
-issued by the body's last dot (emit_next_tile, the induction variable replaced by iv + step in
-the index math) and by `dot_tile_prefetch` before the loop; the second tile is issued where
-the first load stands.
+Prefetched pairs (passes/dot_loads.py, plan_prefetch): both tiles of the next iteration are
+issued by the body's last dot (emit_next_tiles, the induction variable replaced by iv + step in
+the index math; the second tile into the half of its double buffer that iteration's parity
+picks) and by `dot_tile_prefetch` before the loop.
 """
 from __future__ import annotations
 
@@ -30,36 +30,32 @@ from .emitter import handles
 
 @handles("dot_tile_load")
 def _tile_load(em, op):
-    how = op.attrs.get("prefetch")
-    if how == "early":                  # issued by the first load of the body (see below)
-        return
+    if op.attrs.get("prefetch") == "next":   # copied by the previous iteration (or the
+        return                               # prologue): see emit_next_tiles
     em.barrier()                        # the region's previous reader is done with it
-    if how == "next":                   # this tile was issued by the previous iteration (or
-        early = op.attrs["early"].x     # the prologue); the body's other tile goes now
-        emit_tile_copy(em, early)
-        em.emit("newt_cp_async_commit();")
-        return
     emit_tile_copy(em, op)
 
 
 @handles("dot_tile_prefetch")
 def _prefetch(em, op):
-    """Before the loop: the first iteration's tile (the loop may run zero times)."""
+    """Before the loop: the first iteration's tiles (the loop may run zero times)."""
     loop = op.attrs["loop"].x
     lb, ub, step = (em.name(v) for v in loop.operands[:3])
     em.barrier()
     with em.scope(f"if ({step} > 0 ? {lb} < {ub} : {lb} > {ub})"):
-        emit_tile_copy(em, op.attrs["load"].x, lb)
+        for load in op.attrs["loads"].x:
+            emit_tile_copy(em, load, lb)
     em.emit("newt_cp_async_commit();")
 
 
-def emit_next_tile(em, load, loop):
-    """In the body's last dot: the first tile of the next iteration, if there is one."""
+def emit_next_tiles(em, loads, loop):
+    """In the body's last dot: the tiles of the next iteration, if there is one."""
     iv = em.name(loop.regions[0].args[0])
     ub, step = em.name(loop.operands[1]), em.name(loop.operands[2])
     nxt = f"({iv} + {step})"
     with em.scope(f"if ({step} > 0 ? {nxt} < {ub} : {nxt} > {ub})"):
-        emit_tile_copy(em, load, nxt)
+        for load in loads:
+            emit_tile_copy(em, load, nxt)
     em.emit("newt_cp_async_commit();")
 
 
@@ -87,7 +83,7 @@ def _copy(em, op):
     dot = ref.dot
     plan = dot.attrs["dot_plan"]
     _helpers(em, ("newt_dot_prelude", PRELUDE))
-    ta, tb, b_kmajor = dot_tiles(em, dot, plan)
+    ta, tb, b_kmajor = dot_tiles(em, dot, plan, em.name(op.parent.args[0]))
     tile = ta if ref.role == "a" else tb
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None

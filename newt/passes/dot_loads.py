@@ -170,18 +170,23 @@ def _leaves_outside(v, body, iv, seen=None) -> bool:
 
 
 def plan_prefetch(fn):
-    """Two tile loads in a loop body feeding two dots in turn (attention's K then V): the
-    first tile of iteration i+1 is copied while the second dot of iteration i runs, and the
-    second tile of iteration i while the first dot runs:
+    """Two tile loads in a loop body feeding two dots in turn (attention's K then V): both
+    tiles of iteration i+1 are copied while the second dot of iteration i runs, the second
+    one into the other half of a double buffer (the second dot of iteration i still reads its
+    own half):
 
-        before the loop   dot_tile_prefetch: barrier; copy tile 1 for the first iteration
-        first load        barrier; copy tile 2 (this iteration); commit
-        first dot         wait_group 1 (tile 1 landed); barrier; mma
-        second dot        wait_group 0 (tile 2 landed); barrier; copy tile 1 for the next
-                          iteration (if any); commit; mma
+        before the loop   dot_tile_prefetch: barrier; copy both tiles of the first iteration;
+                          commit
+        loads             (nothing: copied by the previous iteration or the prologue)
+        first dot         wait_group 0 (both tiles landed); barrier; mma
+        second dot        barrier (every warp is past the first dot, and past the previous
+                          iteration's second dot, which read the other half); copy both tiles
+                          of the next iteration (if any); commit; mma on this iteration's half
 
-    attrs: load "prefetch" = "next" | "early"; dot "cp_wait" = 1 | 0; the second dot
-    "prefetch_next" = the first load; dot "live" = (first op, last op) of its region."""
+    Each tile has a whole iteration to arrive, and an iteration has two barriers.
+    attrs: loads "prefetch" = "next"; first dot "cp_wait" = 0; second dot "prefetch_next" = the
+    two loads, "double_b" (its B tile is two tiles, by iteration parity); dots "live" = the
+    prefetch op to the loop (their tiles are in use across the whole loop)."""
     for loop in [op for op in fn.walk() if op.opcode == "for"]:
         body = loop.regions[0]
         iv = body.args[0]
@@ -191,6 +196,8 @@ def plan_prefetch(fn):
         dots = [ld.attrs["tile"].dot for ld in loads]
         if dots[0] is dots[1] or any(d.parent is not body for d in dots):
             continue
+        if loads[1].attrs["tile"].role != "b":
+            continue
         idx = body.ops.index
         if not idx(loads[0]) < idx(dots[0]) < idx(loads[1]) < idx(dots[1]):
             continue
@@ -198,18 +205,18 @@ def plan_prefetch(fn):
             [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
         if not all(_leaves_outside(v, body, iv) for v in addr):
             continue
-        pre = Op("dot_tile_prefetch", [], [], {"load": _Ref(loads[0]), "loop": _Ref(loop)},
+        pre = Op("dot_tile_prefetch", [], [], {"loads": _Ref(loads), "loop": _Ref(loop)},
                  (), loop.loc)
         pre.parent = loop.parent
         loop.parent.ops.insert(loop.parent.ops.index(loop), pre)
-        loads[0].attrs["prefetch"] = "next"
-        loads[1].attrs["prefetch"] = "early"
-        loads[0].attrs["early"] = _Ref(loads[1])
-        dots[0].attrs["cp_wait"] = 1
-        dots[1].attrs["cp_wait"] = 0
-        dots[1].attrs["prefetch_next"] = _Ref(loads[0])
-        dots[0].attrs["live"] = _Ref((pre, loop))
-        dots[1].attrs["live"] = _Ref((loads[0], dots[1]))
+        for ld in loads:
+            ld.attrs["prefetch"] = "next"
+        dots[0].attrs["cp_wait"] = 0
+        dots[1].attrs["cp_wait"] = 0       # nothing is in flight by then: a no-op wait
+        dots[1].attrs["prefetch_next"] = _Ref(loads)
+        dots[1].attrs["double_b"] = True
+        for d in dots:
+            d.attrs["live"] = _Ref((pre, loop))
 
 
 class _Ref:
