@@ -83,7 +83,9 @@ def _copy(em, op):
     dot = ref.dot
     plan = dot.attrs["dot_plan"]
     _helpers(em, ("newt_dot_prelude", PRELUDE))
-    ta, tb, b_kmajor = dot_tiles(em, dot, plan, em.name(op.parent.args[0]))
+    # a double-buffered tile: the half of the iteration being copied (iv may be iv + step)
+    iv = em.name(op.parent.args[0]) if dot.attrs.get("double_b") else None
+    ta, tb, b_kmajor = dot_tiles(em, dot, plan, iv)
     tile = ta if ref.role == "a" else tb
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None
