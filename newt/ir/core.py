@@ -160,6 +160,15 @@ class Block:
             for r in op.regions:
                 yield from r.walk()
 
+    def uses(self) -> dict:
+        """value id -> the ops (in this block or nested in it) that read the value, in
+        program order. A snapshot: passes that rewrite operands rebuild it."""
+        out: dict[int, list] = {}
+        for op in self.walk():
+            for o in op.operands:
+                out.setdefault(o.id, []).append(op)
+        return out
+
 
 @dataclasses.dataclass
 class Param:
@@ -182,3 +191,6 @@ class Function:
 
     def walk(self):
         return self.body.walk()
+
+    def uses(self) -> dict:
+        return self.body.uses()

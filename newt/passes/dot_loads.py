@@ -99,16 +99,8 @@ def _zero(v) -> bool:
     return isinstance(op, Op) and op.opcode == "constant" and op.attrs["value"] == 0
 
 
-def _users(fn):
-    uses: dict[int, list] = {}
-    for op in fn.walk():
-        for o in op.operands:
-            uses.setdefault(o.id, []).append(op)
-    return uses
-
-
 def plan_tile_loads(fn, options):
-    uses = _users(fn)
+    uses = fn.uses()
     for dot in list(fn.walk()):
         if dot.opcode != "dot" or dot.attrs.get("ring") is not None:
             continue

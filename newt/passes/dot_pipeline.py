@@ -54,15 +54,6 @@ class RingPlan:
         return f"ring(S={self.stages}, D={self.defer})"
 
 
-def _users(block):
-    """value id -> list of ops (anywhere under `block`) that read it."""
-    uses: dict[int, list] = {}
-    for op in block.walk():
-        for o in op.operands:
-            uses.setdefault(o.id, []).append(op)
-    return uses
-
-
 def _new_op(block, index, opcode, operands, rtype, attrs=None, loc=None):
     op = Op(opcode, operands, [rtype], attrs or {}, (), loc)
     op.parent = block
@@ -145,7 +136,7 @@ def _zero_other(v) -> bool:
 
 def _mark_ring(loop, options):
     body = loop.regions[0]
-    uses = _users(body)
+    uses = body.uses()
     yld = body.ops[-1]
     first = True
     for op in list(body.ops):

@@ -367,10 +367,7 @@ def _keep_acc_between_loops(fn):
     """A loop's accumulator that only feeds another loop (causal attention's two key loops)
     leaves the fragment layout through dot_acc_out and comes back through convert_layout:
     both go, the next loop starts from the fragment itself."""
-    uses: dict[int, list] = {}
-    for op in fn.walk():
-        for o in op.operands:
-            uses.setdefault(o.id, []).append(op)
+    uses = fn.uses()
     for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
         x = out.operands[0]
         lay = x.attrs.get("layout")
@@ -391,10 +388,7 @@ def _scale_in_fragment(fn):
     after the op. Otherwise the row vector goes through shared memory, is broadcast to every
     element of the group-cyclic tile, and the tile, its divisor and the quotient are all alive
     at once (64 + 64 + 64 registers at a 64 x 128 tile on 4 warps: the whole kernel's peak)."""
-    uses: dict[int, list] = {}
-    for op in fn.walk():
-        for o in op.operands:
-            uses.setdefault(o.id, []).append(op)
+    uses = fn.uses()
     for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
         x = out.operands[0]
         lay = x.attrs.get("layout")
