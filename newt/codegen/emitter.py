@@ -194,8 +194,13 @@ class Emitter:
                     self.alias(r, o)
                     return
             n = self.declare(r)
+            k = uniform_run(r)
             with self.slots(self.nslots(r)) as s:
-                self.emit(f"{n}[{s}] = {expr_fn(s)};")
+                # a value the runs pass knows constant over each slot group (`cols < N` with
+                # N divisible by 16) is computed at the group's first slot: NVRTC cannot prove
+                # the group's vec compares equal, and a per-element mask costs 16 compares
+                # plus predicate spills into a bit-packed register where the group needs one
+                self.emit(f"{n}[{s}] = {expr_fn(f'({s}) - ({s}) % {k}' if k > 1 else s)};")
         else:
             self.declare(r, expr_fn(None))
 
@@ -234,3 +239,15 @@ class Emitter:
         """A typed pointer into the op's scratch region of the arena."""
         off = op.attrs["smem"] + offset_bytes
         return f"(({ctype}*)(nt_smem + {off}))"
+
+
+def uniform_run(v: Value) -> int:
+    """The number of consecutive slots of block `v` that hold one value by construction: the
+    layout's vec when the runs pass (passes/runs.py) marks `v` constant over aligned runs of
+    at least vec elements and the layout is the group-cyclic one, whose slot groups are
+    aligned runs of vec consecutive elements; 1 otherwise."""
+    from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
+    lay = v.attrs.get("layout")
+    if not isinstance(lay, CyclicLayout) or lay.vec < 2:
+        return 1
+    return lay.vec if v.attrs.get("const", 1) >= lay.vec else 1
