@@ -115,6 +115,9 @@ NT_INLINE void nt_st4(void* p, u32 a, u32 b, u32 c, u32 d) {
   u32* q = (u32*)p; q[0] = a; q[1] = b; q[2] = c; q[3] = d; }
 NT_INLINE void nt_st2(void* p, u32 a, u32 b) { u32* q = (u32*)p; q[0] = a; q[1] = b; }
 NT_INLINE void nt_st1(void* p, u32 a) { *(u32*)p = a; }
+NT_INLINE void nt_st4p(void* p, bool m, u32 a, u32 b, u32 c, u32 d) { if (m) nt_st4(p, a, b, c, d); }
+NT_INLINE void nt_st2p(void* p, bool m, u32 a, u32 b) { if (m) nt_st2(p, a, b); }
+NT_INLINE void nt_st1p(void* p, bool m, u32 a) { if (m) nt_st1(p, a); }
 NT_INLINE u16 nt_ldp8(const void* p, bool m, u16 o) { return m ? *(const u8*)p : o; }
 NT_INLINE u16 nt_ldp16(const void* p, bool m, u16 o) { return m ? *(const u16*)p : o; }
 NT_INLINE u32 nt_ldp32(const void* p, bool m, u32 o) { return m ? *(const u32*)p : o; }

@@ -46,6 +46,17 @@ NT_INLINE void nt_st2(void* p, u32 a, u32 b) {
   asm volatile("st.global.v2.b32 [%0], {%1, %2};" :: "l"(p), "r"(a), "r"(b) : "memory"); }
 NT_INLINE void nt_st1(void* p, u32 a) {
   asm volatile("st.global.b32 [%0], %1;" :: "l"(p), "r"(a) : "memory"); }
+// the same under one mask bit, predicated as Triton's stores are: a branch around the store
+// lets the compiler sink the value's packing into it and split the block at every group
+NT_INLINE void nt_st4p(void* p, bool m, u32 a, u32 b, u32 c, u32 d) {
+  asm volatile("{ .reg .pred q; setp.ne.b32 q, %1, 0; @q st.global.v4.b32 [%0], {%2, %3, %4, %5}; }"
+               :: "l"(p), "r"((u32)m), "r"(a), "r"(b), "r"(c), "r"(d) : "memory"); }
+NT_INLINE void nt_st2p(void* p, bool m, u32 a, u32 b) {
+  asm volatile("{ .reg .pred q; setp.ne.b32 q, %1, 0; @q st.global.v2.b32 [%0], {%2, %3}; }"
+               :: "l"(p), "r"((u32)m), "r"(a), "r"(b) : "memory"); }
+NT_INLINE void nt_st1p(void* p, bool m, u32 a) {
+  asm volatile("{ .reg .pred q; setp.ne.b32 q, %1, 0; @q st.global.b32 [%0], %2; }"
+               :: "l"(p), "r"((u32)m), "r"(a) : "memory"); }
 
 // predicated scalar accesses (the fallback path): no branches, masked-off lanes touch nothing
 #define NT_LDP(name, ty, reg, bits)                                                          \

@@ -213,11 +213,12 @@ def _static_group(ptr, mask, vec, width, size) -> bool:
     return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
 
 
-def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None):
+def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None, vector_if=None):
     """Emit a block access: per group of `vec` slots, `vector(first, p0)` when the group's
     test passes, else `scalar(first, j, pointer, condition)` for each of its slots (predicated).
     A group known statically to pass but for its (one) mask bit runs `vector` under that bit
-    and `masked_off(first)` (a load's `other`) without it.
+    and `masked_off(first)` (a load's `other`) without it, or, given `vector_if`, makes it
+    `vector_if(first, p0, bit)`: one access predicated on the bit (a store).
 
     Each group decides for itself, so a group's pointer and mask test are computed once, used
     by the path it takes and dead afterwards (one test over all groups kept every group's
@@ -248,6 +249,9 @@ def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None):
         if static:
             if mask is None:
                 vector(first, p0)
+                return
+            if vector_if is not None:
+                vector_if(first, p0, operand_at(em, mask, first, lay))
                 return
             with em.scope(f"if ({operand_at(em, mask, first, lay)})"):
                 vector(first, p0)
@@ -384,8 +388,11 @@ def _store(em, op):
     ut = _utype(b)
     raw = em.fresh("raw")                  # storage bits, converted once for both paths
     em.emit(f"{ut} {raw}[{lay.nslots}];")
+    src = _narrowed_from(val, lay)
     with em.slots(lay.nslots) as s:
-        em.emit(f"{raw}[{s}] = ({ut})({to_bits(dt, operand_at(em, val, s, lay))});")
+        bits = (to_bits(dt, operand_at(em, src, s, lay)) if src is not None
+                else to_bits(dt, operand_at(em, val, s, lay)))
+        em.emit(f"{raw}[{s}] = ({ut})({bits});")
 
     def scalar(first, j, p, c):
         em.emit(f"nt_stp{b}({p}, {c}, {raw}[{_slot(first, j)}]);")
@@ -396,13 +403,30 @@ def _store(em, op):
     vec, width, per = plan
     size = max(1, dt.bits // 8)
 
-    def vector(first, p0):
+    def vector(first, p0, cond=None):
         for a in range(per):
             elems = [f"{raw}[{_slot(first, a * (width // size) + e)}]"
                      for e in range(width // size)]
-            em.emit(_pack_store(p0, a * width, width, size, elems))
+            em.emit(_pack_store(p0, a * width, width, size, elems, cond))
 
-    _access(em, lay, ptr, mask, plan, vector, scalar)
+    _access(em, lay, ptr, mask, plan, vector, scalar,
+            vector_if=vector if width >= 4 else None)
+
+
+def _narrowed_from(val, lay):
+    """The fp32 block that `val` is a round-to-nearest cast of, when `val` is an fp16/bf16 block
+    in the same layout: the store converts that block to storage bits directly. Rounding to
+    16 bits is idempotent, so cvt(fp32 -> fp16) of the rounded value is the same bits, but
+    going through the register form (round, widen, round again: inline PTX the compiler
+    cannot fold) costs three conversions per element where one is enough."""
+    op = val.owner
+    if (getattr(op, "opcode", None) != "cast" or op.attrs.get("bitcast")
+            or val.dtype.name not in ("float16", "bfloat16")):
+        return None
+    x = op.operands[0]
+    if x.dtype.name != "float32" or not is_block(x.type) or x.attrs.get("layout") != lay:
+        return None
+    return x
 
 
 def _asm_load(em, p0, off, width) -> list[str]:
@@ -420,7 +444,7 @@ def _asm_load(em, p0, off, width) -> list[str]:
     return ws
 
 
-def _pack_store(p0, off, width, size, elems):
+def _pack_store(p0, off, width, size, elems, cond=None):
     addr = f"(char*)({p0}) + {off}"
     if size == 8:
         words = []
@@ -439,4 +463,6 @@ def _pack_store(p0, off, width, size, elems):
         vt = _VEC_TYPE[width]
         return f"*({vt}*)({addr}) = ({vt})({words[0]});"
     ins = ", ".join(f"(u32)({w})" for w in words)
+    if cond is not None:                  # predicated on one mask bit (header.py: nt_st4p)
+        return f"nt_st{width // 4}p({addr}, {cond}, {ins});"
     return f"nt_st{width // 4}({addr}, {ins});"
