@@ -54,11 +54,12 @@ TRITON_DIFFERENCES = """\
   launches nothing, which hides size bugs: skip the launch when there is no work); negative
   dims are an error too ([newt/jit.py](../newt/jit.py),
   [newt/interpreter/launch.py](../newt/interpreter/launch.py)).
-- **fp32 `/` and `nl.sqrt` are correctly rounded (IEEE)**: NVRTC's default `div.rn.f32` and
-  `sqrt.rn.f32`, where Triton emits the faster approximations `div.full.f32` (about 2 ulp) and
-  `sqrt.approx.f32`. Results can differ from Triton's in the last bits, and a division-heavy
-  kernel does a little more work than Triton's; `nl.div_rn` and `nl.sqrt_rn` are accepted and
-  give the same IEEE results.
+- **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)
+  and `sqrt.approx.ftz.f32` (denormal inputs give 0), the instructions Triton emits, so results
+  match Triton's; `nl.div_rn` and `nl.sqrt_rn` are correctly rounded. fp16/bf16 `/` and
+  `nl.sqrt` are correctly rounded (IEEE in fp32, then rounded), fp64 ones IEEE. The interpreter
+  computes every one of them correctly rounded
+  ([newt/codegen/elementwise.py](../newt/codegen/elementwise.py)).
 - **`None` passed to any parameter is the constexpr `None`** (as in Triton), so
   `if bias_ptr is not None:` is decided at compile time, in the interpreter and on the GPU.
 - **`cache_modifier`, `eviction_policy` and `volatile`** are checked (an unknown value is an

@@ -107,6 +107,8 @@ NT_INLINE u16 nt_f2b(float f) {
   return (u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }
 NT_INLINE float nt_exp2(float x) { float y = exp2f(x); return fabsf(y) < 1.17549435e-38f ? 0.f : y; }
 NT_INLINE float nt_ex2_full(float x) { return exp2f(x); }
+NT_INLINE float nt_fdiv(float a, float b) { return a / b; }
+NT_INLINE float nt_sqrt(float x) { return fabsf(x) < 1.17549435e-38f ? 0.f * x : sqrtf(x); }
 NT_INLINE void nt_ld4(const void* p, u32& a, u32& b, u32& c, u32& d) {
   const u32* q = (const u32*)p; a = q[0]; b = q[1]; c = q[2]; d = q[3]; }
 NT_INLINE void nt_ld2(const void* p, u32& a, u32& b) { const u32* q = (const u32*)p; a = q[0]; b = q[1]; }

@@ -169,9 +169,14 @@ def expr_of(em, op, operand_exprs):
     c, r = op.opcode, op.results[0]
     wide = r.attrs.get("wide", False)
     if c == "binary":
-        return binary_expr(op.attrs["op"], op.operands[0].dtype, *operand_exprs,
+        k, dt = op.attrs["op"], op.operands[0].dtype
+        if k == "div" and dt.name == "float32" and op.attrs.get("rounding") != "rn":
+            return f"nt_fdiv({operand_exprs[0]}, {operand_exprs[1]})"   # Triton's div.full
+        return binary_expr(k, dt, *operand_exprs,
                            wide=wide or any(o.attrs.get("wide") for o in op.operands))
     if c == "unary":
+        if op.attrs["op"] == "sqrt" and r.dtype.name == "float32":
+            return f"nt_sqrt({operand_exprs[0]})"                       # Triton's sqrt.approx
         return unary_expr(op.attrs["op"], r.dtype, operand_exprs[0], wide)
     if c == "cast":
         x = op.operands[0]

@@ -32,6 +32,12 @@ NT_INLINE u16 nt_f2b(float f) { u16 h; asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) :
 // (the form without .ftz adds a range fix-up around it, on the softmax's critical path)
 NT_INLINE float nt_exp2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 NT_INLINE float nt_ex2_full(float x) { float y; asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// fp32 `/` and nl.sqrt as Triton computes them: div.full.f32 (x * rcp(y) with range scaling,
+// <= 2 ulp; ptxas shares one MUFU.RCP among divisions by one value) and sqrt.approx.ftz.f32
+// (one MUFU.SQRT). The IEEE forms (nl.div_rn, nl.sqrt_rn) add Newton steps and a slow-path
+// call to every division and square root.
+NT_INLINE float nt_fdiv(float a, float b) { float y; asm("div.full.f32 %0, %1, %2;" : "=f"(y) : "f"(a), "f"(b)); return y; }
+NT_INLINE float nt_sqrt(float x) { float y; asm("sqrt.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
 
 // vector global accesses as inline PTX: the compiler can neither split nor merge them
 NT_INLINE void nt_ld4(const void* p, u32& a, u32& b, u32& c, u32& d) {

@@ -396,5 +396,7 @@ def div_rn(b, x, y) -> Tensor:
     x, y, ct = promote(b, x, y, div_or_mod=True, what="div_rn")
     if not ct.is_floating():
         x, y = cast(b, x, D.float32), cast(b, y, D.float32)
-    return Tensor(b.binary("div", x.v, y.v), b)
+    r = b.binary("div", x.v, y.v)
+    r.owner.attrs["rounding"] = "rn"      # IEEE, where fp32 `/` is Triton's div.full
+    return Tensor(r, b)
 
