@@ -46,6 +46,8 @@ class CompiledKernel:
     n_spills: int = 0         # spill stores + spill loads reported by ptxas
     local_bytes: int = 0      # stack frame bytes reported by ptxas
     log: str = ""             # NVRTC/ptxas log
+    tma_maps: list = dataclasses.field(default_factory=list)   # recipes of the extra TMA map
+    #                           parameters (passes/dot_tma.py), built by the launcher per call
 
 
 # ----------------------------------------------------------------------------- the stages
@@ -99,7 +101,8 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         name=name, source=source, ptx=res.ptx, cubin=res.cubin, ir=ir_text, params=params,
         options=options, num_threads=options.num_threads,
         shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
-        n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log)
+        n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log,
+        tma_maps=list(ir_fn.attrs.get("tma_maps", ())))
 
 
 class _at_kernel:

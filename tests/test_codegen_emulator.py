@@ -181,7 +181,9 @@ def build(jitfn, signature, constexprs, spec, num_warps):
     assert source.startswith(HEADER)
     params = [p for p in fn.params if p.name not in fn.attrs["equal_to_1"]]
     body = source[len(HEADER):]
-    unpack = ", ".join(f"*({reg_type(p.dtype)}*)args[{i}]" for i, p in enumerate(params))
+    maps = list(fn.attrs.get("tma_maps", ()))
+    unpack = ", ".join([f"*({reg_type(p.dtype)}*)args[{i}]" for i, p in enumerate(params)]
+                       + [f"*(newt_tmap*)args[{len(params) + k}]" for k in range(len(maps))])
     T = opts.num_threads
     launcher = f"""
 static void** nt_args;
@@ -220,6 +222,7 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
         if r.returncode != 0:
             raise RuntimeError(f"emulation build failed:\n{r.stderr[:4000]}\n--- source: {src}")
         _LIBS[key] = ctypes.CDLL(lib)
+    build.last_maps = maps    # the TMA map recipes of the last build (emulate() encodes them)
     return _LIBS[key], params
 
 
@@ -239,8 +242,18 @@ def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
             holders.append(ctypes.c_void_p(v.data_ptr()))
         else:
             holders.append(_CTYPES[sig[p.name]](v))
-    argv = (ctypes.c_void_p * max(1, len(holders)))(
-        *[ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders])
+    ptrs = [ctypes.cast(ctypes.pointer(h), ctypes.c_void_p).value for h in holders]
+    if build.last_maps:
+        # TMA maps as the launcher builds them (runtime/tensormap.py), with the model encoder of
+        # tests/test_dot_tma.py standing in for the driver
+        from test_dot_tma import model_encode
+
+        from newt.runtime.tensormap import TensorMaps, recipe_builder
+        vals = [h.value for h in holders]
+        slot_of = {p.index: i for i, p in enumerate(params)}
+        maps = recipe_builder(build.last_maps, slot_of, TensorMaps(model_encode))
+        ptrs += maps(vals)     # (`maps` keeps the encoded maps alive through the launch)
+    argv = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
     if lib.nt_launch(argv, *grid):
         raise AssertionError(f"device assert failed in {jitfn.__name__}")
 

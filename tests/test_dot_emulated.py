@@ -255,6 +255,15 @@ static void nt_emu_fail(const char* why) {
 """
 
 
+EMU_TMA_KERNEL = r"""
+#include <sched.h>
+#include <time.h>
+#include <vector>
+#define __grid_constant__
+static void __syncwarp() { pthread_barrier_wait(&nt_warps[threadIdx.x / 32].bar); }
+"""
+
+
 def wgmma_models(src: str) -> tuple[str, str]:
     """(src without its wgmma device functions (dot_ptx.wgmma_instr's output, any name),
     definitions of the same functions calling the model)."""
@@ -304,16 +313,21 @@ def emulated_source(src: str) -> str:
     """Generated CUDA C++ (header already swapped by the emulator's build) with the dot helpers
     replaced by their models."""
     from newt.codegen import dot_ptx, dot_ring
+    from newt.codegen.tma import TMA_HELPERS
     drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC,
             dot_ring._CP4] + [dot_ptx.mma_sync_instr(k) for k in ("f16", "bf16", "tf32", "s8")]
-    for text in drop:
+    tma = TMA_HELPERS in src
+    for text in drop + [TMA_HELPERS]:
         src = src.replace(text, "")
     src, wg = wgmma_models(src)
     src = _st_shared_models(src)
     head, body = src.split("extern \"C\"", 1)
     body = body.replace("nt_dot_smem", "nt_smem")
+    if tma:   # mbarriers and TMA boxes: the models of tests/test_dot_tma.py
+        from test_dot_tma import EMU_TMA
+        head += EMU_TMA_KERNEL
     return (head + EMU_FAIL + EMU_DOT + EMU_WGMMA + dot_ptx.WGMMA_DESC + wg
-            + "extern \"C\"" + body)
+            + (EMU_TMA if tma else "") + "extern \"C\"" + body)
 
 
 _STAGES = [3]
@@ -452,3 +466,20 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
     ref = a.double() @ b.double() + c.double()
     err = float((out.double() - ref).norm() / ref.norm())
     assert err < (2e-3 if dt != torch.bfloat16 else 8e-3), err
+
+
+@pytest.mark.parametrize("dt,M,N,K,cfg,act", [
+    # wrapped rows and columns (M, N past the last tile), K tail, activation epilogue
+    (torch.float16, 130, 160, 336, (128, 128, 64, 8, 4), "leaky_relu"),
+    # one warpgroup, 64-byte A rows (a 64-byte swizzled box), 3 stages (D = 1)
+    (torch.bfloat16, 100, 96, 272, (64, 64, 32, 4, 3), ""),
+    # 2 stages: D = 0, each tile consumed in the iteration that issued it
+    (torch.float16, 70, 80, 48, (64, 64, 16, 4, 2), ""),
+    # 5 stages (D = 3), B two 128-byte panels (two boxes per B tile)
+    (torch.bfloat16, 64, 128, 400, (64, 128, 64, 4, 5), ""),
+], ids=["f16-wrap-w8-s4", "bf16-s3", "f16-s2", "bf16-s5"])
+def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
+    """Operand rows 16-byte aligned: the ring's tiles arrive as TMA boxes on mbarriers
+    (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""
+    _run_tutorial(emu90, dt, M, N, K, cfg, act)
+    assert len(emu90.build.last_maps) == 2, "the ring did not take TMA"

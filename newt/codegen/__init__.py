@@ -49,6 +49,9 @@ def generate(fn, options) -> tuple[str, str]:
         if p.value is not None and p.name in eq1:
             em.emit(f"const {em.ctype(p.value)} {em.name(p.value)} = 1;")
     em.block(fn.body)
+    # TMA tensor maps (passes/dot_tma.py): 128-byte parameters after the user's, in recipe order
+    params += [f"const __grid_constant__ newt_tmap nt_tmap{k}"
+               for k in range(len(fn.attrs.get("tma_maps", ())))]
     T = options.num_threads
     name = fn.name
     mb = fn.attrs.get("min_blocks", 1)

@@ -31,6 +31,7 @@ from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
+from .dot_tma import emit_consumer, emit_producer
 from .emitter import handles
 
 try:   # the memory codegen's mask analysis: one test per group where masks are affine
@@ -248,6 +249,13 @@ def _ring_load(em, op):
     ring = op.attrs["ring"]
     st = ring.state
     _helpers(em, ("newt_dot_prelude", PRELUDE))
+    if ring.tma is not None:   # boxes by TMA: the first load issues the whole stage
+        if op.attrs.get("ring_first"):
+            iv, lb, _, step = _loop_names(em, op)
+            st["it"] = it = em.fresh("ring_it")
+            em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
+            emit_producer(em, op, ring, it, lambda line: _before_loop(em, op, line))
+        return
     if "base" not in st:
         st["base"] = _region(em, ring.stages * ring.stage_bytes)
     iv, lb, _, step = _loop_names(em, op)
@@ -387,12 +395,15 @@ def emit_ring_dot(em, op, use_wg):
     it = ring.state["it"]
     iv, _, ub, step = _loop_names(em, op)
     D = ring.defer
+    last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
+    if ring.tma is not None:
+        assert use_wg, "TMA rings are planned for wgmma only"
+        return emit_consumer(em, ring, lambda c, wait: _consume(em, op, ring, c, wait), it, last)
     assert ring.early == use_wg, "the pass and codegen disagree on the dot engine"
     em.emit("newt_cp_async_commit();")
     if D > 0 and not ring.early:
         with em.scope(f"if ({it} >= {D})"):
             _consume(em, op, ring, f"{it} - {D}", ring.wait_after)
-    last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
     with em.scope(f"if ({last})"):
         em.emit("newt_cp_async_wait<0>();")
         em.emit("newt_fence_proxy_async();")

@@ -48,10 +48,13 @@ class RingPlan:
     a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
     stage_bytes: int
     early: bool = False    # consume at the iteration's first ring load, before its copies
+    tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
+    tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
     state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
 
     def __str__(self):
-        return f"ring(S={self.stages}, D={self.defer})"
+        how = ", tma" if self.tma else (f", cp.async: {self.tma_why}" if self.tma_why else "")
+        return f"ring(S={self.stages}, D={self.defer}{how})"
 
 
 def _new_op(block, index, opcode, operands, rtype, attrs=None, loc=None):
@@ -219,7 +222,28 @@ def pipeline_dots(fn, options):
         _reduce_pointers(loop)
         _mark_ring(loop, options)
         _acc_out(loop, options)
+        _plan_tma(fn, loop)
     return fn
+
+
+def _plan_tma(fn, loop):
+    """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take the TMA
+    schedule: D = S-2, consumption at the dot, mbarriers instead of CTA barriers."""
+    from .dot_tma import plan_tma
+    body = loop.regions[0]
+    yld = body.ops[-1]
+    for dot in [o for o in body.ops if o.opcode == "dot" and o.attrs.get("ring")]:
+        ring = dot.attrs["ring"]
+        if not ring.early:
+            continue
+        loads = sorted([o for o in body.ops if o.attrs.get("ring") is ring and o is not dot],
+                       key=lambda o: o.attrs["ring_role"])
+        j = yld.operands.index(dot.result)
+        outs = [op for op in loop.parent.ops if op.opcode == "dot_acc_out"
+                and op.operands[0] is loop.results[j]]
+        if plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None):
+            ring.defer, ring.early, ring.wait_after = max(0, ring.stages - 2), False, 1
+
 
 
 def install():

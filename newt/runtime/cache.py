@@ -46,7 +46,8 @@ class KernelBinary:
                     shared_bytes=ck.shared_bytes, n_regs=ck.n_regs, n_spills=ck.n_spills,
                     local_bytes=ck.local_bytes, arch=getattr(opts, "arch", ""),
                     num_warps=getattr(opts, "num_warps", ck.num_threads // 32),
-                    num_stages=getattr(opts, "num_stages", 0))
+                    num_stages=getattr(opts, "num_stages", 0),
+                    tma_maps=list(getattr(ck, "tma_maps", ()) or ()))
         return cls(meta, bytes(ck.cubin))
 
     @property

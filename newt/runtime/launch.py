@@ -57,6 +57,19 @@ def _prepared_launch(cu_launch, config_addr, func, params_addr):
     return raw, (arg(config_addr), arg(func), arg(params_addr))
 
 
+def _packing_maps(pack_into, params, first: int, recipes, slot_of):
+    """pack_into that also points params[first + k] at the tensor map of recipe k, built
+    (or found in the cache) from the packed values."""
+    from .tensormap import recipe_builder
+    build = recipe_builder(recipes, slot_of)
+    n = len(recipes)
+
+    def pack(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals):
+        pack_into(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals)
+        params[first:first + n] = build(vals)
+    return pack
+
+
 class Launcher:
     """One compiled specialization loaded on one device, ready to launch."""
 
@@ -102,8 +115,14 @@ class Launcher:
         # One trailing NULL: the driver reads only as many slots as the kernel has; the NULL lets
         # a recording stand-in driver (tests) find the end.
         addrs = [base + 8 * slot_of[p["index"]] for p in meta["params"]]
-        self.params = (ctypes.c_void_p * (len(addrs) + 1))(*addrs, None)
+        # TMA tensor maps (passes/dot_tma.py) follow the user's parameters: their slots point at
+        # maps encoded from this call's arguments, so packing also refreshes them
+        recipes = meta.get("tma_maps") or ()
+        self.params = (ctypes.c_void_p * (len(addrs) + len(recipes) + 1))(
+            *addrs, *([None] * len(recipes)), None)
         self.params_addr = ctypes.addressof(self.params)
+        self.pack = self.pack if not recipes else _packing_maps(
+            self.pack, self.params, len(addrs), recipes, slot_of)
         self.cu_launch = driver.lib().cuLaunchKernelEx
         self.go, self.go_args = _prepared_launch(self.cu_launch, self.config_addr, self.func,
                                                  self.params_addr)

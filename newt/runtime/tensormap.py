@@ -88,6 +88,50 @@ class TensorMaps:
         return len(self._maps)
 
 
+def _source(src, vals):
+    """A recipe's launch-time value: ("const", v) or ("param", slot, name) read from vals."""
+    return src[1] if src[0] == "const" else vals[src[1]]
+
+
+def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
+    """For a kernel's TMA recipes (passes/dot_tma.py, fn.attrs["tma_maps"]), a function of the
+    launch's packed values (in runtime-parameter order) returning the host address of each
+    recipe's map. `slot_of` maps a Python parameter index to its position in those values.
+    A launch with the same tensors and sizes as an earlier one costs a few dict lookups."""
+    plans = []
+    for r in recipes:
+        box = TmaBox(r["box_inner"], r["box_outer"], r["esize"], r["swizzle"])
+        loc = [list(x) for x in (r["rows"], r["cols"], r["row_stride"])]
+        for x in loc:
+            if x[0] == "param":
+                x[1] = slot_of[x[1]]
+        plans.append((slot_of[r["ptr"]], r["kind"], *[tuple(x) for x in loc], box,
+                      r.get("ptr_name", "?")))
+    addrs: dict = {}
+
+    def build(vals):
+        m = maps if maps is not None else default_maps()
+        out = []
+        for slot, kind, rows, cols, stride, box, name in plans:
+            key = (vals[slot], _source(rows, vals), _source(cols, vals), _source(stride, vals),
+                   box)
+            a = addrs.get(key)
+            if a is None:
+                if len(addrs) > 4 * m.capacity:
+                    addrs.clear()
+                ptr, R, C, st, _ = key
+                try:
+                    # an empty extent reads nothing (no iteration runs): any valid map will do
+                    mp = m.matrix(ptr, kind, max(1, R), max(1, C), st, box)
+                except ValueError as e:
+                    from ..errors import LaunchError
+                    raise LaunchError(f"argument '{name}': {e}") from None
+                a = addrs[key] = (map_address(mp), mp)
+            out.append(a[0])
+        return out
+    return build
+
+
 def map_address(m) -> int:
     """Host address of a map's 128 bytes (what a kernel parameter pointer points at)."""
     return ctypes.addressof(m)
