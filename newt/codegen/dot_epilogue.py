@@ -118,6 +118,52 @@ def _dot_store(em, op):
 
 
 _VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
+# 16-bit floats held in fp32 registers: (to bits, from bits)
+_HALF = {"float16": ("nt_f2h", "nt_h2f"), "bfloat16": ("nt_f2b", "nt_b2f")}
+
+
+def _acc_out_16(em, op, src, dst, base, buf, n, half):
+    """dot_acc_out of a 16-bit float value: each thread's column pairs go to shared memory as
+    one 32-bit word (the fragment holds columns 2j, 2j+1 in slots 2j, 2j+1: checked on the
+    layout's Python model), and come back 8 elements per 16-byte read. Rows padded by 8
+    elements (16 bytes): the fragment's 8 rows x 4 column pairs per warp hit 32 banks."""
+    to, frm = half
+    N = src.N
+    pitch = N + 8
+    T = em.T
+    assert all(src.py_flat(t, 2 * p + 1) == src.py_flat(t, 2 * p) + 1
+               and src.py_flat(t, 2 * p) % 2 == 0
+               for t in range(T) for p in range(src.nslots // 2)), "fragment pairs"
+    em.emit(f"u16* {buf} = (u16*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    em.barrier()
+    with em.slots(src.nslots // 2, "p") as p:
+        row, col = src.row_col("tid", f"2 * {p}")
+        em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = (u32){to}({n}[2 * {p}]) | "
+                f"((u32){to}({n}[2 * {p} + 1]) << 16);")
+    em.barrier()
+    r = op.result
+    rn = em.declare(r)
+    vec = getattr(dst, "vec", 1)
+    if (isinstance(dst, CyclicLayout) and vec % 8 == 0 and N % vec == 0
+            and not dst.valid("tid", "0") and dst.nslots % vec == 0):
+        with em.slots(dst.nslots // vec, "g"):
+            em.emit(f"const int fl = {dst.flat('tid', f'g * {vec}')}, "
+                    f"rr = fl / {N}, cc = fl % {N};")
+            for q in range(vec // 8):
+                t = em.fresh("q")
+                em.emit(f"const uint4 {t} = *(const uint4*)&{buf}[rr * {pitch} + cc + {8 * q}];")
+                for e, f in enumerate("xyzw"):
+                    k = 8 * q + 2 * e
+                    em.emit(f"{rn}[g * {vec} + {k}] = {frm}((u16)({t}.{f} & 0xffffu));")
+                    em.emit(f"{rn}[g * {vec} + {k + 1}] = {frm}((u16)({t}.{f} >> 16));")
+    else:
+        with em.slots(dst.nslots) as s:
+            v = dst.valid("tid", s)
+            fl = dst.flat("tid", s)
+            rd = f"{frm}({buf}[(({fl}) / {N}) * {pitch} + ({fl}) % {N}])"
+            em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : 0.f' if v else rd};")
+    em.barrier()
+    claim_stores(op)
 
 
 @handles("dot_acc_out")
@@ -147,9 +193,12 @@ def _acc_out(em, op):
         base = _region(em, nbytes)
     ct = em.ctype(x)
     buf = em.fresh("accx")
+    n = em.name(x)
+    half = _HALF.get(x.dtype.name) if ct == "float" else None
+    if half is not None:   # a 16-bit value (passes/dot_rows.py, step 8): staged as its bits
+        return _acc_out_16(em, op, src, dst, base, buf, n, half)
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
-    n = em.name(x)
     with em.slots(src.nslots) as s:
         row, col = src.row_col("tid", s)
         em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n}[{s}];")

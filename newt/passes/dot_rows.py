@@ -430,6 +430,34 @@ def _scale_in_fragment(fn):
         out.result.name = u.result.name
 
 
+def _cast_in_fragment(fn):
+    """8. The epilogue's cast of the accumulator to a 16-bit float (the tutorial's
+    `accumulator.to(fp16)`) happens in the fragment, before the accumulator leaves it: the
+    move through shared memory (dot_acc_out) then carries 2 bytes per element instead of 4,
+    as in the standalone kernels and Triton's epilogue."""
+    uses = fn.uses()
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        x = out.operands[0]
+        lay = x.attrs.get("layout")
+        us = uses.get(out.result.id, [])
+        if not isinstance(lay, AccLayout) or len(us) != 1:
+            continue
+        u = us[0]
+        if u.opcode != "cast" or u.parent is not out.parent or u.attrs.get("bitcast") \
+                or u.result.dtype.name not in ("float16", "bfloat16"):
+            continue
+        block = out.parent
+        u.operands = [x]
+        u.result.attrs["layout"] = lay
+        block.ops.remove(out)
+        block.ops.insert(block.ops.index(u) + 1, out)
+        for w in uses.get(u.result.id, []):
+            w.operands = [out.result if o is u.result else o for o in w.operands]
+        out.operands = [u.result]
+        out.result.type = u.result.type
+        out.result.name = u.result.name
+
+
 def _in_loop(op):
     b = op.parent
     while b is not None and isinstance(b.parent, Op):
@@ -468,6 +496,7 @@ def fuse_dot_rows(fn, options):
     _keep_acc_between_loops(fn)
     _fuse_rows(fn, T)
     _scale_in_fragment(fn)
+    _cast_in_fragment(fn)
     _plan_operands(fn, T)
     plan_tile_loads(fn, options)
     plan_prefetch(fn)
