@@ -229,7 +229,14 @@ static void nt_wgmma(float* d, newt_u64 da, newt_u64 db, int scale_d, int kind, 
 }
 static void newt_wgmma_fence() {}
 static void newt_wgmma_commit() { nt_wg.groups.push_back(nt_wg.open); nt_wg.open.clear(); }
+// tests set this to hold every warp but warp 0 in its waits (a fixed interleaving: warp 0
+// runs ahead, so a protocol that lets it overwrite a stage under another warp's in-flight
+// wgmma fails every time, not only when the host scheduler happens to interleave that way)
+#include <unistd.h>
+extern "C" { int nt_wg_wait_delay_us = 0; }
 template <int N> static void newt_wgmma_wait() {
+  if (nt_wg_wait_delay_us && threadIdx.x >= 32 && (int)nt_wg.groups.size() > N)
+    usleep(nt_wg_wait_delay_us);
   while ((int)nt_wg.groups.size() > N) {
     for (nt_wg_op& op : nt_wg.groups.front()) {
       nt_wg_op again = op;

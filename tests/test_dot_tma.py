@@ -275,10 +275,18 @@ def test_tma_mutation_is_caught(monkeypatch):
     def broken(cfg, issue, a_bytes):
         return orig(cfg, issue, a_bytes).replace(
             f"if (kt >= {cfg.num_stages}) newt_mbar_wait(empty", "if (0) newt_mbar_wait(empty")
-    monkeypatch.setattr(wgmma, "_tma_loop", broken)
     cfg = W("f16", "f16", 64, 64, 64, 4, 3, tma=True)
-    with pytest.raises(AssertionError):
-        check(cfg, 64, 64, 640)
+    delay = ctypes.c_int.in_dll(build(cfg), "nt_wg_wait_delay_us")
+    delay.value = 20000
+    try:
+        check(cfg, 64, 64, 640)       # the real protocol passes under the same interleaving
+        monkeypatch.setattr(wgmma, "_tma_loop", broken)
+        delay = ctypes.c_int.in_dll(build(cfg), "nt_wg_wait_delay_us")
+        delay.value = 20000
+        with pytest.raises(AssertionError):
+            check(cfg, 64, 64, 640)
+    finally:
+        delay.value = 0
 
 
 def test_tensor_maps_are_built_once_per_tensor():
