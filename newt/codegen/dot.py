@@ -276,10 +276,12 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
     em.emit("newt_wgmma_fence();")
     wg_row = em.fresh("wg_row")
     em.emit(f"const int {wg_row} = (warp / 4) * {lay.rows_grp};")
-    for ms in range(lay.nsub):
-        for c0, w in chunks:
-            em.emit("#pragma unroll")
-            with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
+    # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
+    # chunks), so none waits for the one before it to finish its accumulation
+    em.emit("#pragma unroll")
+    with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
+        for ms in range(lay.nsub):
+            for c0, w in chunks:
                 a_row = f"{wg_row} + {ms * 64}"
                 a_addr = (f"({ta.base} + (u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
                           f"(u32)({a_row}) * {ta.sw}u + (u32)((kk * 32) % {ta.sw}))")
