@@ -478,11 +478,11 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
 @pytest.mark.parametrize("dt,M,N,K,cfg,act", [
     # wrapped rows and columns (M, N past the last tile), K tail, activation epilogue
     (torch.float16, 130, 160, 336, (128, 128, 64, 8, 4), "leaky_relu"),
-    # one warpgroup, 64-byte A rows (a 64-byte swizzled box), 3 stages (D = 1)
+    # one warpgroup, 64-byte A rows (a 64-byte swizzled box), 3 stages (D = 2)
     (torch.bfloat16, 100, 96, 272, (64, 64, 32, 4, 3), ""),
-    # 2 stages: D = 0, each tile consumed in the iteration that issued it
+    # 2 stages: D = 1, thread 0 refills the stage its own iteration released
     (torch.float16, 70, 80, 48, (64, 64, 16, 4, 2), ""),
-    # 5 stages (D = 3), B two 128-byte panels (two boxes per B tile)
+    # 5 stages (D = 4), B two 128-byte panels (two boxes per B tile)
     (torch.bfloat16, 64, 128, 400, (64, 128, 64, 4, 5), ""),
 ], ids=["f16-wrap-w8-s4", "bf16-s3", "f16-s2", "bf16-s5"])
 def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):

@@ -49,7 +49,7 @@ def test_tutorial_matmul_takes_tma_with_the_right_recipes():
     assert (b["box_inner"], b["box_outer"], b["swizzle"]) == (64, 64, 128)
     assert k.source.count("newt_tma_load_2d(st") == 1 + 2      # one A box, two B panels
     assert "nt_tmap1" in k.source and k.n_spills == 0
-    assert "ring(S=4, D=2, tma)" in k.ir
+    assert "ring(S=4, D=3, tma)" in k.ir
 
 
 @pytest.mark.parametrize("why,kw", [

@@ -31,7 +31,7 @@ from ..passes.layouts import CyclicLayout, coords_of
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
-from .dot_tma import emit_consumer, emit_producer
+from .dot_tma import emit_consume, emit_drain, emit_producer, setup
 from .emitter import handles
 
 try:   # the memory codegen's mask analysis: one test per group where masks are affine
@@ -254,7 +254,10 @@ def _ring_load(em, op):
             iv, lb, _, step = _loop_names(em, op)
             st["it"] = it = em.fresh("ring_it")
             em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
-            emit_producer(em, op, ring, it, lambda line: _before_loop(em, op, line))
+            setup(em, ring, lambda line: _before_loop(em, op, line))
+            if ring.early:
+                emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
+            emit_producer(em, ring, it)
         return
     if "base" not in st:
         st["base"] = _region(em, ring.stages * ring.stage_bytes)
@@ -398,7 +401,10 @@ def emit_ring_dot(em, op, use_wg):
     last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
     if ring.tma is not None:
         assert use_wg, "TMA rings are planned for wgmma only"
-        return emit_consumer(em, ring, lambda c, wait: _consume(em, op, ring, c, wait), it, last)
+        consume = (lambda c, wait: _consume(em, op, ring, c, wait))
+        if not ring.early:
+            emit_consume(em, ring, consume, it)
+        return emit_drain(em, ring, consume, it, last)
     assert ring.early == use_wg, "the pass and codegen disagree on the dot engine"
     em.emit("newt_cp_async_commit();")
     if D > 0 and not ring.early:

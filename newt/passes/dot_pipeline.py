@@ -228,7 +228,8 @@ def pipeline_dots(fn, options):
 
 def _plan_tma(fn, loop):
     """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take the TMA
-    schedule: D = S-2, consumption at the dot, mbarriers instead of CTA barriers."""
+    schedule (codegen/dot_tma.py): D = S-1, consumption first, mbarriers instead of CTA
+    barriers."""
     from .dot_tma import plan_tma
     body = loop.regions[0]
     yld = body.ops[-1]
@@ -242,7 +243,7 @@ def _plan_tma(fn, loop):
         outs = [op for op in loop.parent.ops if op.opcode == "dot_acc_out"
                 and op.operands[0] is loop.results[j]]
         if plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None):
-            ring.defer, ring.early, ring.wait_after = max(0, ring.stages - 2), False, 1
+            ring.defer, ring.early, ring.wait_after = ring.stages - 1, True, 1
 
 
 
