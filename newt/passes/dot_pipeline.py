@@ -25,6 +25,11 @@ Consumes the frontend's IR; produces:
        dot:             commit; mma.sync: if i >= D: consume stage (i-D) % S;
                         at the last iteration: wait for all, consume the remaining tiles
 
+3. TMA rings. On sm_90a a wgmma ring whose tiles are provably boxes of 2-D tensors
+   (passes/dot_tma.py: aligned pointer parameter, row stride, `start + arange` indices, mask
+   terms bounded by parameters) gets ring.tma and the schedule of codegen/dot_tma.py: D = S-1,
+   tiles copied by TMA on mbarriers, no CTA barrier in the loop.
+
 Registered first in newt/passes/__init__.py's PASSES (`install()` does the same for older
 pass lists). Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
 constant, invariant tests declared before the loop, slow groups gathered out of line),
