@@ -122,6 +122,30 @@ _VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
 _HALF = {"float16": ("nt_f2h", "nt_h2f"), "bfloat16": ("nt_f2b", "nt_b2f")}
 
 
+def _read_back(em, dst, N, pitch, buf, rn, vtype, per, unpack, conv, zero):
+    """The staged rows -> the result's layout: one 16-byte read (`vtype`, `per` elements) per
+    piece of a group where the group holds whole runs of them, element by element otherwise.
+    unpack(t, e) gives element e of read t; conv converts one element read alone."""
+    vec = getattr(dst, "vec", 1)
+    if (vtype and isinstance(dst, CyclicLayout) and vec % per == 0 and N % vec == 0
+            and not dst.valid("tid", "0") and dst.nslots % vec == 0):
+        with em.slots(dst.nslots // vec, "g"):
+            em.emit(f"const int fl = {dst.flat('tid', f'g * {vec}')}, "
+                    f"rr = fl / {N}, cc = fl % {N};")
+            for q in range(vec // per):
+                t = em.fresh("q")
+                em.emit(f"const {vtype} {t} = *(const {vtype}*)&{buf}[rr * {pitch} + cc + "
+                        f"{per * q}];")
+                for e in range(per):
+                    em.emit(f"{rn}[g * {vec} + {per * q + e}] = {unpack(t, e)};")
+    else:
+        with em.slots(dst.nslots) as s:
+            v = dst.valid("tid", s)
+            fl = dst.flat("tid", s)
+            rd = conv(f"{buf}[(({fl}) / {N}) * {pitch} + ({fl}) % {N}]")
+            em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : {zero}' if v else rd};")
+
+
 def _acc_out_16(em, op, src, dst, base, buf, n, half):
     """dot_acc_out of a 16-bit float value: each thread's column pairs go to shared memory as
     one 32-bit word (the fragment holds columns 2j, 2j+1 in slots 2j, 2j+1: checked on the
@@ -141,27 +165,11 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
         em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = (u32){to}({n}[2 * {p}]) | "
                 f"((u32){to}({n}[2 * {p} + 1]) << 16);")
     em.barrier()
-    r = op.result
-    rn = em.declare(r)
-    vec = getattr(dst, "vec", 1)
-    if (isinstance(dst, CyclicLayout) and vec % 8 == 0 and N % vec == 0
-            and not dst.valid("tid", "0") and dst.nslots % vec == 0):
-        with em.slots(dst.nslots // vec, "g"):
-            em.emit(f"const int fl = {dst.flat('tid', f'g * {vec}')}, "
-                    f"rr = fl / {N}, cc = fl % {N};")
-            for q in range(vec // 8):
-                t = em.fresh("q")
-                em.emit(f"const uint4 {t} = *(const uint4*)&{buf}[rr * {pitch} + cc + {8 * q}];")
-                for e, f in enumerate("xyzw"):
-                    k = 8 * q + 2 * e
-                    em.emit(f"{rn}[g * {vec} + {k}] = {frm}((u16)({t}.{f} & 0xffffu));")
-                    em.emit(f"{rn}[g * {vec} + {k + 1}] = {frm}((u16)({t}.{f} >> 16));")
-    else:
-        with em.slots(dst.nslots) as s:
-            v = dst.valid("tid", s)
-            fl = dst.flat("tid", s)
-            rd = f"{frm}({buf}[(({fl}) / {N}) * {pitch} + ({fl}) % {N}])"
-            em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : 0.f' if v else rd};")
+    rn = em.declare(op.result)
+    half_of = ("& 0xffffu", ">> 16")     # element 2w, 2w+1 of 32-bit word w
+    _read_back(em, dst, N, pitch, buf, rn, "uint4", 8,
+               lambda t, e: f"{frm}((u16)({t}.{'xyzw'[e // 2]} {half_of[e % 2]}))",
+               lambda rd: f"{frm}({rd})", "0.f")
     em.barrier()
     claim_stores(op)
 
@@ -204,23 +212,7 @@ def _acc_out(em, op):
         em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n}[{s}];")
     em.barrier()
     rn = em.declare(r)
-    v4 = _VEC4.get(ct)
-    vec = getattr(dst, "vec", 1)
-    if (v4 and isinstance(dst, CyclicLayout) and vec % 4 == 0 and N % vec == 0
-            and not dst.valid("tid", "0") and dst.nslots % vec == 0):
-        with em.slots(dst.nslots // vec, "g"):
-            em.emit(f"const int fl = {dst.flat('tid', f'g * {vec}')}, "
-                    f"rr = fl / {N}, cc = fl % {N};")
-            for q in range(vec // 4):
-                t = em.fresh("q")
-                em.emit(f"const {v4} {t} = *(const {v4}*)&{buf}[rr * {pitch} + cc + {4 * q}];")
-                for e, f in enumerate("xyzw"):
-                    em.emit(f"{rn}[g * {vec} + {4 * q + e}] = {t}.{f};")
-    else:
-        with em.slots(dst.nslots) as s:
-            v = dst.valid("tid", s)
-            fl = dst.flat("tid", s)
-            rd = f"{buf}[(({fl}) / {N}) * {pitch} + ({fl}) % {N}]"
-            em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
+    _read_back(em, dst, N, pitch, buf, rn, _VEC4.get(ct), 4, lambda t, e: f"{t}.{'xyzw'[e]}",
+               lambda rd: rd, f"({ct})0")
     em.barrier()
     claim_stores(op)   # the epilogue's stores: addresses per group

@@ -381,6 +381,32 @@ def _keep_acc_between_loops(fn):
             out.parent.ops.remove(out)
 
 
+def _single_readers(fn):
+    """(dot_acc_out, its operand, the fragment layout, the one op reading its result, uses) for
+    each accumulator leaving a fragment (AccLayout) with exactly one reader in the same block."""
+    uses = fn.uses()
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        x = out.operands[0]
+        lay = x.attrs.get("layout")
+        us = uses.get(out.result.id, [])
+        if isinstance(lay, AccLayout) and len(us) == 1 and us[0].parent is out.parent:
+            yield out, x, lay, us[0], uses
+
+
+def _leave_after(out, u, lay, uses):
+    """`u` (already rewired to read the fragment) runs in the fragment layout, and the
+    accumulator leaves the fragment after it: dot_acc_out moves behind u and takes its place."""
+    u.result.attrs["layout"] = lay
+    block = out.parent
+    block.ops.remove(out)
+    block.ops.insert(block.ops.index(u) + 1, out)
+    for w in uses.get(u.result.id, []):
+        w.operands = [out.result if o is u.result else o for o in w.operands]
+    out.operands = [u.result]
+    out.result.type = u.result.type
+    out.result.name = u.result.name
+
+
 def _scale_in_fragment(fn):
     """7. The epilogue's `acc / l_i[:, None]` (attention's normalisation; also `*`, `+`, `-` by
     a row vector held in AccRowLayout) happens in the fragment, before the accumulator leaves
@@ -388,16 +414,9 @@ def _scale_in_fragment(fn):
     after the op. Otherwise the row vector goes through shared memory, is broadcast to every
     element of the group-cyclic tile, and the tile, its divisor and the quotient are all alive
     at once (64 + 64 + 64 registers at a 64 x 128 tile on 4 warps: the whole kernel's peak)."""
-    uses = fn.uses()
-    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
-        x = out.operands[0]
-        lay = x.attrs.get("layout")
-        us = uses.get(out.result.id, [])
-        if not isinstance(lay, AccLayout) or len(us) != 1:
-            continue
-        u = us[0]
+    for out, x, lay, u, uses in _single_readers(fn):
         if u.opcode != "binary" or u.attrs.get("op") not in ("mul", "div", "add", "sub") \
-                or u.parent is not out.parent or u.result.dtype != x.dtype:
+                or u.result.dtype != x.dtype:
             continue
         i = 0 if u.operands[0] is out.result else 1
         b = u.operands[1 - i]
@@ -420,14 +439,7 @@ def _scale_in_fragment(fn):
         if row is not c:
             cv.parent.ops.remove(cv)
         u.operands[i] = x                           # the op on the fragment itself
-        u.result.attrs["layout"] = lay
-        block = out.parent                          # then the accumulator leaves the fragment
-        block.ops.remove(out)
-        block.ops.insert(block.ops.index(u) + 1, out)
-        for w in uses.get(u.result.id, []):
-            w.operands = [out.result if o is u.result else o for o in w.operands]
-        out.operands = [u.result]
-        out.result.name = u.result.name
+        _leave_after(out, u, lay, uses)
 
 
 def _cast_in_fragment(fn):
@@ -435,28 +447,12 @@ def _cast_in_fragment(fn):
     `accumulator.to(fp16)`) happens in the fragment, before the accumulator leaves it: the
     move through shared memory (dot_acc_out) then carries 2 bytes per element instead of 4,
     as in the standalone kernels and Triton's epilogue."""
-    uses = fn.uses()
-    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
-        x = out.operands[0]
-        lay = x.attrs.get("layout")
-        us = uses.get(out.result.id, [])
-        if not isinstance(lay, AccLayout) or len(us) != 1:
-            continue
-        u = us[0]
-        if u.opcode != "cast" or u.parent is not out.parent or u.attrs.get("bitcast") \
+    for out, x, lay, u, uses in _single_readers(fn):
+        if u.opcode != "cast" or u.attrs.get("bitcast") \
                 or u.result.dtype.name not in ("float16", "bfloat16"):
             continue
-        block = out.parent
         u.operands = [x]
-        u.result.attrs["layout"] = lay
-        block.ops.remove(out)
-        block.ops.insert(block.ops.index(u) + 1, out)
-        for w in uses.get(u.result.id, []):
-            w.operands = [out.result if o is u.result else o for o in w.operands]
-        out.operands = [u.result]
-        out.result.type = u.result.type
-        out.result.name = u.result.name
-
+        _leave_after(out, u, lay, uses)
 
 def _in_loop(op):
     b = op.parent

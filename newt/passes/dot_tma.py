@@ -31,7 +31,7 @@ import dataclasses
 
 from .. import dtypes as D
 from ..codegen.tma import tile_boxes
-from ..ir.core import Op, is_block
+from ..ir.core import Op
 
 # attrs that make two ops compute different things (the rest are analysis facts)
 _SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "kind")
@@ -287,7 +287,7 @@ def _source(fn, v, what):
     return ("param", p.index, p.name)
 
 
-def _operand(fn, loop, ld, role, tile, it_step):
+def _operand(fn, loop, ld, role, it_step):
     """TmaOperand + map recipe of one ring load, or raise _No(reason)."""
     from ..codegen.dot_ring import _split_ptr
     ptr = ld.operands[0]
@@ -459,7 +459,7 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out):
             raise _No("a pointer does not advance by a loop-invariant step")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
-            ops.append(_operand(fn, loop, ld, role, None, s))
+            ops.append(_operand(fn, loop, ld, role, s))
         (ta, ra, wa), (tb, rb, wb) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []
@@ -479,7 +479,3 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out):
     ring.tma = [ta, tb]
     return True
 
-
-def is_tma_load(op) -> bool:
-    ring = op.attrs.get("ring")
-    return ring is not None and getattr(ring, "tma", None) is not None and is_block(op.result.type)
