@@ -490,3 +490,26 @@ def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
     (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""
     _run_tutorial(emu90, dt, M, N, K, cfg, act)
     assert len(emu90.build.last_maps) == 2, "the ring did not take TMA"
+
+
+@pytest.mark.parametrize("dt,M,N,K,S", [(torch.float16, 100, 112, 80, 3),
+                                        (torch.bfloat16, 64, 208, 160, 4)])
+def test_masked_matmul_tma_emulated(emu90, dt, M, N, K, S):
+    """The masked form of the tutorial (`rm < M` / `rn < N` masks instead of `% M` wraps,
+    test_ops_dot.py's kernel): its tiles arrive by TMA too, the masks becoming the maps'
+    extents."""
+    from test_ops_dot import matmul_kernel
+    torch.manual_seed(2)
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(K, N).to(dt)
+    c = torch.full((M, N), float("nan"), dtype=dt)
+    _STAGES[0] = S
+    grid = (-(-M // 64) * -(-N // 64),)
+    emu90.emulate(matmul_kernel, grid, a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
+                  b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32, GROUP_M=2,
+                  num_warps=4, num_stages=S)
+    assert len(emu90.build.last_maps) == 2, "the ring did not take TMA"
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    ref = a.double() @ b.double()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < (2e-3 if dt == torch.float16 else 8e-3), err

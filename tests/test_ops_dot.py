@@ -94,3 +94,18 @@ def test_tutorial_matmul(target, device, dt, M, N, K):
                         c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, GROUP_M=2,
                         num_warps=4, num_stages=3)
     check(c, (a.cpu().double() @ b.cpu().double()).to(dt), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("M,N,K,stages", [(100, 112, 80, 3), (130, 64, 96, 2), (64, 208, 160, 4)])
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=name)
+def test_tutorial_matmul_aligned_rows(target, device, dt, M, N, K, stages):
+    """Row strides that are multiples of 16 elements, so on sm_90a the K loop's tiles arrive
+    by TMA (passes/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages."""
+    a, b = rand((M, K), dt, device), rand((K, N), dt, device)
+    c = poison((M, N), dt, device)
+    BM, BN, BK = 64, 64, 32
+    grid = (newt.cdiv(M, BM) * newt.cdiv(N, BN),)
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, GROUP_M=2,
+                        num_warps=4, num_stages=stages)
+    check(c, (a.cpu().double() @ b.cpu().double()).to(dt), rtol=2e-2, atol=2e-2)
