@@ -34,7 +34,7 @@ from ..codegen.tma import tile_boxes
 from ..ir.core import Op
 
 # attrs that make two ops compute different things (the rest are analysis facts)
-_SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "kind")
+_SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "fp_rounding", "kind", "order")
 _KIND = {"float16": "f16", "bfloat16": "bf16"}
 
 
@@ -178,8 +178,9 @@ def _ptr_terms(v, shape, out):
 
 
 def _index(v):
-    """(start, n, wrap) of a 1-D index `start + arange(0, n)` (start an int or scalar Value),
-    optionally `% splat(W)` (wrap = W), else None."""
+    """(start, n, wrap, unwrapped) of a 1-D index `start + arange(0, n)` (start an int or a
+    scalar Value), optionally `% splat(W)` (wrap = W; unwrapped is the index before it), else
+    None."""
     wrap = None
     m = _binop(v, "mod")
     if m is not None:
@@ -201,7 +202,8 @@ def _index(v):
 
 
 def _iv_affine(v, iv):
-    """(rest, c) with v == rest + iv * c (rest a Value or None for 0, c an int), or None."""
+    """(rest, c) with v == rest + iv * c: rest a Value (None for 0), c an int; (v, 0) when no
+    such split is seen (callers then require `rest` itself to be a known loop-invariant)."""
     if v is iv:
         return None, 1
     sp = _op(v, "splat")
