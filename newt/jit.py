@@ -71,7 +71,9 @@ def _classify(v, dns: bool):
             t = "u64"
         else:
             return ("bad", "int out of 64-bit range"), v
-        return ((t,) if dns else (t, v == 1, v % 16 == 0)), v
+        # 0 is not "divisible by 16" here (Triton counts it): a zero row stride (a broadcast
+        # operand) must not be taken for a TMA-able one (passes/dot_tma.py)
+        return ((t,) if dns else (t, v == 1, v % 16 == 0 and v != 0)), v
     if v.__class__ is float:
         return ("fp32",), v
     if isinstance(v, _constexpr):
@@ -246,7 +248,7 @@ class JITFunction:
                 f"{a}.dtype, {a}.get_device(), not _n_v{i} & 15, {a}.numel() > 2147483647")
             ikey = (f"0 if -2147483648 <= {a} <= 2147483647 else _n_classify({a}, True)[0]"
                     if dns else
-                    f"(1 if {a} == 1 else 0 if {a} & 15 else 16) if -2147483648 <= {a} <= "
+                    f"(1 if {a} == 1 else 0 if {a} & 15 or not {a} else 16) if -2147483648 <= {a} <= "
                     f"2147483647 else _n_classify({a}, False)[0]")
             body += [f"    if {a}.__class__ is _n_Tensor:",
                      f"        _n_v{i} = {a}.data_ptr()",
@@ -267,7 +269,7 @@ class JITFunction:
             elif kind is int:
                 guard.append(f"{a}.__class__ is int and -2147483648 <= {a} <= 2147483647")
                 fast_vals.append(f"_n_v{i} = {a}")
-                fast_keys.append("0" if dns else f"1 if {a} == 1 else 0 if {a} & 15 else 16")
+                fast_keys.append("0" if dns else f"1 if {a} == 1 else 0 if {a} & 15 or not {a} else 16")
             elif kind in (float, bool):
                 guard.append(f"{a}.__class__ is {kind.__name__}")
                 fast_vals.append(f"_n_v{i} = {a}")

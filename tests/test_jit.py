@@ -61,6 +61,7 @@ def test_classify_scalars():
     assert _classify(7, False) == (("i32", False, False), 7)
     assert _classify(1, False) == (("i32", True, False), 1)
     assert _classify(32, False) == (("i32", False, True), 32)
+    assert _classify(0, False) == (("i32", False, False), 0)   # 0: no TMA-able zero stride
     assert _classify(2**31, False)[0][0] == "i64"
     assert _classify(-2**31, False)[0][0] == "i32"
     assert _classify(2**63, False)[0][0] == "u64"
@@ -80,6 +81,7 @@ def test_key_distinguishes_what_compiles_differently():
     assert base != k(x, x, x, 63)
     assert base != k(x, x, x, 1)                       # equal to 1
     assert k(x, x, x, 63) == k(x, x, x, 65)
+    assert base != k(x, x, x, 0) == k(x, x, x, 63)    # 0 is not "divisible by 16"
     assert base != k(x[1:], x, x, 64)                  # 16-byte alignment
     assert base != k(x.half(), x, x, 64)               # dtype
     assert base != k(x, x, x, 64, BLOCK=128)           # constexpr

@@ -109,3 +109,18 @@ def test_tutorial_matmul_aligned_rows(target, device, dt, M, N, K, stages):
                         c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, GROUP_M=2,
                         num_warps=4, num_stages=stages)
     check(c, (a.cpu().double() @ b.cpu().double()).to(dt), rtol=2e-2, atol=2e-2)
+
+
+def test_tutorial_matmul_broadcast_rows(target, device):
+    """B's rows all one row in memory (row stride 0, an expanded tensor): not a TMA operand
+    (a zero stride is not specialized as divisible by 16), the cp.async ring reads it."""
+    M, N, K = 96, 128, 64
+    a = rand((M, K), torch.float16, device)
+    b = rand((1, N), torch.float16, device).expand(K, N)
+    assert b.stride(0) == 0
+    c = poison((M, N), torch.float16, device)
+    grid = (newt.cdiv(M, 64) * newt.cdiv(N, 64),)
+    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+                        c.stride(0), c.stride(1), BM=64, BN=64, BK=32, GROUP_M=2,
+                        num_warps=4, num_stages=3)
+    check(c, (a.cpu().double() @ b.cpu().double()).half(), rtol=2e-2, atol=2e-2)
