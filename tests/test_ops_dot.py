@@ -87,13 +87,19 @@ def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
 @pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=name)
 def test_tutorial_matmul(target, device, dt, M, N, K):
     a, b = rand((M, K), dt, device), rand((K, N), dt, device)
-    c = poison((M, N), dt, device)
-    BM, BN, BK = 32, 32, 16
+    _check_matmul(a, b, (32, 32, 16), stages=3)
+
+
+def _check_matmul(a, b, blocks, stages):
+    """matmul_kernel on a and b (4 warps, NaN-poisoned output) against torch."""
+    (M, K), N = a.shape, b.shape[1]
+    c = poison((M, N), a.dtype, a.device)
+    BM, BN, BK = blocks
     grid = (newt.cdiv(M, BM) * newt.cdiv(N, BN),)
     matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                         c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, GROUP_M=2,
-                        num_warps=4, num_stages=3)
-    check(c, (a.cpu().double() @ b.cpu().double()).to(dt), rtol=2e-2, atol=2e-2)
+                        num_warps=4, num_stages=stages)
+    check(c, (a.cpu().double() @ b.cpu().double()).to(a.dtype), rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("M,N,K,stages", [(100, 112, 80, 3), (130, 64, 96, 2), (64, 208, 160, 4)])
@@ -102,13 +108,7 @@ def test_tutorial_matmul_aligned_rows(target, device, dt, M, N, K, stages):
     """Row strides that are multiples of 16 elements, so on sm_90a the K loop's tiles arrive
     by TMA (passes/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages."""
     a, b = rand((M, K), dt, device), rand((K, N), dt, device)
-    c = poison((M, N), dt, device)
-    BM, BN, BK = 64, 64, 32
-    grid = (newt.cdiv(M, BM) * newt.cdiv(N, BN),)
-    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), BM=BM, BN=BN, BK=BK, GROUP_M=2,
-                        num_warps=4, num_stages=stages)
-    check(c, (a.cpu().double() @ b.cpu().double()).to(dt), rtol=2e-2, atol=2e-2)
+    _check_matmul(a, b, (64, 64, 32), stages)
 
 
 def test_tutorial_matmul_broadcast_rows(target, device):
@@ -118,9 +118,4 @@ def test_tutorial_matmul_broadcast_rows(target, device):
     a = rand((M, K), torch.float16, device)
     b = rand((1, N), torch.float16, device).expand(K, N)
     assert b.stride(0) == 0
-    c = poison((M, N), torch.float16, device)
-    grid = (newt.cdiv(M, 64) * newt.cdiv(N, 64),)
-    matmul_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-                        c.stride(0), c.stride(1), BM=64, BN=64, BK=32, GROUP_M=2,
-                        num_warps=4, num_stages=3)
-    check(c, (a.cpu().double() @ b.cpu().double()).half(), rtol=2e-2, atol=2e-2)
+    _check_matmul(a, b, (64, 64, 32), stages=3)

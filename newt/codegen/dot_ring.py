@@ -255,8 +255,7 @@ def _ring_load(em, op):
             st["it"] = it = em.fresh("ring_it")
             em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
             setup(em, ring, lambda line: _before_loop(em, op, line))
-            if ring.early:
-                emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
+            emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             emit_producer(em, ring, it)
         return
     if "base" not in st:
@@ -400,11 +399,8 @@ def emit_ring_dot(em, op, use_wg):
     D = ring.defer
     last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
     if ring.tma is not None:
-        assert use_wg, "TMA rings are planned for wgmma only"
-        consume = (lambda c, wait: _consume(em, op, ring, c, wait))
-        if not ring.early:
-            emit_consume(em, ring, consume, it)
-        return emit_drain(em, ring, consume, it, last)
+        assert use_wg and ring.early, "TMA rings are planned for wgmma, consumption first"
+        return emit_drain(em, ring, lambda c, wait: _consume(em, op, ring, c, wait), it, last)
     assert ring.early == use_wg, "the pass and codegen disagree on the dot engine"
     em.emit("newt_cp_async_commit();")
     if D > 0 and not ring.early:

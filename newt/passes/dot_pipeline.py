@@ -232,9 +232,9 @@ def pipeline_dots(fn, options):
 
 
 def _plan_tma(fn, loop):
-    """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take the TMA
-    schedule (codegen/dot_tma.py): D = S-1, consumption first, mbarriers instead of CTA
-    barriers."""
+    """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take TMA copies
+    (codegen/dot_tma.py): the same depth and order as the cp.async wgmma ring (D = S-1,
+    consumption first), with mbarriers instead of CTA barriers."""
     from .dot_tma import plan_tma
     body = loop.regions[0]
     yld = body.ops[-1]
@@ -247,9 +247,7 @@ def _plan_tma(fn, loop):
         j = yld.operands.index(dot.result)
         outs = [op for op in loop.parent.ops if op.opcode == "dot_acc_out"
                 and op.operands[0] is loop.results[j]]
-        if plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None):
-            ring.defer, ring.early, ring.wait_after = ring.stages - 1, True, 1
-
+        plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None)
 
 
 def install():

@@ -71,13 +71,9 @@ def _binop(v, name):
     return o if o is not None and o.attrs.get("op") == name else None
 
 
-# ids of the parameter values compiled as the constant 1 (specialization; set per plan_tma)
-_ONES: set = set()
-
-
 def _const(v):
-    if v.id in _ONES:
-        return 1
+    """The value of integer index math built from constants (a parameter specialized as 1 is
+    one: the frontend makes it a typed constant), else None."""
     o = _op(v, "constant", "binary", "cast")
     if o is None:
         return None
@@ -450,9 +446,6 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out):
     """Decide TMA for one ring (loads = (A load, B load)); record the facts or the reason."""
     body = loop.regions[0]
     yld = body.ops[-1]
-    eq1 = fn.attrs.get("equal_to_1", ())
-    _ONES.clear()
-    _ONES.update(p.value.id for p in fn.params if p.name in eq1 and p.value is not None)
     steps = []
     for ld in loads:
         steps.append(_carried_step(ld, body, yld))

@@ -50,10 +50,18 @@ class TensorMaps:
                box: TmaBox):
         """The map of a rows x cols row-major matrix (row_stride elements apart) read in
         `box`-sized boxes."""
+        return self._entry(address, kind, rows, cols, row_stride, box)[0]
+
+    def address(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
+                box: TmaBox) -> int:
+        """matrix()'s map as the host address a kernel parameter slot points at."""
+        return self._entry(address, kind, rows, cols, row_stride, box)[1]
+
+    def _entry(self, address, kind, rows, cols, row_stride, box):
         key = (address, kind, rows, cols, row_stride, box)
-        m = self._maps.get(key)
-        if m is not None:
-            return m
+        e = self._maps.get(key)
+        if e is not None:
+            return e
         esize = ESIZE[kind]
         if not can_map(address, esize, rows, cols, row_stride, 1):
             raise ValueError(f"TMA cannot read this {rows}x{cols} {kind} matrix (address "
@@ -67,10 +75,10 @@ class TensorMaps:
                    [box.inner, box.outer], [1, 1], 0, box.swizzle_code, L2_PROMOTION_128B,
                    OOB_FILL_ZERO)
         self.built += 1
-        self._maps[key] = m
+        e = self._maps[key] = (m, map_address(m))
         if len(self._maps) > self.capacity:
             self._maps.popitem(last=False)
-        return m
+        return e
 
     def matmul(self, cfg, a, b):
         """(map of A, map of B) for a wgmma.WgmmaConfig with tma=True and torch matrices a
@@ -97,7 +105,8 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
     """For a kernel's TMA recipes (passes/dot_tma.py, fn.attrs["tma_maps"]), a function of the
     launch's packed values (in runtime-parameter order) returning the host address of each
     recipe's map. `slot_of` maps a Python parameter index to its position in those values.
-    A launch with the same tensors and sizes as an earlier one costs a few dict lookups."""
+    A launch with the same tensors and sizes as an earlier one finds its maps in the cache.
+    (A map an evicted entry held is only read by the launch that follows its lookup.)"""
     plans = []
     for r in recipes:
         box = TmaBox(r["box_inner"], r["box_outer"], r["esize"], r["swizzle"])
@@ -107,27 +116,18 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
                 x[1] = slot_of[x[1]]
         plans.append((slot_of[r["ptr"]], r["kind"], *[tuple(x) for x in loc], box,
                       r.get("ptr_name", "?")))
-    addrs: dict = {}
 
     def build(vals):
         m = maps if maps is not None else default_maps()
         out = []
         for slot, kind, rows, cols, stride, box, name in plans:
-            key = (vals[slot], _source(rows, vals), _source(cols, vals), _source(stride, vals),
-                   box)
-            a = addrs.get(key)
-            if a is None:
-                if len(addrs) > 4 * m.capacity:
-                    addrs.clear()
-                ptr, R, C, st, _ = key
-                try:
-                    # an empty extent reads nothing (no iteration runs): any valid map will do
-                    mp = m.matrix(ptr, kind, max(1, R), max(1, C), st, box)
-                except ValueError as e:
-                    from ..errors import LaunchError
-                    raise LaunchError(f"argument '{name}': {e}") from None
-                a = addrs[key] = (map_address(mp), mp)
-            out.append(a[0])
+            try:
+                # an empty extent reads nothing (no iteration runs): any valid map will do
+                out.append(m.address(vals[slot], kind, max(1, _source(rows, vals)),
+                                     max(1, _source(cols, vals)), _source(stride, vals), box))
+            except ValueError as e:
+                from ..errors import LaunchError
+                raise LaunchError(f"argument '{name}': {e}") from None
         return out
     return build
 
