@@ -11,6 +11,7 @@ with a few calls instead of do_bench, and one over SKIP_MS is not timed at all (
 so), so the whole file stays within about a minute on an H200.
 
     python benchmarks/bench_attention.py [--quick]       # or through benchmarks/run_all.py
+    python benchmarks/bench_attention.py --sweep         # launch configurations, newt and Triton
 """
 from __future__ import annotations
 
@@ -149,7 +150,36 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
     return rows
 
 
+# launch configurations tried by --sweep: (config at D=64, config at D=128), each the same for
+# newt and Triton; the first pair is the example's CONFIG
+SWEEP = [((128, 32, 8, 3), (64, 32, 4, 3)), ((128, 32, 8, 4), (64, 32, 4, 4)),
+         ((128, 64, 8, 3), (128, 64, 8, 3)), ((128, 64, 4, 3), (64, 64, 4, 3)),
+         ((128, 128, 8, 3), (128, 32, 8, 3)), ((128, 64, 8, 4), (128, 64, 8, 4))]
+
+
+def sweep(size=None):
+    """Every SWEEP configuration for newt and Triton (same config for both), checked then
+    timed; prints one line per case and configuration and returns the rows."""
+    keys = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")
+    out = []
+    for c64, c128 in SWEEP:
+        cfgs = {64: dict(zip(keys, c64)), 128: dict(zip(keys, c128))}
+        for r in measure(size or SIZES["full"], configs=cfgs):
+            D = 128 if "D=128" in r["workload"] else 64
+            r["config"] = "x".join(map(str, c128 if D == 128 else c64))
+            vals = "  ".join(f"{p}={r[p]:.1f}" if r[p] else f"{p}=-"
+                             for p in ("newt", "triton", "torch"))
+            case = f"D={D}" + (" causal" if "causal" in r["workload"] else "")
+            print(f"{case:12s} {r['config']:13s} {vals}",
+                  *r["errors"].items(), flush=True)
+            out.append(r)
+    return out
+
+
 if __name__ == "__main__":
+    if "--sweep" in sys.argv:
+        sweep()
+        sys.exit()
     for r in run(quick="--quick" in sys.argv):
         vals = "  ".join(f"{p}={r[p]:.1f}" for p in ("newt", "triton", "torch") if r[p])
         print(f"{r['workload']:52s} {vals} {r['unit']}", *r["errors"].items())

@@ -124,8 +124,8 @@ def _report(k, what):
                                     ("sm_80", 128)])
 def test_compiles_at_benchmark_config(arch, D, causal):
     """The benchmark's configuration: no spills. Rows reduce in the fragment, P goes to the
-    second dot from registers, Q is staged once, K and V are copied straight into their
-    tiles, and the dots' tiles share shared memory."""
+    second dot from registers, Q is staged once, K and V are copied straight into a ring of
+    tiles ahead of their dots."""
     k = _compile(arch, D, causal)
     assert k.cubin and k.ptx and k.source
     assert k.num_threads == 32 * ex.CONFIG[D]["num_warps"]
@@ -140,8 +140,17 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     # the row statistics never go through the scratch arena inside the key loop
     assert "__shfl_xor_sync" in k.source and "dot_row_reduce" in k.ir
     assert "reduce.max" not in k.ir and "reduce.sum" not in k.ir
-    # K of the next key block is copied while P @ V runs, V while Q K^T runs
+    # K and V run through a ring of buffers: the tiles of a later key block are copied
+    # while Q K^T runs, one barrier per key block; on sm_90a P @ V stays in flight into the
+    # next key block (accumulating in place into the carried accumulator)
     assert k.ir.count("dot_tile_prefetch") == (2 if causal else 1)
+    assert k.ir.count("tile_ring=3") == (4 if causal else 2)
+    body = k.source[k.source.index("for (i32 start_n"):]
+    body = body[:body.index("\n  }\n")]
+    assert body.count("__syncthreads") == 1, body
+    if arch == "sm_90a":
+        assert k.ir.count("dot_async_wait") == (2 if causal else 1)
+        assert body.count("newt_wgmma_wait<0>") == 1
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])

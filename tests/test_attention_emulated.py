@@ -33,29 +33,28 @@ def emu(monkeypatch):
 
 
 # wgmma.mma_async with A from registers (newt.codegen.dot.wgmma_rs_instr), modelled like
-# test_dot_emulated's wgmma: every thread computes its own D fragment; the A fragments of its
-# warp (rows 16 * (warp % 4) + 0..15 of the m64 tile, the m16n8k16 A layout) are exchanged
-# through a per-warp buffer. B comes from the shared-memory descriptor as there.
+# test_dot_emulated's wgmma, asynchronously: at issue every thread captures the A values of its
+# D fragment's two rows (the A fragments of its warp, rows 16 * (warp % 4) + 0..15 of the m64
+# tile in the m16n8k16 A layout, are exchanged through a per-warp buffer); the product lands in
+# D at wait_group, which also fails if the B tile under the in-flight wgmma changed.
 EMU_WGMMA_RS = r"""
 static newt_u32 nt_rs_a[1024][4];
 static void nt_wgmma_rs(float* d, const newt_u32* a, newt_u64 db, int scale_d, int kind, int n,
                         int tb) {
-  int t = threadIdx.x, l = t % 32, w = (t % 128) / 32;
+  int t = threadIdx.x, l = t % 32;
+  nt_wg_uniform(0, db, scale_d, kind, n, tb);
   for (int i = 0; i < 4; ++i) nt_rs_a[t][i] = a[i];
   nt_wbar();
-  nt_desc qb = nt_decode(db); nt_desc_check(qb);
-  for (int i = 0; i < n / 2; ++i) {
-    int r = l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
-    float s = 0.f;
-    for (int k = 0; k < 16; ++k) {
-      newt_u32 word = nt_rs_a[t - l + (r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)];
-      float b = nt_wg_el(tb ? nt_mnmajor(qb, col, k, 2) : nt_kmajor(qb, col, k * 2), kind);
-      s += nt_el(word, k % 2, kind) * b;
-    }
-    d[i] = (scale_d ? d[i] : 0.f) + s;
+  nt_wg_op op{d, n, scale_d, {}, 0, db, kind, tb, std::vector<float>(32)};
+  for (int h = 0; h < 2; ++h) {
+    int r = l / 4 + 8 * h;
+    for (int k = 0; k < 16; ++k)
+      op.a_vals[h * 16 + k] = nt_el(nt_rs_a[t - l + (r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)],
+                                    k % 2, kind);
   }
   nt_wbar();
-  (void)w;
+  nt_wg_compute(op);
+  nt_wg.open.push_back(op);
 }
 """
 
@@ -195,3 +194,23 @@ def test_attention_sm90a_triton_tiles_emulated(emu90, cfg, D):
     """Triton's tutorial tile on sm_90a: two 64-row sub-tiles per warpgroup (4 warps) or two
     warpgroups (8 warps); causal, so both key loops and the diagonal mask run."""
     _run(emu90, 1, 1, 150, D, True, cfg, seed=6)
+
+
+@pytest.mark.parametrize("stages", [2, 3, 4])
+def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages):
+    """The K/V ring at 2, 3 and 4 buffers (num_stages; P V left in flight from 3 on) with two
+    warpgroups, warp 0 running ahead (every other warp held in its wgmma waits): a copy into a
+    buffer still under another warpgroup's in-flight wgmma, or an accumulator read before its
+    wait, fails every time."""
+    import ctypes
+
+    import test_dot_emulated as T
+    T._STAGES[0] = stages
+    build = emu90.build
+
+    def delayed(*a, **k):
+        lib, params = build(*a, **k)
+        ctypes.c_int.in_dll(lib, "nt_wg_wait_delay_us").value = 200
+        return lib, params
+    monkeypatch.setattr(emu90, "build", delayed)
+    _run(emu90, 1, 1, 200, 32, False, CFG8, seed=7)

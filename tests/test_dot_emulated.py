@@ -133,7 +133,10 @@ EMU_WGMMA = r"""
 #include <algorithm>
 #include <map>
 #include <vector>
-struct nt_wg_op { float* d; int n, scale_d; std::vector<float> delta; newt_u64 da, db; int kind, tb; };
+// a_vals: A from registers (wgmma with A in registers): the 2 rows x 16 k of the issuing
+// thread's D fragment, captured at issue; empty when A comes from a descriptor (da)
+struct nt_wg_op { float* d; int n, scale_d; std::vector<float> delta; newt_u64 da, db; int kind, tb;
+                  std::vector<float> a_vals; };
 struct nt_wg_state {
   std::vector<nt_wg_op> open;                  // issued since the last commit_group
   std::vector<std::vector<nt_wg_op>> groups;   // committed, not yet retired
@@ -185,7 +188,7 @@ static float nt_wg_el(newt_u32 addr, int kind) {   // kind 0 f16, 1 bf16, 2 tf32
   return kind == 0 ? nt_h2f(h) : nt_bits<float>(((newt_u32)h) << 16);
 }
 static void nt_wg_compute(nt_wg_op& op) {
-  nt_desc qa = nt_decode(op.da), qb = nt_decode(op.db);
+  nt_desc qa = nt_decode(op.a_vals.empty() ? op.da : op.db), qb = nt_decode(op.db);
   nt_desc_check(qa); nt_desc_check(qb);
   int t = threadIdx.x % 128, w = t / 32, l = t % 32;
   int K = op.kind == 2 ? 8 : 16, es = op.kind == 2 ? 4 : 2;
@@ -194,7 +197,8 @@ static void nt_wg_compute(nt_wg_op& op) {
     int row = 16 * w + l / 4 + 8 * ((i % 4) / 2), col = 8 * (i / 4) + 2 * (l % 4) + i % 2;
     float s = 0.f;
     for (int k = 0; k < K; ++k) {
-      float a = nt_wg_el(nt_kmajor(qa, row, k * es), op.kind);
+      float a = op.a_vals.empty() ? nt_wg_el(nt_kmajor(qa, row, k * es), op.kind)
+                                  : op.a_vals[((i % 4) / 2) * 16 + k];
       float b = nt_wg_el(op.tb ? nt_mnmajor(qb, col, k, es) : nt_kmajor(qb, col, k * es), op.kind);
       s += a * b;
     }

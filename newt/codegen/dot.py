@@ -35,7 +35,7 @@ pass and the hook it needs.
 from __future__ import annotations
 
 from ..ir.core import is_block
-from ..passes.dot import AccLayout, plan_dot
+from ..passes.dot import AccLayout, plan_dot, uses_wgmma
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
 
@@ -167,13 +167,10 @@ def emit_dot(em, op):
     em.fn.attrs["min_blocks"] = 1     # tensor-core tiles need the whole register file
     if plan.engine == "fma":
         return _emit_fma(em, op)
-    es = plan.esize
     lay = r.attrs["layout"]
     assert isinstance(lay, AccLayout), lay
-    arch = em.options.arch
-    use_wg = arch.endswith("a") and arch.startswith("sm_9") and em.T % 128 == 0 \
-        and plan.kind in ("f16", "bf16", "tf32")
-    b_kmajor = es != 2
+    a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
+    use_wg = uses_wgmma(em.options.arch, em.T, plan, a_src)
     _helpers(em, ("newt_dot_prelude", PRELUDE))
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
@@ -181,10 +178,12 @@ def emit_dot(em, op):
     # operand sources (passes/dot_rows.py, dot_loads.py): None = staged here from registers,
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load
-    a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
-    if a_src == "regs" and plan.kind not in ("f16", "bf16"):
-        use_wg = False
-    n = em.declare(r)
+    defer = op.attrs.get("wg_defer")
+    if defer is not None:      # in flight across the loop's back edge: accumulate in place
+        em.alias(r, defer.x)   # into the carried value (passes/dot_loads.py)
+        n = em.name(r)
+    else:
+        n = em.declare(r)
     _acc_in(em, acc, lay, n)
     ta, tb, b_kmajor = dot_tiles(em, op, plan)
     if a_src is None or b_src is None:
@@ -193,27 +192,36 @@ def emit_dot(em, op):
         _stage(em, a, ta, False)
     if b_src is None:
         _stage(em, b, tb, b_kmajor)
-    cp_wait = op.attrs.get("cp_wait")       # prefetched tiles (passes/dot_loads.py)
-    if cp_wait is not None:
-        em.emit(f"newt_cp_async_wait<{cp_wait}>();")
-    elif "loaded" in (a_src, b_src):
-        em.emit("newt_cp_async_commit();")
-        em.emit("newt_cp_async_wait<0>();")
-    if use_wg:
-        em.emit("newt_fence_proxy_async();")
-    em.barrier()
-    if op.attrs.get("prefetch_next") is not None:   # every warp is past the first dot
-        from .dot_loads import emit_next_tiles
-        emit_next_tiles(em, op.attrs["prefetch_next"].x, op.parent.parent)
+    # a tile ring (passes/dot_loads.py, plan_prefetch): the first dot waits for this
+    # iteration's tiles and copies those of a later one while its mma runs; the second finds
+    # its tile landed and visible
+    cp_wait = op.attrs.get("cp_wait")
+    if not op.attrs.get("ring_ready"):
+        if cp_wait is not None:
+            em.emit(f"newt_cp_async_wait<{cp_wait}>();")
+        elif "loaded" in (a_src, b_src):
+            em.emit("newt_cp_async_commit();")
+            em.emit("newt_cp_async_wait<0>();")
+        if use_wg:
+            em.emit("newt_fence_proxy_async();")
+        em.barrier()
+    issue = op.attrs.get("ring_issue")
+
+    def copies():
+        if issue is not None:
+            from .dot_loads import emit_ahead_tiles
+            emit_ahead_tiles(em, issue.x, op.parent.parent)
+    wait = None if defer is not None else 0
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
         if use_wg and a_src == "regs":
-            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor)
+            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, copies, wait)
         elif use_wg:
-            _wgmma(em, plan, lay, n, ta, tb, b_kmajor)
-        else:
+            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, copies, wait)
+        else:       # (copies after the mma: its fragments are dead by then)
             _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
+            copies()
     rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
     if rnd:
         with em.slots(lay.nslots) as s:
@@ -244,17 +252,34 @@ def _acc_in(em, acc, lay, n):
         em.emit(f"{n}[{s}] = {buf}[{lay.flat('tid', s)}];")
 
 
-def _b_desc(tb, b_kmajor: bool, c0: int, kk) -> str:
-    """The wgmma descriptor of B's 16-deep k-step `kk` (a C expression or an int) for the
-    columns from c0. A K-major tile holds 32-byte k-slices side by side in swizzle rows of
-    tb.sw bytes; an MN-major tile is panels of tb.sw-byte rows, one row per k."""
+def _b_layout(tb, b_kmajor: bool):
+    """(leading, stride byte offsets) of B's descriptors. A K-major tile holds 32-byte k-slices
+    side by side in swizzle rows of tb.sw bytes; an MN-major tile is panels of tb.sw-byte rows,
+    one row per k."""
+    return (16 if b_kmajor else tb.rows * tb.sw), 8 * tb.sw
+
+
+def _b_off(tb, b_kmajor: bool, c0: int, kk) -> str:
+    """Byte offset from B's base of its 16-deep k-step `kk` (a C expression or an int) for the
+    columns from c0."""
     if b_kmajor:
-        addr = (f"({tb.base} + (u32)(({kk} * 32) / {tb.sw}) * {tb.rows * tb.sw}u + "
-                f"{c0 * tb.sw}u + (u32)(({kk} * 32) % {tb.sw}))")
-        return f"newt_wgmma_desc2({addr}, 16, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+        return (f"(u32)(({kk} * 32) / {tb.sw}) * {tb.rows * tb.sw}u + {c0 * tb.sw}u + "
+                f"(u32)(({kk} * 32) % {tb.sw})")
     panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
-    addr = f"({tb.base} + {panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u)"
-    return f"newt_wgmma_desc2({addr}, {tb.rows * tb.sw}, {8 * tb.sw}, {_SWZ_MODE[tb.sw]})"
+    return f"{panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u"
+
+
+def _desc_base(em, addr, lbo, sbo, sw) -> str:
+    """Declare the descriptor of shared-memory address `addr`; the descriptor of addr + off is
+    then `name + (off >> 4)` (shared addresses stay below 2^18, so the 14-bit address field
+    never carries): one add per wgmma instead of the whole packing."""
+    d = em.fresh("desc")
+    em.emit(f"const newt_u64 {d} = newt_wgmma_desc2({addr}, {lbo}, {sbo}, {_SWZ_MODE[sw]});")
+    return d
+
+
+def _plus(desc, off) -> str:
+    return f"{desc} + (newt_u64)(({off}) >> 4)"
 
 
 def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
@@ -269,7 +294,9 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     return chunks, fns
 
 
-def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
+def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0):
+    """acc n += A B per warpgroup from two shared-memory tiles; `between()` emits code to run
+    while the mma is in flight; wait=None leaves it in flight."""
     N = plan.N
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
     ksteps = plan.K * plan.esize // 32
@@ -278,19 +305,26 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=0):
     em.emit(f"const int {wg_row} = (warp / 4) * {lay.rows_grp};")
     # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
     # chunks), so none waits for the one before it to finish its accumulation
+    da0 = _desc_base(em, f"{ta.base} + (u32)({wg_row}) * {ta.sw}u", 16, 8 * ta.sw, ta.sw)
+    db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
     em.emit("#pragma unroll")
     with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
         for ms in range(lay.nsub):
             for c0, w in chunks:
-                a_row = f"{wg_row} + {ms * 64}"
-                a_addr = (f"({ta.base} + (u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
-                          f"(u32)({a_row}) * {ta.sw}u + (u32)((kk * 32) % {ta.sw}))")
-                da = f"newt_wgmma_desc2({a_addr}, 16, {8 * ta.sw}, {_SWZ_MODE[ta.sw]})"
-                db = _b_desc(tb, b_kmajor, c0, "kk")
+                da = _plus(da0, f"(u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
+                                f"{ms * 64 * ta.sw}u + (u32)((kk * 32) % {ta.sw})")
+                db = _plus(db0, _b_off(tb, b_kmajor, c0, "kk"))
                 off = ms * (N // 2) + c0 // 2
                 em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, 1);")
+    _commit_wait(em, between, wait)
+
+
+def _commit_wait(em, between, wait):
     em.emit("newt_wgmma_commit();")
-    em.emit(f"newt_wgmma_wait<{wait}>();")
+    if between is not None:
+        between()
+    if wait is not None:
+        em.emit(f"newt_wgmma_wait<{wait}>();")
 
 
 def _a_bytes(op, plan) -> int:
@@ -306,18 +340,19 @@ def _b_bytes(plan) -> int:
 def dot_bytes(op, plan) -> int:
     """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
     registers or a staged tile) at a 1024-byte aligned size, then its B tile (two of them,
-    1024-byte aligned, when it is double-buffered: attrs["double_b"], passes/dot_loads.py)."""
-    if op.attrs.get("double_b"):
-        return _a_bytes(op, plan) + 2 * _b_bytes(plan)
+    1024-byte aligned, when it is a ring of R buffers: attrs["tile_ring"], passes/dot_loads.py)."""
+    ring = op.attrs.get("tile_ring")
+    if ring:
+        return _a_bytes(op, plan) + ring * _b_bytes(plan)
     return _a_bytes(op, plan) + plan.K * plan.N * plan.esize
 
 
 def dot_tiles(em, op, plan, iv=None):
     """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
     (or a late one). B is K-major for 4- and 1-byte inputs, and for 16-bit ones when the
-    dot-loads pass chose it (attrs["b_kmajor"]). A double-buffered B (attrs["double_b"]) is
-    the half of the loop iteration whose induction variable is the C expression `iv` (default:
-    the dot's own iteration)."""
+    dot-loads pass chose it (attrs["b_kmajor"]). A ring of R B tiles (attrs["tile_ring"]) gives
+    the buffer of the loop iteration whose induction variable is the C expression `iv`
+    (default: the dot's own iteration): iteration i uses buffer i % R."""
     M, N, K, es = plan.M, plan.N, plan.K, plan.esize
     b_kmajor = es != 2 or bool(op.attrs.get("b_kmajor"))
     off = op.attrs.get("smem_offset")
@@ -333,11 +368,12 @@ def dot_tiles(em, op, plan, iv=None):
     else:
         ta = Tile(M, K, es, base)
     tb_base = f"({base} + {a_bytes}u)"
-    if op.attrs.get("double_b"):
+    ring = op.attrs.get("tile_ring")
+    if ring:
         loop = op.parent.parent
         lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
         iv = iv or em.name(op.parent.args[0])
-        tb_base = (f"({base} + {a_bytes}u + (u32)((({iv}) - {lb}) / {step} & 1) * "
+        tb_base = (f"({base} + {a_bytes}u + (u32)(((({iv}) - {lb}) / {step}) % {ring}) * "
                    f"{_b_bytes(plan)}u)")
     tb = Tile(N, K, es, tb_base) if b_kmajor else Tile(K, N, es, tb_base)
     return ta, tb, b_kmajor
@@ -387,7 +423,7 @@ def wgmma_rs_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
         "}\n")
 
 
-def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor):
+def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
     """P @ V on sm_90a: A (a 16-bit value in the accumulator layout) from registers. Every
     fragment is packed before the fence: wgmma may not read registers written after it."""
     N, K = plan.N, plan.K
@@ -405,13 +441,13 @@ def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor):
                 em.emit(f"{pa}[{ms}][{kk}][{j}] = {pack}({em.at(a, base + 2 * j)}, "
                         f"{em.at(a, base + 2 * j + 1)});")
     em.emit("newt_wgmma_fence();")
+    db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
     for ms in range(lay.nsub):
         for c0, w in chunks:
             for kk in range(ksteps):
-                db = _b_desc(tb, b_kmajor, c0, kk)
+                db = _plus(db0, _b_off(tb, b_kmajor, c0, kk))
                 em.emit(f"{fns[w]}(&{n}[{ms * (N // 2) + c0 // 2}], {pa}[{ms}][{kk}], {db}, 1);")
-    em.emit("newt_wgmma_commit();")
-    em.emit("newt_wgmma_wait<0>();")
+    _commit_wait(em, between, wait)
 
 
 def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):

@@ -14,14 +14,14 @@ contiguous dimension). Per chunk, at run time:
 The barrier first: the region was last read by an earlier dot (the two dots of attention share
 it, passes/smem.py).
 
-Prefetched pairs (passes/dot_loads.py, plan_prefetch): both tiles of the next iteration are
-issued by the body's last dot (emit_next_tiles, the induction variable replaced by iv + step in
-the index math; the second tile into the half of its double buffer that iteration's parity
-picks) and by `dot_tile_prefetch` before the loop.
+Tile rings (passes/dot_loads.py, plan_prefetch): both tiles of iteration i + ahead are issued
+by the body's first dot while its mma runs (emit_ahead_tiles: the induction variable replaced
+by iv + ahead * step in the index math, the tiles into that iteration's ring buffers), those of
+the first `ahead` iterations by `dot_tile_prefetch` before the loop.
 """
 from __future__ import annotations
 
-from ..passes.dot_loads import axis_stride
+from ..passes.dot_loads import axis_stride, chunk_divisor, uniform_along
 from .dot import _helpers, dot_tiles, opaque_thread
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
@@ -30,30 +30,48 @@ from .emitter import handles
 
 @handles("dot_tile_load")
 def _tile_load(em, op):
-    if op.attrs.get("prefetch") == "next":   # copied by the previous iteration (or the
-        return                               # prologue): see emit_next_tiles
+    if op.attrs.get("prefetch") == "ahead":  # copied by an earlier iteration (or the
+        return                               # prologue): see emit_ahead_tiles
     em.barrier()                        # the region's previous reader is done with it
     emit_tile_copy(em, op)
 
 
+def _in_range(em, loop, it):
+    """C condition: the loop has an iteration whose induction variable is `it`."""
+    ub, step = em.name(loop.operands[1]), em.name(loop.operands[2])
+    return f"{step} > 0 ? {it} < {ub} : {it} > {ub}"
+
+
 @handles("dot_tile_prefetch")
 def _prefetch(em, op):
-    """Before the loop: the first iteration's tiles (the loop may run zero times)."""
+    """Before the loop: the tiles of the first `ahead` iterations, one commit group each
+    (empty for an iteration the loop does not have: the body's waits count groups)."""
     loop = op.attrs["loop"].x
-    lb, ub, step = (em.name(v) for v in loop.operands[:3])
+    lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     em.barrier()
-    with em.scope(f"if ({step} > 0 ? {lb} < {ub} : {lb} > {ub})"):
-        for load in op.attrs["loads"].x:
-            emit_tile_copy(em, load, lb)
-    em.emit("newt_cp_async_commit();")
+    for t in range(op.attrs["ahead"]):
+        it = f"({lb} + {t} * {step})" if t else lb
+        with em.scope(f"if ({_in_range(em, loop, it)})"):
+            for load in op.attrs["loads"].x:
+                emit_tile_copy(em, load, it)
+        em.emit("newt_cp_async_commit();")
 
 
-def emit_next_tiles(em, loads, loop):
-    """In the body's last dot: the tiles of the next iteration, if there is one."""
+@handles("dot_async_wait")
+def _async_wait(em, op):
+    """After a loop whose last wgmma was left in flight (plan_prefetch's "wg_defer")."""
+    em.emit("newt_wgmma_wait<0>();")
+
+
+def emit_ahead_tiles(em, loads, loop):
+    """In the body's first dot: the tiles of iteration i + ahead, if there is one; one commit
+    group either way."""
     iv = em.name(loop.regions[0].args[0])
-    ub, step = em.name(loop.operands[1]), em.name(loop.operands[2])
-    nxt = f"({iv} + {step})"
-    with em.scope(f"if ({step} > 0 ? {nxt} < {ub} : {nxt} > {ub})"):
+    step = em.name(loop.operands[2])
+    ahead = next(op for op in loop.parent.ops if op.opcode == "dot_tile_prefetch"
+                 and op.attrs["loop"].x is loop).attrs["ahead"]
+    nxt = f"({iv} + {ahead} * {step})" if ahead != 1 else f"({iv} + {step})"
+    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
         for load in loads:
             emit_tile_copy(em, load, nxt)
     em.emit("newt_cp_async_commit();")
@@ -83,8 +101,8 @@ def _copy(em, op):
     dot = ref.dot
     plan = dot.attrs["dot_plan"]
     _helpers(em, ("newt_dot_prelude", PRELUDE))
-    # a double-buffered tile: the half of the iteration being copied (iv may be iv + step)
-    iv = em.name(op.parent.args[0]) if dot.attrs.get("double_b") else None
+    # a ring of tiles: the buffer of the iteration being copied (iv may be iv + k * step)
+    iv = em.name(op.parent.args[0]) if dot.attrs.get("tile_ring") else None
     ta, tb, b_kmajor = dot_tiles(em, dot, plan, iv)
     tile = ta if ref.role == "a" else tb
     ptr = op.operands[0]
@@ -104,6 +122,10 @@ def _copy(em, op):
         col = f"(cc * {epc} + {e})"
         return [col, "tr"] if transposed else ["tr", col]
 
+    # every chunk 16-byte aligned by construction and the mask one bit per chunk: one
+    # cp.async each, zero-filled (no bytes read) where masked off; no test, no branch
+    simple = contig and chunk_divisor(em.fn, ptr, cax, epc) >= 16 and \
+        (mask is None or uniform_along(mask, cax))
     em.emit("{")
     if op.attrs.get("recompute_index"):
         opaque_thread(em)
@@ -115,19 +137,30 @@ def _copy(em, op):
         em.emit(f"const int tr = c / {cpr}, cc = c % {cpr};")
         em.emit(f"const u32 dst = {tile.chunk_addr('tr', 'cc')};")
         em.emit(f"const {em.ctype(ptr)} p0 = {value_at(em, ptr, coords(0))};")
-        conds = ["(((u64)(p0)) & 15) == 0"]
-        if not contig:
-            conds += [f"({value_at(em, ptr, coords(e))} == p0 + {e})" for e in range(1, epc)]
-        if mask is not None:
-            conds += group_mask(em, mask, [coords(e) for e in range(epc)])
-        with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
-            em.emit("newt_cp_async16(dst, p0, 16);")
-        with em.scope("else"):
-            em.emit(f"union {{ uint4 v; {u} e[{epc}]; }} t;")
-            for e in range(epc):
-                p = f"p0 + {e}" if contig else value_at(em, ptr, coords(e))
-                rd = f"*(const {u}*)({p})"
-                m = value_at(em, mask, coords(e)) if mask is not None else None
-                em.emit(f"t.e[{e}] = {f'({m}) ? {rd} : ({u})0' if m else rd};")
-            em.emit("newt_st_shared_v4(dst, t.v);")
+        if simple:
+            n = "16" if mask is None else f"({value_at(em, mask, coords(0))}) ? 16 : 0"
+            em.emit(f"newt_cp_async16(dst, p0, {n});")
+        else:
+            _checked_copy(em, ptr, mask, coords, contig, epc, u)
     em.emit("}")
+
+
+def _checked_copy(em, ptr, mask, coords, contig, epc, u):
+    """One chunk tested at run time: cp.async where aligned and wholly unmasked, else an
+    element-wise gather (0 where masked off) and one st.shared."""
+    from .shapes import value_at
+    conds = ["(((u64)(p0)) & 15) == 0"]
+    if not contig:
+        conds += [f"({value_at(em, ptr, coords(e))} == p0 + {e})" for e in range(1, epc)]
+    if mask is not None:
+        conds += group_mask(em, mask, [coords(e) for e in range(epc)])
+    with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+        em.emit("newt_cp_async16(dst, p0, 16);")
+    with em.scope("else"):
+        em.emit(f"union {{ uint4 v; {u} e[{epc}]; }} t;")
+        for e in range(epc):
+            p = f"p0 + {e}" if contig else value_at(em, ptr, coords(e))
+            rd = f"*(const {u}*)({p})"
+            m = value_at(em, mask, coords(e)) if mask is not None else None
+            em.emit(f"t.e[{e}] = {f'({m}) ? {rd} : ({u})0' if m else rd};")
+        em.emit("newt_st_shared_v4(dst, t.v);")

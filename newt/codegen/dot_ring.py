@@ -386,7 +386,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     arch = em.options.arch
     if arch.startswith("sm_9") and arch.endswith("a") and em.T % 128 == 0 \
             and plan.kind in ("f16", "bf16", "tf32"):
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait)
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
     else:
         _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
 

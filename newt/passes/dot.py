@@ -112,6 +112,15 @@ class DotPlan:
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]"
 
 
+def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
+    """Whether codegen computes a tensor-core dot with wgmma (else mma.sync): sm_90a, whole
+    warpgroups, 16-bit or tf32 inputs; A from registers (a_src "regs") only for 16-bit."""
+    if plan.engine != "mma" or not (arch.startswith("sm_9") and arch.endswith("a")):
+        return False
+    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32")
+    return num_threads % 128 == 0 and plan.kind in kinds
+
+
 def plan_dot(op, num_threads) -> DotPlan:
     a, b = op.operands[0], op.operands[1]
     (M, K), N = a.shape, b.shape[1]

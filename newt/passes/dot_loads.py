@@ -82,6 +82,126 @@ def axis_stride(v, axis):
     return None
 
 
+def uniform_along(v, ax) -> bool:
+    """Block `v` (a mask) has the same value at every index along axis `ax`: splats and
+    constants, compares and and/or of values whose axis_stride along ax is 0, through
+    broadcasts and reshapes."""
+    if not is_block(v.type):
+        return True
+    op = v.owner
+    if not isinstance(op, Op):
+        return False
+    c = op.opcode
+    if c in ("splat", "constant"):
+        return True
+    if c in ("broadcast", "convert_layout"):
+        x = op.operands[0]
+        return (c == "broadcast" and x.shape[ax] == 1) or uniform_along(x, ax)
+    if c == "reshape":
+        x = op.operands[0]
+        src = [i for i, d in enumerate(x.shape) if d != 1]
+        dst = [i for i, d in enumerate(v.shape) if d != 1]
+        if ax not in dst:
+            return True
+        if [x.shape[i] for i in src] != [v.shape[i] for i in dst]:
+            return False
+        return uniform_along(x, src[dst.index(ax)])
+    k = op.attrs.get("op") if c == "binary" else None
+    if k in ("and", "or"):
+        return all(uniform_along(o, ax) for o in op.operands)
+    if k in ("lt", "le", "gt", "ge", "eq", "ne"):
+        return all(o.dtype.is_int() and axis_stride(o, ax) == 0 for o in op.operands)
+    return False
+
+
+_BIG = 1 << 20
+
+
+def _pow2(n: int) -> int:
+    """The largest power of two dividing n (capped; 0 is divisible by anything)."""
+    n = abs(int(n))
+    return _BIG if n == 0 else min(n & -n, _BIG)
+
+
+def chunk_divisor(fn, v, cax, epc):
+    """A power of two dividing the value of block `v` at every element whose index along axis
+    `cax` is a multiple of `epc`: in bytes for pointers, else in units. The address of a
+    16-byte chunk of a tile is 16-byte aligned, with no run-time test, when this is >= 16 for
+    the tile's pointer block (cax its contiguous axis, epc the elements per chunk).
+
+    Known facts: a pointer parameter specialized as 16-byte aligned, an integer parameter
+    specialized as divisible by 16, constants, `multiple_of` hints, a loop's induction variable
+    (lb + k * step), arange along cax (0, epc, 2 * epc, ...); sums keep the smaller divisor,
+    products multiply them. Anything else divides by 1 (a pointer: by its element size)."""
+    params = {p.value.id: p for p in fn.params}
+    ivs = {op.regions[0].args[0].id: op for op in fn.walk() if op.opcode == "for"}
+    memo = {}
+
+    def scalar(v):
+        if v.id in memo:
+            return memo[v.id]
+        memo[v.id] = 1                      # (cycles through carried values: unknown)
+        hint = v.attrs.get("multiple_of")
+        d = _pow2(hint) if isinstance(hint, int) else 1
+        d = max(d, _scalar_op(v))
+        memo[v.id] = d
+        return d
+
+    def _scalar_op(v):
+        p = params.get(v.id)
+        if p is not None:
+            if v.dtype.is_ptr():
+                return 16 if p.divisible_by_16 else v.dtype.element_ty.bits // 8
+            return 16 if p.divisible_by_16 else 1
+        if v.id in ivs:
+            lb, _, step = ivs[v.id].operands[:3]
+            return min(scalar(lb), scalar(step))
+        return combine(v, scalar, scalar)
+
+    def combine(v, left, right):
+        op = v.owner
+        if not isinstance(op, Op):
+            return 1
+        c = op.opcode
+        if c == "constant":
+            val = op.attrs.get("value")
+            return _pow2(val) if isinstance(val, int) and not isinstance(val, bool) else 1
+        if c == "cast" and v.dtype.is_int() and op.operands[0].dtype.is_int():
+            return left(op.operands[0])
+        if c == "addptr":
+            es = v.dtype.element_ty.bits // 8
+            return min(left(op.operands[0]), right(op.operands[1]) * es)
+        if c == "binary" and op.attrs.get("op") in ("add", "sub"):
+            return min(left(op.operands[0]), right(op.operands[1]))
+        if c == "binary" and op.attrs.get("op") == "mul":
+            return min(left(op.operands[0]) * right(op.operands[1]), _BIG)
+        return 1
+
+    def block(v, ax):
+        if not is_block(v.type):
+            return scalar(v)
+        op = v.owner
+        if not isinstance(op, Op):
+            return 1
+        c = op.opcode
+        if c == "splat":
+            return scalar(op.operands[0])
+        if c == "arange":
+            return min(_pow2(op.attrs["start"]), epc) if ax == 0 else 1
+        if c in ("broadcast", "convert_layout"):
+            return block(op.operands[0], ax)
+        if c == "reshape":
+            x = op.operands[0]
+            src = [i for i, d in enumerate(x.shape) if d != 1]
+            dst = [i for i, d in enumerate(v.shape) if d != 1]
+            if [x.shape[i] for i in src] != [v.shape[i] for i in dst]:
+                return 1
+            return block(x, src[dst.index(ax)] if ax in dst else None)
+        return combine(v, lambda o: block(o, ax), lambda o: block(o, ax))
+
+    return block(v, cax)
+
+
 def _const(v):
     op = v.owner
     while isinstance(op, Op) and op.opcode in ("splat", "broadcast", "cast", "reshape",
@@ -161,24 +281,31 @@ def _leaves_outside(v, body, iv, seen=None) -> bool:
     return all(_leaves_outside(o, body, iv, seen) for o in op.operands)
 
 
-def plan_prefetch(fn):
-    """Two tile loads in a loop body feeding two dots in turn (attention's K then V): both
-    tiles of iteration i+1 are copied while the second dot of iteration i runs, the second
-    one into the other half of a double buffer (the second dot of iteration i still reads its
-    own half):
+def plan_prefetch(fn, options):
+    """Two tile loads in a loop body feeding two dots in turn (attention's K then V) become a
+    ring of R = max(2, num_stages) buffers per tile, iteration i in buffer i % R, the copies
+    running `ahead` iterations in front of the dots:
 
-        before the loop   dot_tile_prefetch: barrier; copy both tiles of the first iteration;
-                          commit
-        loads             (nothing: copied by the previous iteration or the prologue)
-        first dot         wait_group 0 (both tiles landed); barrier; mma
-        second dot        barrier (every warp is past the first dot, and past the previous
-                          iteration's second dot, which read the other half); copy both tiles
-                          of the next iteration (if any); commit; mma on this iteration's half
+        before the loop   dot_tile_prefetch: barrier; per iteration t < ahead: copy both tiles
+                          of iteration t (if it exists); commit
+        loads             (nothing: copied by an earlier iteration or the prologue)
+        first dot         cp.async.wait_group ahead-1 (both tiles of this iteration landed);
+                          barrier; issue the mma; copy both tiles of iteration i + ahead (if it
+                          exists) while it runs; commit; wait for the mma
+        second dot        the mma on this iteration's buffer: no wait, no barrier
 
-    Each tile has a whole iteration to arrive, and an iteration has two barriers.
-    attrs: loads "prefetch" = "next"; first dot "cp_wait" = 0; second dot "prefetch_next" = the
-    two loads, "double_b" (its B tile is two tiles, by iteration parity); dots "live" = the
-    prefetch op to the loop (their tiles are in use across the whole loop)."""
+    One barrier per iteration. It makes this iteration's tiles visible to every warp, and
+    guarantees that buffer (i + ahead) % R is free: its previous tiles, iteration i + ahead - R,
+    were read by dots every warp has finished. With wgmma the second dot is left in flight
+    (attrs "wg_defer" = the carried value it accumulates into, in place: _carried_result):
+    the first dot's wait of the next iteration completes it (wgmma groups complete in order),
+    and a dot_async_wait after the loop drains the last one; the mma of iteration i - 1 may
+    then still read its buffer, so ahead = R - 2 (R >= 3). Without the deferral ahead = R - 1.
+
+    attrs: loads "prefetch" = "ahead"; both dots "tile_ring" = R and "live" = the prefetch op
+    to the loop (their tiles are in use across the whole loop); first dot "cp_wait" = ahead - 1
+    and "ring_issue" = the two loads; second dot "ring_ready"; prefetch op "ahead"."""
+    from .dot import uses_wgmma
     for loop in [op for op in fn.walk() if op.opcode == "for"]:
         body = loop.regions[0]
         iv = body.args[0]
@@ -197,18 +324,54 @@ def plan_prefetch(fn):
             [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
         if not all(_leaves_outside(v, body, iv) for v in addr):
             continue
-        pre = Op("dot_tile_prefetch", [], [], {"loads": _Ref(loads), "loop": _Ref(loop)},
-                 (), loop.loc)
-        pre.parent = loop.parent
-        loop.parent.ops.insert(loop.parent.ops.index(loop), pre)
+        R = max(2, loop.attrs.get("num_stages") or options.num_stages)
+        carried = _carried_result(dots, body, fn.uses())
+        defer = R >= 3 and carried is not None and uses_wgmma(
+            options.arch, options.num_threads, dots[1].attrs["dot_plan"],
+            dots[1].attrs.get("a_src"))
+        ahead = R - 1 - defer
+        pre = Op("dot_tile_prefetch", [], [], {"loads": _Ref(loads), "loop": _Ref(loop),
+                                               "ahead": ahead}, (), loop.loc)
+        _insert(pre, loop, 0)
         for ld in loads:
-            ld.attrs["prefetch"] = "next"
-        dots[0].attrs["cp_wait"] = 0
-        dots[1].attrs["cp_wait"] = 0       # nothing is in flight by then: a no-op wait
-        dots[1].attrs["prefetch_next"] = _Ref(loads)
-        dots[1].attrs["double_b"] = True
+            ld.attrs["prefetch"] = "ahead"
+        dots[0].attrs["cp_wait"] = ahead - 1
+        dots[0].attrs["ring_issue"] = _Ref(loads)
+        dots[1].attrs["ring_ready"] = True
         for d in dots:
+            d.attrs["tile_ring"] = R
             d.attrs["live"] = _Ref((pre, loop))
+        if defer:
+            dots[1].attrs["wg_defer"] = _Ref(carried)
+            _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
+
+
+def _carried_result(dots, body, uses):
+    """The loop-carried value the second dot's result becomes, when the dot can accumulate
+    into that value's variable in place while it is in flight: the result is only yielded
+    (once), in the accumulator's layout, and every read of the carried value sits in the body
+    between the two dots (after the first dot's wait has retired the previous iteration's
+    mma, before this iteration's is issued). Else None."""
+    r = dots[1].result
+    y = body.ops[-1]
+    if y.opcode != "yield" or uses.get(r.id) != [y] or \
+            sum(o is r for o in y.operands) != 1:
+        return None
+    carried = body.args[1 + [o is r for o in y.operands].index(True)]
+    if carried.attrs.get("layout") != r.attrs.get("layout"):
+        return None
+    lo, hi = body.ops.index(dots[0]), body.ops.index(dots[1])
+    for u in uses.get(carried.id, []):
+        if u.parent is not body or not lo < body.ops.index(u) < hi:
+            return None
+    return carried
+
+
+def _insert(op, loop, after):
+    """Put `op` just before (after=0) or just after (after=1) `loop` in its block."""
+    op.parent = loop.parent
+    ops = loop.parent.ops
+    ops.insert(ops.index(loop) + after, op)
 
 
 class _Ref:

@@ -42,7 +42,7 @@ import dataclasses
 
 from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
-from .dot import plan_dot
+from .dot import plan_dot, uses_wgmma
 
 
 @dataclasses.dataclass
@@ -170,8 +170,7 @@ def _mark_ring(loop, options):
         if None in loads:
             continue
         S = max(2, loop.attrs.get("num_stages") or options.num_stages)
-        use_wg = options.arch.startswith("sm_9") and options.arch.endswith("a") \
-            and options.num_threads % 128 == 0 and plan.kind in ("f16", "bf16", "tf32")
+        use_wg = uses_wgmma(options.arch, options.num_threads, plan)
         # wgmma: consume tile i - (S-1) first, leave it in flight (wait_group 1 retires the one
         # before), barrier, then copy tile i into the stage that one read: S-1 tiles in flight,
         # as Triton's pipeliner does. Copying first (the mma.sync order) would have to leave

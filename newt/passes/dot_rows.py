@@ -495,7 +495,7 @@ def fuse_dot_rows(fn, options):
     _cast_in_fragment(fn)
     _plan_operands(fn, T)
     plan_tile_loads(fn, options)
-    plan_prefetch(fn)
+    plan_prefetch(fn, options)
     _recompute_index(fn)
     return fn
 
