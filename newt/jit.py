@@ -138,6 +138,11 @@ def _constexpr_key(v):
 
 
 class JITFunction:
+    # `_bound` is a slot: `k[grid]` reads it on every launch, and a slot is one specialized
+    # attribute read in every kernel (an instance-dict read is specialized on one dict's layout,
+    # so a loop launching several kernels would keep un-specializing it)
+    __slots__ = ("_bound", "__dict__", "__weakref__")
+
     def __init__(self, fn, *, do_not_specialize=(), debug=None, **_triton_kwargs):
         self.fn = fn
         functools.update_wrapper(self, fn)
@@ -163,8 +168,7 @@ class JITFunction:
     # ---- launch ------------------------------------------------------------------------------
     def __getitem__(self, grid):
         if _flags.interpret:
-            from .interpreter import launch as interp_launch
-            return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
+            return self._interpreted(grid)
         bound = self._bound    # (grid, launch function bound to it) of the last launch
         if bound[0] is grid:
             return bound[1]
@@ -178,6 +182,12 @@ class JITFunction:
         bound = self._bound = (grid, types.MethodType(fn, grid) if grid is not None
                                else functools.partial(fn, grid))
         return bound[1]
+
+    def _interpreted(self, grid):
+        # not inline in __getitem__: a lambda there would make `self` and `grid` closure cells,
+        # built on every launch
+        from .interpreter import launch as interp_launch
+        return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
 
     def run(self, *args, grid, **kwargs):
         if options.flags.interpret:
