@@ -152,9 +152,9 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
 
 # launch configurations tried by --sweep: (config at D=64, config at D=128), each the same for
 # newt and Triton; the first pair is the example's CONFIG
-SWEEP = [((128, 32, 8, 3), (64, 32, 4, 3)), ((128, 32, 8, 4), (64, 32, 4, 4)),
-         ((128, 64, 8, 3), (128, 64, 8, 3)), ((128, 64, 4, 3), (64, 64, 4, 3)),
-         ((128, 128, 8, 3), (128, 32, 8, 3)), ((128, 64, 8, 4), (128, 64, 8, 4))]
+SWEEP = [((128, 64, 8, 4), (128, 64, 8, 4)), ((128, 64, 8, 3), (128, 64, 8, 3)),
+         ((128, 64, 8, 5), (128, 64, 8, 5)), ((128, 128, 8, 4), (128, 32, 8, 4)),
+         ((128, 32, 8, 4), (64, 64, 4, 4)), ((128, 32, 8, 3), (64, 32, 4, 3))]
 
 
 def sweep(size=None):

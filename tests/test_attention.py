@@ -153,6 +153,27 @@ def test_compiles_at_benchmark_config(arch, D, causal):
         assert body.count("newt_wgmma_wait<0>") == 1
 
 
+ROTATED_CONFIG = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("D", [64, 128])
+def test_rotated_key_loop_keeps_wgmma_asynchronous(D, causal):
+    """num_stages=4 on sm_90a: Q K^T of the next key block is issued before the softmax of
+    this one (passes/dot_loads.py, the rotation), one barrier per key block, and ptxas keeps
+    every wgmma asynchronous (it serializes them all, with a C7514 note, when it cannot count
+    the groups in flight at a wait)."""
+    k = _compile("sm_90a", D, causal, ROTATED_CONFIG)
+    _report(k, f"sm_90a D={D} causal={causal} (rotated)")
+    assert k.n_spills == 0 and k.local_bytes == 0, k.log
+    assert k.ir.count("rotate,") + k.ir.count("rotate}") == (2 if causal else 1)
+    assert "C7514" not in k.log and "serialized" not in k.log, k.log
+    body = k.source[k.source.index("for (i32 start_n"):]
+    body = body[:body.index("\n  }\n")]
+    assert body.count("__syncthreads") == 1
+    assert body.count("newt_wgmma_wait<0>") == 1 and "newt_wgmma_wait<1>" not in body
+
+
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("arch,D", [("sm_90a", 64), ("sm_90a", 128), ("sm_80", 64),
                                     ("sm_80", 128)])

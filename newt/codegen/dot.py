@@ -178,6 +178,8 @@ def emit_dot(em, op):
     # operand sources (passes/dot_rows.py, dot_loads.py): None = staged here from registers,
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load
+    if op.attrs.get("rotate"):
+        return _emit_rotated_dot(em, op)
     defer = op.attrs.get("wg_defer")
     if defer is not None:      # in flight across the loop's back edge: accumulate in place
         em.alias(r, defer.x)   # into the carried value (passes/dot_loads.py)
@@ -212,6 +214,13 @@ def emit_dot(em, op):
             from .dot_loads import emit_ahead_tiles
             emit_ahead_tiles(em, issue.x, op.parent.parent)
     wait = None if defer is not None else 0
+    rot = op.attrs.get("rotate_from")
+    if rot is not None:        # the next iteration's first dot (retired) becomes current
+        cur, nxt = rot.x.attrs["rotated_names"]
+
+        def copies():
+            with em.slots(lay.nslots) as s:
+                em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
@@ -226,6 +235,49 @@ def emit_dot(em, op):
     if rnd:
         with em.slots(lay.nslots) as s:
             em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
+
+
+def declare_rotated(em, op):
+    """The two register arrays of a rotated dot (passes/dot_loads.py, plan_prefetch): the
+    current iteration's result and the next one's, in flight."""
+    lay = op.result.attrs["layout"]
+    names = (em.fresh("rot_cur"), em.fresh("rot_next"))
+    for nm in names:
+        em.emit(f"float {nm}[{lay.nslots}];")
+    op.attrs["rotated_names"] = names
+
+
+def emit_rotated(em, op, iv, which):
+    """Issue the rotated dot `op` (acc zero, A the staged tile) for the iteration whose
+    induction variable is the C expression iv, into its "cur" or "next" array; commit, no
+    wait."""
+    plan = op.attrs["dot_plan"]
+    lay = op.result.attrs["layout"]
+    n = op.attrs["rotated_names"][which == "next"]
+    ta, tb, b_kmajor = dot_tiles(em, op, plan, iv)
+    with em.scope(""):
+        if op.attrs.get("recompute_index"):
+            opaque_thread(em)
+        # no zero-fill of n: a register write between the wgmma fence and the wgmma makes
+        # ptxas serialize every wgmma of the kernel
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True)
+
+
+def _emit_rotated_dot(em, op):
+    """A rotated dot in its loop body: wait for the next iteration's tiles, barrier, issue the
+    next iteration's dot (left in flight), copy the tiles `ahead` iterations on; the result
+    of this iteration is the array the previous iteration (or the prologue) filled."""
+    from .dot_loads import _in_range, emit_ahead_tiles
+    loop = op.parent.parent
+    cur = op.attrs["rotated_names"][0]
+    em.names[op.result.id] = cur
+    em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
+    em.emit("newt_fence_proxy_async();")
+    em.barrier()
+    nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
+    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
+        emit_rotated(em, op, nxt, "next")
+    emit_ahead_tiles(em, op.attrs["ring_issue"].x, loop)
 
 
 def _acc_in(em, acc, lay, n):
@@ -294,9 +346,11 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     return chunks, fns
 
 
-def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0):
-    """acc n += A B per warpgroup from two shared-memory tiles; `between()` emits code to run
-    while the mma is in flight; wait=None leaves it in flight."""
+def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False):
+    """acc n += A B per warpgroup from two shared-memory tiles (n = A B with zero: the first
+    k-step ignores n's values); `between()` emits code to run while the mma is in flight;
+    wait=None leaves it in flight."""
+    scale = "kk != 0" if zero else "1"
     N = plan.N
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
     ksteps = plan.K * plan.esize // 32
@@ -315,7 +369,7 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0):
                                 f"{ms * 64 * ta.sw}u + (u32)((kk * 32) % {ta.sw})")
                 db = _plus(db0, _b_off(tb, b_kmajor, c0, "kk"))
                 off = ms * (N // 2) + c0 // 2
-                em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, 1);")
+                em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, {scale});")
     _commit_wait(em, between, wait)
 
 

@@ -48,18 +48,33 @@ def _prefetch(em, op):
     (empty for an iteration the loop does not have: the body's waits count groups)."""
     loop = op.attrs["loop"].x
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
+    ahead = op.attrs["ahead"]
     em.barrier()
-    for t in range(op.attrs["ahead"]):
+    for t in range(ahead):
         it = f"({lb} + {t} * {step})" if t else lb
         with em.scope(f"if ({_in_range(em, loop, it)})"):
             for load in op.attrs["loads"].x:
                 emit_tile_copy(em, load, it)
         em.emit("newt_cp_async_commit();")
+    first = op.attrs["loads"].x[0].attrs["tile"].dot
+    if first.attrs.get("rotate"):       # the first dot of iteration 0, before the loop
+        from .dot import declare_rotated, emit_rotated
+        declare_rotated(em, first)
+        with em.scope(f"if ({_in_range(em, loop, lb)})"):
+            em.emit(f"newt_cp_async_wait<{ahead - 1}>();")
+            em.emit("newt_fence_proxy_async();")
+            em.barrier()
+            emit_rotated(em, first, lb, "cur")
+            em.emit("newt_wgmma_wait<0>();")
 
 
 @handles("dot_async_wait")
 def _async_wait(em, op):
-    """After a loop whose last wgmma was left in flight (plan_prefetch's "wg_defer")."""
+    """After a loop whose last wgmma was left in flight (plan_prefetch's "wg_defer"); in a
+    rotated loop's body, before the carried accumulator is read: the previous iteration's
+    second dot and this iteration's early first dot. (Waiting for the second dot alone,
+    wait_group 1, makes ptxas serialize every wgmma of the kernel: it does not count the
+    groups in flight across the loop's back edge.)"""
     em.emit("newt_wgmma_wait<0>();")
 
 

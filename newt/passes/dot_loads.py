@@ -302,9 +302,27 @@ def plan_prefetch(fn, options):
     and a dot_async_wait after the loop drains the last one; the mma of iteration i - 1 may
     then still read its buffer, so ahead = R - 2 (R >= 3). Without the deferral ahead = R - 1.
 
+    Rotation (R >= 4 with the deferral, ahead = R - 2 >= 2; wgmma; the first dot's A staged
+    before the loop and its accumulator zero, as attention's Q K^T): the first dot runs one
+    iteration ahead, so that the tensor cores compute it while the warps do the softmax of
+    the current one. Its result is carried in a register array S:
+
+        before the loop   ... ; wait for iteration 0's tiles; barrier; S = first dot (0)
+        first dot         wait_group ahead-2 (the tiles of i + 1 landed); barrier; issue
+                          S' = first dot (i + 1) if it exists, left in flight; copy the tiles
+                          of i + ahead; the dot's result is S
+        dot_async_wait    (before the first read of the carried accumulator) wait_group 0:
+                          retires the second dot of i - 1 and S'
+        second dot        issue, left in flight; S = S'
+
+    Buffers in use when the copies of i + ahead are issued: i - 1 (the second dot of i - 1
+    may be in flight), i, i + 1 ... i + ahead - 1: ahead + 2 <= R.
+
     attrs: loads "prefetch" = "ahead"; both dots "tile_ring" = R and "live" = the prefetch op
     to the loop (their tiles are in use across the whole loop); first dot "cp_wait" = ahead - 1
-    and "ring_issue" = the two loads; second dot "ring_ready"; prefetch op "ahead"."""
+    (ahead - 2 rotated), "ring_issue" = the two loads, "rotate"; second dot "ring_ready",
+    "rotate_from" = the first dot; prefetch op "ahead"; dot_async_wait "next" = the loop
+    inside it."""
     from .dot import uses_wgmma
     for loop in [op for op in fn.walk() if op.opcode == "for"]:
         body = loop.regions[0]
@@ -344,6 +362,24 @@ def plan_prefetch(fn, options):
         if defer:
             dots[1].attrs["wg_defer"] = _Ref(carried)
             _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
+        uses = fn.uses()
+        if defer and ahead >= 2 and _rotatable(dots[0], body, uses, options):
+            dots[0].attrs["rotate"] = True
+            dots[0].attrs["cp_wait"] = ahead - 2
+            dots[1].attrs["rotate_from"] = _Ref(dots[0])
+            first = min(idx(u) for u in uses[carried.id])
+            w = Op("dot_async_wait", [], [], {"next": _Ref(loop)}, (), loop.loc)
+            w.parent = body
+            body.ops.insert(first, w)
+
+
+def _rotatable(dot, body, uses, options):
+    """The first dot can run one iteration ahead (plan_prefetch's rotation): wgmma, A a tile
+    staged before the loop, a zero accumulator, its result read only inside the body."""
+    from .dot import uses_wgmma
+    return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
+        and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
+        and all(_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
 
 
 def _carried_result(dots, body, uses):
