@@ -219,7 +219,7 @@ def emit_dot(em, op):
         cur, nxt = rot.x.attrs["rotated_names"]
 
         def copies():
-            with em.slots(lay.nslots) as s:
+            with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     with em.scope(""):
         if op.attrs.get("recompute_index"):
