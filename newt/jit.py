@@ -28,6 +28,7 @@ from .language import constexpr as _constexpr
 
 _INT32 = (-2**31, 2**31)
 _flags = options.flags   # read per launch: one attribute, no module lookup chain
+_MethodType = types.MethodType
 
 
 class _Missing:
@@ -138,10 +139,10 @@ def _constexpr_key(v):
 
 
 class JITFunction:
-    # `_bound` is a slot: `k[grid]` reads it on every launch, and a slot is one specialized
-    # attribute read in every kernel (an instance-dict read is specialized on one dict's layout,
-    # so a loop launching several kernels would keep un-specializing it)
-    __slots__ = ("_bound", "__dict__", "__weakref__")
+    # What `k[grid]` reads on every launch lives in slots: a slot is one specialized attribute
+    # read in every kernel (an instance-dict read is specialized on one dict's layout, so a loop
+    # launching several kernels would keep un-specializing it)
+    __slots__ = ("_bound", "_launch_fn", "__dict__", "__weakref__")
 
     def __init__(self, fn, *, do_not_specialize=(), debug=None, **_triton_kwargs):
         self.fn = fn
@@ -178,10 +179,14 @@ class JITFunction:
         # `k[grid](...)` in a loop passes the same grid object each time: bind it once. Holding
         # the grid keeps its identity valid.
         # A bound method rather than functools.partial: its call prepends the grid without
-        # copying the arguments.
-        bound = self._bound = (grid, types.MethodType(fn, grid) if grid is not None
-                               else functools.partial(fn, grid))
-        return bound[1]
+        # copying the arguments. A 1-D grid binds its int, which the launch function checks in
+        # the fewest steps (a bad int gets the same error as the tuple would).
+        if grid.__class__ is tuple and len(grid) == 1 and grid[0].__class__ is int:
+            launch = _MethodType(fn, grid[0])
+        else:
+            launch = _MethodType(fn, grid) if grid is not None else functools.partial(fn, grid)
+        self._bound = (grid, launch)
+        return launch
 
     def _interpreted(self, grid):
         # not inline in __getitem__: a lambda there would make `self` and `grid` closure cells,
@@ -324,14 +329,17 @@ def launch(_n_grid, {params}):
         _n_h = _n_self._lookup(_n_key, {by_name})
     _, _n_pack, _n_buf, _n_block, _n_shared, _n_stream, _n_dev, _n_go, _n_c, _n_f, _n_p, \\
         _n_name, _n_L = _n_h
-    if _n_grid.__class__ is not tuple and callable(_n_grid):
-        _n_grid = _n_grid({by_name})
-    if _n_grid.__class__ is tuple and len(_n_grid) == 1 and _n_grid[0].__class__ is int \\
-            and 0 < _n_grid[0] <= 2147483647:
-        _n_gx = _n_grid[0]
+    if _n_grid.__class__ is int and 0 < _n_grid <= 2147483647:   # k[(n,)] binds n
+        _n_gx = _n_grid
         _n_gy = _n_gz = 1
     else:
-        _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
+        if _n_grid.__class__ is not tuple and callable(_n_grid):
+            _n_grid = _n_grid({by_name})
+        if _n_grid.__class__ is tuple and len(_n_grid) == 1 \\
+                and (_n_gx := _n_grid[0]).__class__ is int and 0 < _n_gx <= 2147483647:
+            _n_gy = _n_gz = 1
+        else:
+            _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
     try:
         _n_pack(_n_buf, 0, _n_gx, _n_gy, _n_gz, _n_block, 1, 1, _n_shared, _n_stream(_n_dev),
                 {v})

@@ -404,6 +404,36 @@ def test_alternating_specializations_and_grids(gpu):
         assert fake_state(cu).grid == want
 
 
+def test_one_dimensional_grid_binds_its_int(gpu):
+    """k[(n,)] binds n itself (the launch function checks an int first): a reused grid, a new
+    tuple per call, a bare int and bad values launch or fail exactly as the tuple does."""
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    g = (5,)
+    for _ in range(2):
+        add[g](x, x, x, 16)
+        assert fake_state(cu).grid == (5, 1, 1)
+    for n in (1, 3, 2**31 - 1):
+        add[(n,)](x, x, x, 16)
+        assert fake_state(cu).grid == (n, 1, 1)
+    add[6](x, x, x, 16)
+    assert fake_state(cu).grid == (6, 1, 1)
+    before = fake_state(cu).launches
+    for bad, msg in [((0,), r"grid x = 0 in grid \(0,\)"), (0, r"grid x = 0 in grid \(0,\)"),
+                     ((-3,), "grid x = -3 is outside"), ((2**31,), "grid x = 2147483648 is outside"),
+                     ((True,), None), ((1.0,), "grid x must be an int, got float")]:
+        if msg is None:     # a bool is an int to operator.index, as before
+            add[bad](x, x, x, 16)
+            assert fake_state(cu).grid == (1, 1, 1)
+            before += 1
+            continue
+        for _ in range(2):  # the second time from __getitem__'s cache
+            with pytest.raises(newt.LaunchError, match=msg):
+                add[bad](x, x, x, 16)
+    assert fake_state(cu).launches == before
+
+
 def test_launch_errors_name_the_launching_line(gpu):
     cu, fc = gpu
     add = make_add()
