@@ -200,6 +200,8 @@ def expr_of(em, op, operand_exprs):
 @handles("binary", "unary", "cast", "select", "fma", "addptr")
 def _elementwise(em, op):
     r = op.result
+    if op.attrs.get("rounded_by_user"):     # fp32 -> 16-bit cast read only by a dot's A
+        return em.alias(r, op.operands[0])  # fragment pack, which rounds (passes/dot_rows.py)
     lay = r.attrs.get("layout")
     em.elementwise(op, lambda s: expr_of(em, op, [em.at(o, s, lay) for o in op.operands]))
 

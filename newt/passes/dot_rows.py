@@ -24,6 +24,8 @@ scratch arena:
    the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
    pairwise (attrs["a_src"] = "regs"; codegen packs pairs into fp16x2, no shared memory; the
    same holds per warp for wgmma's register A of an m64 tile, so sm_90a uses wgmma too).
+   The pack rounds to 16 bits, so an fp32 -> 16-bit cast read only by it is not computed
+   (the cast's attrs["rounded_by_user"]: its result is its operand, rounded once, there).
 5. Loop-invariant A. A dot inside a loop whose A operand is defined outside every loop holding
    it (Q in attention) gets one `dot_stage_a` op right after the operand's definition: the tile
    is staged into shared memory once (attrs["a_src"] = "staged"), and its registers die there.
@@ -311,6 +313,7 @@ def _fix_op(fn, op, block, rowset, old, row):
 
 def _plan_operands(fn, T):
     staged: dict[int, StagedTile] = {}
+    uses = fn.uses()
     for op in list(fn.walk()):
         if op.opcode != "dot" or op.attrs.get("ring") is not None:
             continue
@@ -322,6 +325,11 @@ def _plan_operands(fn, T):
         if plan.kind in ("f16", "bf16") and isinstance(lay, AccLayout) and lay.M == plan.M \
                 and lay.N == plan.K and lay.num_threads == T:
             op.attrs["a_src"] = "regs"                   # 4
+            c = a.owner
+            if isinstance(c, Op) and c.opcode == "cast" and not c.attrs.get("bitcast") \
+                    and c.operands[0].dtype.name == "float32" \
+                    and c.operands[0].attrs.get("layout") == lay and uses.get(a.id) == [op]:
+                c.attrs["rounded_by_user"] = True       # the fragment pack rounds (once)
             continue
         d = a.owner
         if not isinstance(d, Op) or d.parent is None or a.attrs.get("icomp"):
