@@ -145,6 +145,10 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     # next key block (accumulating in place into the carried accumulator)
     assert k.ir.count("dot_tile_prefetch") == (2 if causal else 1)
     assert k.ir.count("tile_ring=3") == (4 if causal else 2)
+    # K's and V's pointers move by one stride per key block: each chunk's copy reads a
+    # pointer advanced by a delta instead of recomputing its address
+    assert k.ir.count("iv_slope") == (4 if causal else 2)
+    assert k.source.count("_d;") == 2 * k.ir.count("iv_slope")
     body = k.source[k.source.index("for (i32 start_n"):]
     body = body[:body.index("\n  }\n")]
     assert body.count("__syncthreads") == 1, body

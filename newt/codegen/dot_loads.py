@@ -50,6 +50,8 @@ def _prefetch(em, op):
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     ahead = op.attrs["ahead"]
     em.barrier()
+    for load in op.attrs["loads"].x:
+        _declare_ring_pointers(em, load, lb)
     for t in range(ahead):
         it = f"({lb} + {t} * {step})" if t else lb
         with em.scope(f"if ({_in_range(em, loop, it)})"):
@@ -92,6 +94,67 @@ def emit_ahead_tiles(em, loads, loop):
     em.emit("newt_cp_async_commit();")
 
 
+def _geometry(em, op):
+    """(plan, tile, transposed, epc, chunks per row, chunks per thread) of a tile load."""
+    ref = op.attrs["tile"]
+    dot = ref.dot
+    plan = dot.attrs["dot_plan"]
+    iv = em.name(op.parent.args[0]) if dot.attrs.get("tile_ring") else None
+    ta, tb, b_kmajor = dot_tiles(em, dot, plan, iv)
+    tile = ta if ref.role == "a" else tb
+    epc = 16 // plan.esize
+    cpr = tile.cols // epc
+    return plan, tile, ref.role == "b" and b_kmajor, epc, cpr, tile.rows * cpr
+
+
+def _simple(em, op, transposed, epc):
+    """Every chunk 16-byte aligned by construction and the mask one bit per chunk."""
+    ptr = op.operands[0]
+    mask = op.operands[1] if op.attrs.get("has_mask") else None
+    cax = 0 if transposed else 1
+    return axis_stride(ptr, cax) == 1 and chunk_divisor(em.fn, ptr, cax, epc) >= 16 and \
+        (mask is None or uniform_along(mask, cax))
+
+
+def _chunk(em, j, epc, cpr, transposed):
+    """Declare c, tr, cc of this thread's j-th chunk; return its element coordinates."""
+    em.emit(f"const int c = tid + {j * em.T};")
+    em.emit(f"const int tr = (int)((u32)c / {cpr}u), cc = (int)((u32)c % {cpr}u);")
+    col = f"(cc * {epc})"
+    return [col, "tr"] if transposed else ["tr", col]
+
+
+def _declare_ring_pointers(em, op, lb):
+    """Before the loop: one pointer per 16-byte chunk of this thread at the loop's first
+    iteration, and the per-iteration delta (the pass proved the pointer block moves by the
+    same iv_slope everywhere); each copy then reads its pointer and advances it."""
+    from .shapes import value_at
+    sl = op.attrs.get("iv_slope")
+    plan, tile, transposed, epc, cpr, nchunks = _geometry(em, op)
+    if sl is None or nchunks % em.T or not _simple(em, op, transposed, epc):
+        return
+    scalar, c = sl.x
+    loop = op.parent.parent
+    step = em.name(loop.operands[2])
+    k = em.fresh("rp")
+    names = [f"{k}_{j}" for j in range(nchunks // em.T)]
+    ptr = op.operands[0]
+    delta = f"{k}_d"
+    factor = f"(i64){em.name(scalar)} * " if scalar is not None else ""
+    em.emit(f"const i64 {delta} = {factor}(i64)({c}) * (i64){step};")
+    for n in names:
+        em.emit(f"{em.ctype(ptr)} {n};")
+    iv = op.parent.args[0]
+    saved = em.names.get(iv.id)
+    em.names[iv.id] = lb
+    for j, n in enumerate(names):
+        with em.scope(""):
+            coords = _chunk(em, j, epc, cpr, transposed)
+            em.emit(f"{n} = {value_at(em, ptr, coords)};")
+    em.names[iv.id] = saved
+    op.attrs["ring_ptrs"] = (names, delta)
+
+
 def emit_tile_copy(em, op, iv_expr=None):
     """The copies of dot_tile_load `op`; with iv_expr, for the loop iteration whose induction
     variable is iv_expr (the pass checked that the index math reads no other body value)."""
@@ -112,6 +175,8 @@ def emit_tile_copy(em, op, iv_expr=None):
 
 def _copy(em, op):
     from .shapes import value_at      # (shapes imports the passes: import late)
+    if op.attrs.get("ring_ptrs"):
+        return _ring_copy(em, op)
     ref = op.attrs["tile"]
     dot = ref.dot
     plan = dot.attrs["dot_plan"]
@@ -179,3 +244,23 @@ def _checked_copy(em, ptr, mask, coords, contig, epc, u):
             m = value_at(em, mask, coords(e)) if mask is not None else None
             em.emit(f"t.e[{e}] = {f'({m}) ? {rd} : ({u})0' if m else rd};")
         em.emit("newt_st_shared_v4(dst, t.v);")
+
+
+def _ring_copy(em, op):
+    """The copies of a ring load with per-chunk pointers (_declare_ring_pointers): per chunk
+    one zero-filling cp.async from its pointer, then the pointer moves to the next
+    iteration."""
+    from .shapes import value_at
+    names, delta = op.attrs["ring_ptrs"]
+    plan, tile, transposed, epc, cpr, _ = _geometry(em, op)
+    mask = op.operands[1] if op.attrs.get("has_mask") else None
+    em.emit("{")
+    if op.attrs.get("recompute_index"):
+        opaque_thread(em)
+    for j, n in enumerate(names):
+        with em.scope(""):
+            coords = _chunk(em, j, epc, cpr, transposed)
+            size = "16" if mask is None else f"({value_at(em, mask, coords)}) ? 16 : 0"
+            em.emit(f"newt_cp_async16({tile.chunk_addr('tr', 'cc')}, {n}, {size});")
+            em.emit(f"{n} += {delta};")
+    em.emit("}")

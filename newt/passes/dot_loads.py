@@ -318,7 +318,9 @@ def plan_prefetch(fn, options):
     Buffers in use when the copies of i + ahead are issued: i - 1 (the second dot of i - 1
     may be in flight), i, i + 1 ... i + ahead - 1: ahead + 2 <= R.
 
-    attrs: loads "prefetch" = "ahead"; both dots "tile_ring" = R and "live" = the prefetch op
+    attrs: loads "prefetch" = "ahead", "iv_slope" (iv_slope: the pointer moves uniformly with
+    the induction variable, so codegen advances per-chunk pointers); both dots "tile_ring" = R
+    and "live" = the prefetch op
     to the loop (their tiles are in use across the whole loop); first dot "cp_wait" = ahead - 1
     (ahead - 2 rotated), "ring_issue" = the two loads, "rotate"; second dot "ring_ready",
     "rotate_from" = the first dot; prefetch op "ahead"; dot_async_wait "next" = the loop
@@ -353,6 +355,9 @@ def plan_prefetch(fn, options):
         _insert(pre, loop, 0)
         for ld in loads:
             ld.attrs["prefetch"] = "ahead"
+            sl = iv_slope(ld.operands[0], iv, body)
+            if sl:                          # (0: the same tile every iteration: keep as is)
+                ld.attrs["iv_slope"] = _Ref(sl)
         dots[0].attrs["cp_wait"] = ahead - 1
         dots[0].attrs["ring_issue"] = _Ref(loads)
         dots[1].attrs["ring_ready"] = True
@@ -380,6 +385,70 @@ def _rotatable(dot, body, uses, options):
     return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
         and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
         and all(_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
+
+
+def iv_slope(v, iv, body):
+    """How the pointer (or integer) block `v` moves per unit of the loop's induction variable
+    `iv`, the same for every element: (scalar Value or None, int c) meaning c * scalar (c
+    alone when None), 0 when v does not depend on iv; None when the step is not uniform or not
+    provable (a wrap, a product of two iv-dependent terms, a sum of two symbolic slopes).
+    Lets the copies of a tile ring advance one pointer per 16-byte chunk by a constant delta
+    per iteration instead of recomputing the address from the index math."""
+    memo = {}
+
+    def dep(x):
+        if x.id in memo:
+            return memo[x.id]
+        memo[x.id] = False
+        op = x.owner
+        d = x is iv or (isinstance(op, Op) and _inside(op, body)
+                        and any(dep(o) for o in op.operands))
+        memo[x.id] = d
+        return d
+
+    def slope(x):
+        if not dep(x):
+            return 0
+        if x is iv:
+            return (None, 1)
+        op = x.owner
+        c = op.opcode
+        if c in ("splat", "broadcast", "reshape", "convert_layout") or \
+                (c == "cast" and x.dtype.is_int() and op.operands[0].dtype.is_int()):
+            return slope(op.operands[0])
+        k = op.attrs.get("op") if c == "binary" else None
+        if c == "addptr" or k in ("add", "sub"):
+            a, b = slope(op.operands[0]), slope(op.operands[1])
+            if a is None or b is None or (a and b):
+                return None
+            if k == "sub" and b:
+                return (b[0], -b[1])
+            return a or b
+        if k == "mul":
+            for i in (0, 1):
+                sa, o = slope(op.operands[i]), op.operands[1 - i]
+                if sa and not dep(o):
+                    w = _const(o)
+                    if w is not None:
+                        return (sa[0], sa[1] * w)
+                    u = _scalar_of(o)
+                    if u is not None and sa[0] is None:
+                        return (u, sa[1])
+            return None
+        return None
+
+    return slope(v)
+
+
+def _scalar_of(v):
+    """The scalar a block is a splat of (through shape ops), or v itself for a scalar."""
+    while is_block(v.type):
+        op = v.owner
+        if not isinstance(op, Op) or op.opcode not in ("splat", "broadcast", "reshape",
+                                                      "convert_layout"):
+            return None
+        v = op.operands[0]
+    return v
 
 
 def _carried_result(dots, body, uses):
