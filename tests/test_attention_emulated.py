@@ -196,12 +196,14 @@ def test_attention_sm90a_triton_tiles_emulated(emu90, cfg, D):
     _run(emu90, 1, 1, 150, D, True, cfg, seed=6)
 
 
-@pytest.mark.parametrize("stages", [2, 3, 4])
-def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages):
+@pytest.mark.parametrize("stages,D", [(2, 16), (3, 16), (4, 16), (4, 128)],
+                         ids=["s2", "s3", "s4", "s4-d128-rotated"])
+def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages, D):
     """The K/V ring at 2, 3 and 4 buffers (num_stages; P V left in flight from 3 on) with two
     warpgroups, warp 0 running ahead (every other warp held in its wgmma waits): a copy into a
     buffer still under another warpgroup's in-flight wgmma, or an accumulator read before its
-    wait, fails every time."""
+    wait, fails every time. At D=128 with 4 stages the loop is rotated (Q K^T of the next key
+    block in flight during this block's softmax)."""
     import ctypes
 
     import test_dot_emulated as T
@@ -213,4 +215,4 @@ def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages):
         ctypes.c_int.in_dll(lib, "nt_wg_wait_delay_us").value = 200
         return lib, params
     monkeypatch.setattr(emu90, "build", delayed)
-    _run(emu90, 1, 1, 200, 16, False, CFG8, seed=7)   # D != BLOCK_N: Q K^T and P V differ in size
+    _run(emu90, 1, 1, 200, D, False, CFG8, seed=7)    # D != BLOCK_N: Q K^T and P V differ in size

@@ -305,7 +305,12 @@ def plan_prefetch(fn, options):
     Rotation (R >= 4 with the deferral, ahead = R - 2 >= 2; wgmma; the first dot's A staged
     before the loop and its accumulator zero, as attention's Q K^T): the first dot runs one
     iteration ahead, so that the tensor cores compute it while the warps do the softmax of
-    the current one. Its result is carried in a register array S:
+    the current one. It costs a second array of scores in registers, so it is only done when
+    the carried accumulator holds 64+ registers per thread (HEAD_DIM 128 on two warpgroups):
+    such a kernel runs one CTA per SM anyway, and nothing else overlaps its softmax. (H200,
+    attention D=128, num_stages=4: 437 TFLOP/s rotated against 407; at D=64 the extra array
+    costs the second CTA per SM: 323 against 396.) Its result is carried in a register
+    array S:
 
         before the loop   ... ; wait for iteration 0's tiles; barrier; S = first dot (0)
         first dot         wait_group ahead-2 (the tiles of i + 1 landed); barrier; issue
@@ -368,7 +373,8 @@ def plan_prefetch(fn, options):
             dots[1].attrs["wg_defer"] = _Ref(carried)
             _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
         uses = fn.uses()
-        if defer and ahead >= 2 and _rotatable(dots[0], body, uses, options):
+        if defer and ahead >= 2 and _rotatable(dots[0], body, uses, options) \
+                and carried.attrs["layout"].nslots >= 64:
             dots[0].attrs["rotate"] = True
             dots[0].attrs["cp_wait"] = ahead - 2
             dots[1].attrs["rotate_from"] = _Ref(dots[0])
