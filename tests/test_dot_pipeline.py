@@ -5,6 +5,7 @@ stores per group from index math, and the Python model of the swizzled tile (use
 shared-memory side linear) agrees with the C expression. GPU correctness and speed:
 benchmarks/bench_matmul.py."""
 import os
+import re
 import sys
 
 import pytest
@@ -59,6 +60,9 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
     assert k.n_spills == 0 and k.local_bytes == 0, (k.n_regs, k.n_spills, k.local_bytes)
     assert 0 < k.n_regs <= 255
     assert ("wgmma.mma_async" if arch == "sm_90a" else "mma.sync") in k.ptx
+    # ptxas kept the wgmma pipeline as written: no wait injected, nothing serialized (C7514,
+    # C7515: serialized; C7517, C7519: a wait / arrive injected, e.g. one per K iteration)
+    assert not re.search(r"\(C75\d\d\)", k.log), k.log
     src = k.source
     tma = arch == "sm_90a" and n % 16 == 0 and dt != "fp32"
     if tma:

@@ -28,6 +28,7 @@ import re
 
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
+from ..passes.dot import uses_wgmma
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
@@ -395,26 +396,47 @@ def emit_ring_dot(em, op, use_wg):
     ring = op.attrs["ring"]
     em.alias(op.result, op.operands[2])    # accumulate in place into the carried value
     it = ring.state["it"]
-    iv, _, ub, step = _loop_names(em, op)
     D = ring.defer
-    last = f"({step} > 0 ? {iv} + {step} >= {ub} : {iv} + {step} <= {ub})"
     if ring.tma is not None:
         assert use_wg and ring.early, "TMA rings are planned for wgmma, consumption first"
-        return emit_drain(em, ring, lambda c, wait: _consume(em, op, ring, c, wait), it, last)
+        return
     assert ring.early == use_wg, "the pass and codegen disagree on the dot engine"
     em.emit("newt_cp_async_commit();")
     if D > 0 and not ring.early:
         with em.scope(f"if ({it} >= {D})"):
             _consume(em, op, ring, f"{it} - {D}", ring.wait_after)
-    with em.scope(f"if ({last})"):
-        em.emit("newt_cp_async_wait<0>();")
-        em.emit("newt_fence_proxy_async();")
-        em.barrier()
-        with em.scope(f"for (int ring_c = max({it} - {D} + 1, 0); ring_c <= {it}; ++ring_c)"):
-            _consume(em, op, ring, "ring_c", 0)
-        if use_wg:
-            em.emit("newt_wgmma_wait<0>();")
-        em.barrier()
+
+
+@handles("dot_ring_drain")
+def _ring_drain(em, op):
+    """After the loop (passes/dot_pipeline.py): the tiles the body had not consumed yet, every
+    wgmma retired, a barrier (the ring's region is free). After the loop rather than in its
+    last iteration: with the drain inside the body, ptxas cannot count the wgmma groups in
+    flight across the back edge and waits for all of them at the end of every iteration."""
+    dot = op.attrs["dot"].x
+    ring = dot.attrs["ring"]
+    _, lb, ub, step = _loop_names(em, dot)
+    # the ring's region was declared inside the loop body (_region): declare its symbol here
+    em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+    D = ring.defer
+    n = em.fresh("ring_n")
+    em.emit(f"const int {n} = {step} > 0 ? ({ub} > {lb} ? ({ub} - {lb} + {step} - 1) / {step} : 0)"
+            f" : ({lb} > {ub} ? ({lb} - {ub} - {step} - 1) / (-{step}) : 0);")
+    use_wg = uses_wgmma(em.options.arch, em.T, dot.attrs["dot_plan"])
+    # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
+    # path "the loop ran, the drain did not" and wait before every later read of the
+    # accumulator, serializing every wgmma of the kernel
+    if ring.tma is not None:
+        return emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait),
+                          f"({n} - 1)")
+    em.emit("newt_cp_async_wait<0>();")
+    em.emit("newt_fence_proxy_async();")
+    em.barrier()
+    with em.scope(f"for (int ring_c = max({n} - {D}, 0); ring_c < {n}; ++ring_c)"):
+        _consume(em, dot, ring, "ring_c", 0)
+    if use_wg:
+        em.emit("newt_wgmma_wait<0>();")
+    em.barrier()
 
 
 # dot_acc_out and dot_store (the epilogue) register on import

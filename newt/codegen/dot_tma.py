@@ -93,16 +93,16 @@ def emit_consume(em, ring, consume, it: str):
         em.emit(f"if (c >= 1 && lane == 0) newt_mbar_arrive({empty} + 8u * ((c - 1) % {S}));")
 
 
-def emit_drain(em, ring, consume, it: str, last: str):
-    """At the last iteration: the tiles not consumed yet, then every wgmma retired."""
+def emit_drain(em, ring, consume, last: str):
+    """After the loop (its last iteration was `last`): the tiles not consumed yet, then every
+    wgmma retired."""
     S, D = ring.stages, ring.defer
     full, _ = _bars(ring)
-    with em.scope(f"if ({last})"):
-        with em.scope(f"for (int ring_c = max({it} - {D} + 1, 0); ring_c <= {it}; ++ring_c)"):
-            em.emit(f"newt_mbar_wait({full} + 8u * (ring_c % {S}), (ring_c / {S}) & 1);")
-            consume("ring_c", 0)
-        em.emit("newt_wgmma_wait<0>();")
-        # the epilogue may stage through the ring (dot_epilogue.py): generic-proxy writes after
-        # the async proxy's
-        em.emit("newt_fence_proxy_async();")
-        em.barrier()
+    with em.scope(f"for (int ring_c = max({last} - {D} + 1, 0); ring_c <= {last}; ++ring_c)"):
+        em.emit(f"newt_mbar_wait({full} + 8u * (ring_c % {S}), (ring_c / {S}) & 1);")
+        consume("ring_c", 0)
+    em.emit("newt_wgmma_wait<0>();")
+    # the epilogue may stage through the ring (dot_epilogue.py): generic-proxy writes after
+    # the async proxy's
+    em.emit("newt_fence_proxy_async();")
+    em.barrier()

@@ -227,7 +227,28 @@ def pipeline_dots(fn, options):
         _mark_ring(loop, options)
         _acc_out(loop, options)
         _plan_tma(fn, loop)
+        _drain_after(loop)
     return fn
+
+
+def _drain_after(loop):
+    """One dot_ring_drain per ring, right after the loop (before the epilogue's dot_acc_out):
+    codegen consumes the tiles still in the ring there and retires every wgmma."""
+    for dot in [o for o in loop.regions[0].ops if o.opcode == "dot" and o.attrs.get("ring")]:
+        k = loop.parent.ops.index(loop) + 1
+        drain = Op("dot_ring_drain", [], [], {"dot": _DotRef(dot)}, (), loop.loc)
+        drain.parent = loop.parent
+        loop.parent.ops.insert(k, drain)
+
+
+class _DotRef:
+    """The ring dot a drain belongs to, kept in attrs without printing it."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __str__(self):
+        return "ring-dot"
 
 
 def _plan_tma(fn, loop):
