@@ -132,6 +132,7 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     _report(k, f"{arch} D={D} causal={causal}")
     assert k.shared_bytes <= (232448 if arch == "sm_90a" else 166912)
     assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255, k.log
+    assert not re.search(r"\(C75\d\d\)", k.log), k.log   # no wgmma wait / serialization by ptxas
     if arch == "sm_80":
         assert "mma.sync" in k.ptx and "ldmatrix" in k.ptx
     else:   # Q K^T from shared-memory descriptors, P @ V with P in registers
@@ -178,7 +179,7 @@ def test_rotated_key_loop_keeps_wgmma_asynchronous(D, causal):
     _report(k, f"sm_90a D={D} causal={causal} (rotated)")
     assert k.n_spills == 0 and k.local_bytes == 0, k.log
     assert k.ir.count("rotate,") + k.ir.count("rotate}") == (2 if causal else 1)
-    assert "C7514" not in k.log and "serialized" not in k.log, k.log
+    assert not re.search(r"\(C75\d\d\)", k.log) and "serialized" not in k.log, k.log
     body = k.source[k.source.index("for (i32 start_n"):]
     body = body[:body.index("\n  }\n")]
     assert body.count("__syncthreads") == 1
