@@ -237,6 +237,25 @@ def emit_dot(em, op):
             em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
 
 
+def pin_registers(em, name, nslots):
+    """An empty asm reading and writing every slot of register array `name`, right after a
+    wgmma wait: the wait is an asm statement with no register operands, so without it NVVM
+    may move reads of the accumulator (an epilogue's conversions) above the wait, and ptxas
+    then serializes every wgmma of the kernel (C7514)."""
+    _helpers(em, ("newt_pin_f32", _PIN))
+    with em.slots(nslots) as s:
+        em.emit(f"newt_pin_f32({name}[{s}]);")
+
+
+# (the CPU emulator of generated code compiles the same text: no register constraint there)
+_PIN = """NT_INLINE void newt_pin_f32(float& x) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+f"(x));
+#endif
+}
+"""
+
+
 def declare_rotated(em, op):
     """The two register arrays of a rotated dot (passes/dot_loads.py, plan_prefetch): the
     current iteration's result and the next one's, in flight."""

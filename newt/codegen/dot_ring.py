@@ -29,7 +29,7 @@ import re
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from ..passes.dot import uses_wgmma
-from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
+from .dot import Tile, _helpers, _mma_sync, _region, _wgmma, pin_registers
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .dot_tma import emit_consume, emit_drain, emit_producer, setup
@@ -423,12 +423,15 @@ def _ring_drain(em, op):
     em.emit(f"const int {n} = {step} > 0 ? ({ub} > {lb} ? ({ub} - {lb} + {step} - 1) / {step} : 0)"
             f" : ({lb} > {ub} ? ({lb} - {ub} - {step} - 1) / (-{step}) : 0);")
     use_wg = uses_wgmma(em.options.arch, em.T, dot.attrs["dot_plan"])
+    acc = em.name(dot.operands[2])
+    nslots = dot.result.attrs["layout"].nslots
     # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
     # path "the loop ran, the drain did not" and wait before every later read of the
     # accumulator, serializing every wgmma of the kernel
     if ring.tma is not None:
-        return emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait),
-                          f"({n} - 1)")
+        emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait), f"({n} - 1)",
+                   lambda: pin_registers(em, acc, nslots))
+        return
     em.emit("newt_cp_async_wait<0>();")
     em.emit("newt_fence_proxy_async();")
     em.barrier()
@@ -436,6 +439,7 @@ def _ring_drain(em, op):
         _consume(em, dot, ring, "ring_c", 0)
     if use_wg:
         em.emit("newt_wgmma_wait<0>();")
+        pin_registers(em, acc, nslots)
     em.barrier()
 
 

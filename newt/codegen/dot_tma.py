@@ -93,15 +93,16 @@ def emit_consume(em, ring, consume, it: str):
         em.emit(f"if (c >= 1 && lane == 0) newt_mbar_arrive({empty} + 8u * ((c - 1) % {S}));")
 
 
-def emit_drain(em, ring, consume, last: str):
+def emit_drain(em, ring, consume, last: str, pin):
     """After the loop (its last iteration was `last`): the tiles not consumed yet, then every
-    wgmma retired."""
+    wgmma retired (`pin()` keeps later reads of the accumulator after the wait)."""
     S, D = ring.stages, ring.defer
     full, _ = _bars(ring)
     with em.scope(f"for (int ring_c = max({last} - {D} + 1, 0); ring_c <= {last}; ++ring_c)"):
         em.emit(f"newt_mbar_wait({full} + 8u * (ring_c % {S}), (ring_c / {S}) & 1);")
         consume("ring_c", 0)
     em.emit("newt_wgmma_wait<0>();")
+    pin()
     # the epilogue may stage through the ring (dot_epilogue.py): generic-proxy writes after
     # the async proxy's
     em.emit("newt_fence_proxy_async();")

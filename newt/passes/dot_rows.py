@@ -461,6 +461,11 @@ def _cast_in_fragment(fn):
             continue
         u.operands = [x]
         _leave_after(out, u, lay, uses)
+        # dot_acc_out stages a 16-bit value as 16-bit pairs, converting (rounding) each
+        # element there: the cast itself needs no code. (Rounded here and converted there, the
+        # fp16 epilogue made ptxas serialize every wgmma of the kernel, C7514.)
+        u.attrs["rounded_by_user"] = True
+
 
 def _in_loop(op):
     b = op.parent
