@@ -227,7 +227,8 @@ def emit_dot(em, op):
         if use_wg and a_src == "regs":
             _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, copies, wait)
         elif use_wg:
-            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, copies, wait)
+            ad = _staged_a_desc(em, op, ta, lay) if a_src == "staged" and _in_loop(op) else None
+            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, copies, wait, a_desc=ad)
         else:       # (copies after the mma: its fragments are dead by then)
             _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
             copies()
@@ -279,7 +280,8 @@ def emit_rotated(em, op, iv, which):
             opaque_thread(em)
         # no zero-fill of n: a register write between the wgmma fence and the wgmma makes
         # ptxas serialize every wgmma of the kernel
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True)
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True,
+               a_desc=_staged_a_desc(em, op, ta, lay))
 
 
 def _emit_rotated_dot(em, op):
@@ -365,20 +367,50 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     return chunks, fns
 
 
-def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False):
+def _a_desc(ta, lay, warp="warp") -> str:
+    """The descriptor of the warpgroup's first A row (k-step 0) in tile ta."""
+    return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
+            f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
+
+
+def staged_a_desc(em, op):
+    """_staged_a_desc of a staged-A tensor-core dot, from its plan."""
+    ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
+    return _staged_a_desc(em, op, ta, op.result.attrs["layout"])
+
+
+def _staged_a_desc(em, op, ta, lay):
+    """For a dot in a loop whose A tile was staged before it (dot_stage_a): the A descriptor
+    declared once before the loop (2 registers) instead of rebuilt every iteration from the
+    thread index (about 15 instructions on the path to the wgmma)."""
+    from .dot_ring import _before_loop
+    d = op.attrs.get("a_desc_name")
+    if d is None:
+        d = op.attrs["a_desc_name"] = em.fresh("adesc")
+        _before_loop(em, op, f"const newt_u64 {d} = {_a_desc(ta, lay)};")
+    return d
+
+
+def _in_loop(op) -> bool:
+    p = op.parent.parent if op.parent is not None else None
+    return getattr(p, "opcode", None) == "for"
+
+
+def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):
     """acc n += A B per warpgroup from two shared-memory tiles (n = A B with zero: the first
     k-step ignores n's values); `between()` emits code to run while the mma is in flight;
-    wait=None leaves it in flight."""
+    wait=None leaves it in flight; a_desc: a declared descriptor of A's first row."""
     scale = "kk != 0" if zero else "1"
     N = plan.N
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
     ksteps = plan.K * plan.esize // 32
     em.emit("newt_wgmma_fence();")
-    wg_row = em.fresh("wg_row")
-    em.emit(f"const int {wg_row} = (warp / 4) * {lay.rows_grp};")
     # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
     # chunks), so none waits for the one before it to finish its accumulation
-    da0 = _desc_base(em, f"{ta.base} + (u32)({wg_row}) * {ta.sw}u", 16, 8 * ta.sw, ta.sw)
+    da0 = a_desc
+    if da0 is None:
+        da0 = em.fresh("desc")
+        em.emit(f"const newt_u64 {da0} = {_a_desc(ta, lay)};")
     db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
     em.emit("#pragma unroll")
     with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
