@@ -21,6 +21,12 @@ Tensor-core schedule (synchronous form):
         32-byte k-step; commit; wait 0
     otherwise: per warp, per k-step ldmatrix A (x4) and B (x4, .trans for 16-bit MN-major B),
         mma.sync m16n8k{16,8,32} into the fragment
+Ring form (a loop's two dots whose tiles come through a ring of buffers, attention's; the
+pass is newt/passes/dot_loads.py, plan_prefetch): the first dot waits for this iteration's
+tiles, crosses the iteration's one barrier and issues the copies of a later iteration while
+its mma runs; the second skips the wait and the barrier, and with wgmma is left in flight,
+accumulating in place into the carried accumulator (attrs cp_wait, ring_issue, ring_ready,
+wg_defer, rotate).
 Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
@@ -207,20 +213,20 @@ def emit_dot(em, op):
         if use_wg:
             em.emit("newt_fence_proxy_async();")
         em.barrier()
-    issue = op.attrs.get("ring_issue")
+    # what runs while the mma is in flight: the ring's copies of a later iteration (first
+    # dot), or, after a rotated first dot, its next iteration's scores (retired by the
+    # dot_async_wait before this dot) becoming the current ones
+    issue, rot = op.attrs.get("ring_issue"), op.attrs.get("rotate_from")
 
     def copies():
         if issue is not None:
             from .dot_loads import emit_ahead_tiles
             emit_ahead_tiles(em, issue.x, op.parent.parent)
-    wait = None if defer is not None else 0
-    rot = op.attrs.get("rotate_from")
-    if rot is not None:        # the next iteration's first dot (retired) becomes current
-        cur, nxt = rot.x.attrs["rotated_names"]
-
-        def copies():
+        if rot is not None:
+            cur, nxt = rot.x.attrs["rotated_names"]
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
+    wait = None if defer is not None else 0
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
