@@ -96,7 +96,9 @@ def emit_ahead_tiles(em, loads, loop):
 
 
 def _geometry(em, op):
-    """(plan, tile, transposed, epc, chunks per row, chunks per thread) of a tile load."""
+    """(plan, tile, transposed, elements per chunk, chunks per row, chunks) of a tile load; a
+    ring's tile is the buffer of the iteration being copied (the induction variable's name
+    may stand for iv + k * step there: emit_tile_copy)."""
     ref = op.attrs["tile"]
     dot = ref.dot
     plan = dot.attrs["dot_plan"]
@@ -178,23 +180,12 @@ def _copy(em, op):
     from .shapes import value_at      # (shapes imports the passes: import late)
     if op.attrs.get("ring_ptrs"):
         return _ring_copy(em, op)
-    ref = op.attrs["tile"]
-    dot = ref.dot
-    plan = dot.attrs["dot_plan"]
     _helpers(em, ("newt_dot_prelude", PRELUDE))
-    # a ring of tiles: the buffer of the iteration being copied (iv may be iv + k * step)
-    iv = em.name(op.parent.args[0]) if dot.attrs.get("tile_ring") else None
-    ta, tb, b_kmajor = dot_tiles(em, dot, plan, iv)
-    tile = ta if ref.role == "a" else tb
+    plan, tile, transposed, epc, cpr, nchunks = _geometry(em, op)
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None
     es = plan.esize
-    epc = 16 // es
-    # block axis along the tile's rows / its contiguous columns
-    transposed = ref.role == "b" and b_kmajor
-    cax = 0 if transposed else 1
-    cpr = tile.cols // epc
-    nchunks = tile.rows * cpr
+    cax = 0 if transposed else 1        # the block axis along the tile's contiguous columns
     per = -(-nchunks // em.T)
     contig = axis_stride(ptr, cax) == 1
     u = {1: "u8", 2: "u16", 4: "u32"}[es]
@@ -205,8 +196,7 @@ def _copy(em, op):
 
     # every chunk 16-byte aligned by construction and the mask one bit per chunk: one
     # cp.async each, zero-filled (no bytes read) where masked off; no test, no branch
-    simple = contig and chunk_divisor(em.fn, ptr, cax, epc) >= 16 and \
-        (mask is None or uniform_along(mask, cax))
+    simple = _simple(em, op, transposed, epc)
     em.emit("{")
     if op.attrs.get("recompute_index"):
         opaque_thread(em)
