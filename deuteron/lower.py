@@ -242,6 +242,11 @@ class _Lowering(ExprMixin):
         and keeps one scalar offset instead of a pointer per element)."""
         if len(lp.dims) != 1:
             return []
+        # a loop of two dots (attention's Q K^T then P V) keeps the loads' addresses computed
+        # from the loop index: newt then runs K and V through a ring of buffers ahead of the
+        # dots (its dot-loads pass, which needs addresses it can compute for a later iteration)
+        if sum(isinstance(it, ir.Value) and it.op == "dot" for it in lp.items) >= 2:
+            return []
         d, bumps = lp.dims[0], []
         for it in lp.items:
             if not (isinstance(it, ir.Value) and it.op == "load"):

@@ -216,3 +216,49 @@ def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages, D):
         return lib, params
     monkeypatch.setattr(emu90, "build", delayed)
     _run(emu90, 1, 1, 200, D, False, CFG8, seed=7)    # D != BLOCK_N: Q K^T and P V differ in size
+
+
+def _dt_attention_kernel(tmp_path, q, k, v):
+    """deuteron's generated attention kernel (examples/dt_attention.py) for these tensors."""
+    dta = common.load_file(os.path.join(HERE, "..", "examples", "dt_attention.py"), "dt_att")
+    src = dta.attention.to_newt_source(q, k, v)
+    assert "_ptrs +=" not in src          # addresses from the loop index, not carried
+    path = tmp_path / "dt_attention_kernel.py"      # (the JIT reads kernels from files)
+    path.write_text("import newt\nimport newt.language as nl\n" + src)
+    return common.load_file(str(path), f"dt_attention_kernel_{id(path)}").attention_kernel, dta
+
+
+def test_deuteron_attention_through_the_ring_emulated(emu90, tmp_path):
+    """deuteron's generated attention: its loads compute their addresses in the key loop,
+    with `base + bh * stride` written inside it; the dot-loads pass hoists that scalar and
+    runs K and V through the ring. On the sm_90a emulator at 3 and 4 stages, odd length."""
+    import math
+
+    import test_dot_emulated as T
+    BH, L, D = 2, 150, 32
+    torch.manual_seed(8)
+    q, k, v = (torch.randn(BH, L, D).half() for _ in range(3))
+    fn, dta = _dt_attention_kernel(tmp_path, q, k, v)
+    for stages in (3, 4):
+        T._STAGES[0] = stages
+        out = torch.full_like(q, float("nan"))
+        emu90.emulate(fn, (math.ceil(L / 128) * BH,), q, k, v, out, BH, L, D, L, *q.stride(),
+                      *k.stride(), *v.stride(), *out.stride(), BLOCK_SIZE_BH=1,
+                      BLOCK_SIZE_M=128, BLOCK_SIZE_K=D, BLOCK_SIZE_N=64, num_warps=8)
+        torch.testing.assert_close(out.float(), dta.reference(q, k, v).float(), atol=2e-2,
+                                   rtol=0)
+
+
+def test_deuteron_attention_compiles_with_the_ring(tmp_path):
+    """The same kernel for sm_90a at the hand-written example's configuration: K and V in a
+    ring of 3 buffers each, no spills."""
+    import newt
+    q = torch.randn(2, 256, 64).half()
+    fn, _ = _dt_attention_kernel(tmp_path, q, q.clone(), q.clone())
+    sig = {p: "*fp16" for p in ("q_ptr", "k_ptr", "v_ptr", "out_ptr")}
+    sig.update({p: "i32" for p in ("BH", "M", "K", "N")})
+    sig.update({f"stride_{t}{i}": "i32" for t in ("q", "k", "v", "out") for i in range(3)})
+    kern = newt.compile(fn, sig, dict(BLOCK_SIZE_BH=1, BLOCK_SIZE_M=128, BLOCK_SIZE_K=64,
+                                      BLOCK_SIZE_N=64), arch="sm_90a", num_warps=8, num_stages=3)
+    assert "dot_tile_prefetch" in kern.ir and kern.ir.count("tile_ring=3") == 2
+    assert kern.n_spills == 0

@@ -264,9 +264,11 @@ def _inside(op, block) -> bool:
     return False
 
 
-def _leaves_outside(v, body, iv, seen=None) -> bool:
-    """Every scalar the index math of `v` reads is the loop's induction variable or defined
-    outside the loop body (so the copy can be issued for another iteration, anywhere)."""
+def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
+    """Every scalar the index math of `v` reads is the loop's induction variable, defined
+    outside the loop body, or computed in the body from such scalars only (`base + pid *
+    stride` written inside the loop, as deuteron does): those ops are collected in `hoist`, to
+    be moved before the loop. Then the copy can be issued for another iteration, anywhere."""
     seen = set() if seen is None else seen
     if v.id in seen:
         return True
@@ -277,8 +279,28 @@ def _leaves_outside(v, body, iv, seen=None) -> bool:
     if not isinstance(op, Op):
         return not is_block(v.type) and not any(v is a for a in body.args)
     if not is_block(v.type):
-        return not _inside(op, body)
-    return all(_leaves_outside(o, body, iv, seen) for o in op.operands)
+        if not _inside(op, body):
+            return True
+        if hoist is None or op.parent is not body or op.opcode not in _PURE_SCALAR:
+            return False
+        if not all(_leaves_outside(o, body, None, seen, hoist) for o in op.operands):
+            return False
+        hoist.append(op)
+        return True
+    return all(_leaves_outside(o, body, iv, seen, hoist) for o in op.operands)
+
+
+_PURE_SCALAR = ("binary", "addptr", "cast", "constant")
+
+
+def _hoist_before(ops, loop):
+    """Move loop-invariant scalar ops (collected by _leaves_outside, operands first) from the
+    loop body to just before the loop, in body order."""
+    body = loop.regions[0]
+    ops = sorted(set(ops), key=body.ops.index)
+    for op in ops:
+        body.ops.remove(op)
+        _insert(op, loop, 0)
 
 
 def plan_prefetch(fn, options):
@@ -347,8 +369,10 @@ def plan_prefetch(fn, options):
             continue
         addr = [ld.operands[0] for ld in loads] + \
             [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
-        if not all(_leaves_outside(v, body, iv) for v in addr):
+        hoist = []
+        if not all(_leaves_outside(v, body, iv, hoist=hoist) for v in addr):
             continue
+        _hoist_before(hoist, loop)
         R = max(2, loop.attrs.get("num_stages") or options.num_stages)
         carried = _carried_result(dots, body, fn.uses())
         defer = R >= 3 and carried is not None and uses_wgmma(
