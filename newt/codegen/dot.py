@@ -185,7 +185,8 @@ def emit_dot(em, op):
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load
     if op.attrs.get("rotate"):
-        return _emit_rotated_dot(em, op)
+        from .dot_loop import emit_rotated_dot
+        return emit_rotated_dot(em, op)
     defer = op.attrs.get("wg_defer")
     if defer is not None:      # in flight across the loop's back edge: accumulate in place
         em.alias(r, defer.x)   # into the carried value (passes/dot_loads.py)
@@ -233,7 +234,8 @@ def emit_dot(em, op):
         if use_wg and a_src == "regs":
             _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, copies, wait)
         elif use_wg:
-            ad = _staged_a_desc(em, op, ta, lay) if a_src == "staged" and _in_loop(op) else None
+            from .dot_loop import in_loop, staged_a_desc
+            ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
             _wgmma(em, plan, lay, n, ta, tb, b_kmajor, copies, wait, a_desc=ad)
         else:       # (copies after the mma: its fragments are dead by then)
             _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
@@ -242,69 +244,6 @@ def emit_dot(em, op):
     if rnd:
         with em.slots(lay.nslots) as s:
             em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
-
-
-def pin_registers(em, name, nslots):
-    """An empty asm reading and writing every slot of register array `name`, right after a
-    wgmma wait: the wait is an asm statement with no register operands, so without it NVVM
-    may move reads of the accumulator (an epilogue's conversions) above the wait, and ptxas
-    then serializes every wgmma of the kernel (C7514)."""
-    _helpers(em, ("newt_pin_f32", _PIN))
-    with em.slots(nslots) as s:
-        em.emit(f"newt_pin_f32({name}[{s}]);")
-
-
-# (the CPU emulator of generated code compiles the same text: no register constraint there)
-_PIN = """NT_INLINE void newt_pin_f32(float& x) {
-#ifdef __CUDA_ARCH__
-  asm volatile("" : "+f"(x));
-#endif
-}
-"""
-
-
-def declare_rotated(em, op):
-    """The two register arrays of a rotated dot (passes/dot_loads.py, plan_prefetch): the
-    current iteration's result and the next one's, in flight."""
-    lay = op.result.attrs["layout"]
-    names = (em.fresh("rot_cur"), em.fresh("rot_next"))
-    for nm in names:
-        em.emit(f"float {nm}[{lay.nslots}];")
-    op.attrs["rotated_names"] = names
-
-
-def emit_rotated(em, op, iv, which):
-    """Issue the rotated dot `op` (acc zero, A the staged tile) for the iteration whose
-    induction variable is the C expression iv, into its "cur" or "next" array; commit, no
-    wait."""
-    plan = op.attrs["dot_plan"]
-    lay = op.result.attrs["layout"]
-    n = op.attrs["rotated_names"][which == "next"]
-    ta, tb, b_kmajor = dot_tiles(em, op, plan, iv)
-    with em.scope(""):
-        if op.attrs.get("recompute_index"):
-            opaque_thread(em)
-        # no zero-fill of n: a register write between the wgmma fence and the wgmma makes
-        # ptxas serialize every wgmma of the kernel
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True,
-               a_desc=_staged_a_desc(em, op, ta, lay))
-
-
-def _emit_rotated_dot(em, op):
-    """A rotated dot in its loop body: wait for the next iteration's tiles, barrier, issue the
-    next iteration's dot (left in flight), copy the tiles `ahead` iterations on; the result
-    of this iteration is the array the previous iteration (or the prologue) filled."""
-    from .dot_loads import _in_range, emit_ahead_tiles
-    loop = op.parent.parent
-    cur = op.attrs["rotated_names"][0]
-    em.names[op.result.id] = cur
-    em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
-    em.emit("newt_fence_proxy_async();")
-    em.barrier()
-    nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
-    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
-        emit_rotated(em, op, nxt, "next")
-    emit_ahead_tiles(em, op.attrs["ring_issue"].x, loop)
 
 
 def _acc_in(em, acc, lay, n):
@@ -377,29 +316,6 @@ def _a_desc(ta, lay, warp="warp") -> str:
     """The descriptor of the warpgroup's first A row (k-step 0) in tile ta."""
     return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
             f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
-
-
-def staged_a_desc(em, op):
-    """_staged_a_desc of a staged-A tensor-core dot, from its plan."""
-    ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
-    return _staged_a_desc(em, op, ta, op.result.attrs["layout"])
-
-
-def _staged_a_desc(em, op, ta, lay):
-    """For a dot in a loop whose A tile was staged before it (dot_stage_a): the A descriptor
-    declared once before the loop (2 registers) instead of rebuilt every iteration from the
-    thread index (about 15 instructions on the path to the wgmma)."""
-    from .dot_ring import _before_loop
-    d = op.attrs.get("a_desc_name")
-    if d is None:
-        d = op.attrs["a_desc_name"] = em.fresh("adesc")
-        _before_loop(em, op, f"const newt_u64 {d} = {_a_desc(ta, lay)};")
-    return d
-
-
-def _in_loop(op) -> bool:
-    p = op.parent.parent if op.parent is not None else None
-    return getattr(p, "opcode", None) == "for"
 
 
 def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):

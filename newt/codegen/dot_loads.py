@@ -60,7 +60,7 @@ def _prefetch(em, op):
         em.emit("newt_cp_async_commit();")
     first = op.attrs["loads"].x[0].attrs["tile"].dot
     if first.attrs.get("rotate"):       # the first dot of iteration 0, before the loop
-        from .dot import declare_rotated, emit_rotated, staged_a_desc
+        from .dot_loop import declare_rotated, emit_rotated, staged_a_desc
         declare_rotated(em, first)
         staged_a_desc(em, first)        # (declared here, before the loop's header exists)
         with em.scope(f"if ({_in_range(em, loop, lb)})"):

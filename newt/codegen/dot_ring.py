@@ -29,7 +29,8 @@ import re
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from ..passes.dot import uses_wgmma
-from .dot import Tile, _helpers, _mma_sync, _region, _wgmma, pin_registers
+from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
+from .dot_loop import pin_registers
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .dot_tma import emit_consume, emit_drain, emit_producer, setup

@@ -1,0 +1,94 @@
+"""Codegen of tensor-core dots inside loops: what is declared once before the loop, the
+rotated first dot of a tile ring, and the register pin after a wgmma wait.
+
+Where it sits: codegen helpers for newt/codegen/dot.py (emit_dot), dot_loads.py (the ring's
+prologue) and dot_ring.py (the drain after a K loop). The decisions are the passes'
+(newt/passes/dot_loads.py, plan_prefetch: attrs "rotate", "rotated_names" set here).
+"""
+from __future__ import annotations
+
+from .dot import _a_desc, _helpers, _wgmma, dot_tiles, opaque_thread
+
+
+def in_loop(op) -> bool:
+    """`op` sits directly in the body of a `for` loop."""
+    p = op.parent.parent if op.parent is not None else None
+    return getattr(p, "opcode", None) == "for"
+
+
+def staged_a_desc(em, op, ta=None):
+    """For a dot in a loop whose A tile was staged before it (dot_stage_a): the A descriptor
+    declared once before the loop (2 registers) instead of rebuilt every iteration from the
+    thread index (about 15 instructions on the path to the wgmma). Before the loop's header
+    exists (the ring's prologue) it is declared where the call is."""
+    from .dot_ring import _before_loop
+    d = op.attrs.get("a_desc_name")
+    if d is None:
+        if ta is None:
+            ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
+        d = op.attrs["a_desc_name"] = em.fresh("adesc")
+        _before_loop(em, op, f"const newt_u64 {d} = {_a_desc(ta, op.result.attrs['layout'])};")
+    return d
+
+
+def pin_registers(em, name, nslots):
+    """An empty asm reading and writing every slot of register array `name`, right after a
+    wgmma wait: the wait is an asm statement with no register operands, so without it NVVM
+    may move reads of the accumulator (an epilogue's conversions) above the wait, and ptxas
+    then serializes every wgmma of the kernel (C7514)."""
+    _helpers(em, ("newt_pin_f32", _PIN))
+    with em.slots(nslots) as s:
+        em.emit(f"newt_pin_f32({name}[{s}]);")
+
+
+# (the CPU emulator of generated code compiles the same text: no register constraint there)
+_PIN = """NT_INLINE void newt_pin_f32(float& x) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+f"(x));
+#endif
+}
+"""
+
+
+def declare_rotated(em, op):
+    """The two register arrays of a rotated dot (passes/dot_loads.py, plan_prefetch): the
+    current iteration's result and the next one's, in flight."""
+    lay = op.result.attrs["layout"]
+    names = (em.fresh("rot_cur"), em.fresh("rot_next"))
+    for nm in names:
+        em.emit(f"float {nm}[{lay.nslots}];")
+    op.attrs["rotated_names"] = names
+
+
+def emit_rotated(em, op, iv, which):
+    """Issue the rotated dot `op` (acc zero, A the staged tile) for the iteration whose
+    induction variable is the C expression iv, into its "cur" or "next" array; commit, no
+    wait."""
+    plan = op.attrs["dot_plan"]
+    lay = op.result.attrs["layout"]
+    n = op.attrs["rotated_names"][which == "next"]
+    ta, tb, b_kmajor = dot_tiles(em, op, plan, iv)
+    with em.scope(""):
+        if op.attrs.get("recompute_index"):
+            opaque_thread(em)
+        # no zero-fill of n: a register write between the wgmma fence and the wgmma makes
+        # ptxas serialize every wgmma of the kernel
+        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True,
+               a_desc=staged_a_desc(em, op, ta))
+
+
+def emit_rotated_dot(em, op):
+    """A rotated dot in its loop body: wait for the next iteration's tiles, barrier, issue the
+    next iteration's dot (left in flight), copy the tiles `ahead` iterations on; the result
+    of this iteration is the array the previous iteration (or the prologue) filled."""
+    from .dot_loads import _in_range, emit_ahead_tiles
+    loop = op.parent.parent
+    cur = op.attrs["rotated_names"][0]
+    em.names[op.result.id] = cur
+    em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
+    em.emit("newt_fence_proxy_async();")
+    em.barrier()
+    nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
+    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
+        emit_rotated(em, op, nxt, "next")
+    emit_ahead_tiles(em, op.attrs["ring_issue"].x, loop)
