@@ -2,7 +2,7 @@
 torch.matmul (cuBLAS), fp16 / bf16 at 2048, 4096, 8192 and fp32 inputs (tf32) at 8192, in one
 run. Correctness first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
 
-    PYTHONPATH=. python benchmarks/bench_matmul.py [--quick]
+    PYTHONPATH=. python benchmarks/bench_matmul.py [--quick] [--dtype fp16|bf16|tf32]
 
 Both compilers get the same config sweep (CONFIGS: the standalone wgmma winner's shapes first)
 and the best of each is reported, with the registers / spills of newt's winner. Every newt
@@ -25,9 +25,13 @@ import newt  # noqa: E402
 
 CONFIGS = [  # (BM, BN, BK, num_warps, num_stages); the standalone winner (256x128x64 w8 s4) first
     (256, 128, 64, 8, 4), (128, 128, 64, 8, 4), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
-    (128, 128, 32, 8, 4),   # fp32 inputs (tf32): the 64-deep tiles do not fit shared memory
+    # fp32 inputs (tf32): the 64-deep tiles do not fit shared memory
+    (128, 128, 32, 8, 4), (128, 256, 32, 8, 3), (128, 256, 32, 8, 4), (256, 128, 32, 8, 4),
 ]
-CHECK_SHAPES = [(1000, 1500, 777, "leaky_relu"), (4097, 4095, 4096, ""), (129, 520, 200, "")]
+# odd shapes (cp.async rings: rows not 16-byte aligned) and one with every row 16-byte aligned
+# and every tail partial (TMA boxes on sm_90a, the swapped tf32 dot)
+CHECK_SHAPES = [(1000, 1500, 777, "leaky_relu"), (4097, 4095, 4096, ""), (129, 520, 200, ""),
+                (1008, 1520, 784, "leaky_relu")]
 
 
 def example():
@@ -162,17 +166,19 @@ def _prepare(plan):
     return _STATE
 
 
-def _plan(quick):
+def _plan(quick, dtype=None):
     if quick:
         return [(torch.float16, 4096)]
-    return [(torch.float16, n) for n in (2048, 4096, 8192)] + \
+    plan = [(torch.float16, n) for n in (2048, 4096, 8192)] + \
         [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)]
+    names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "tf32"}
+    return [(d, n) for d, n in plan if dtype in (None, names[d])]
 
 
-def run(out_dir=None, quick=False):
+def run(out_dir=None, quick=False, dtype=None):
     """run_all.py's interface: one row per (dtype, size), TFLOP/s of newt, Triton, cuBLAS."""
     t_start = time.time()
-    plan = _plan(quick)
+    plan = _plan(quick, dtype)
     st = _prepare(plan)
     nk, tk, ok_cfgs = st["nk"], st["tk"], st["ok_cfgs"]
     rows, table = [], []
@@ -218,8 +224,9 @@ def run(out_dir=None, quick=False):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--dtype", choices=["fp16", "bf16", "tf32"], help="only this input type")
     args = ap.parse_args()
-    run(None, quick=args.quick)
+    run(None, quick=args.quick, dtype=args.dtype)
 
 
 if __name__ == "__main__":

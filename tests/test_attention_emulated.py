@@ -32,68 +32,9 @@ def emu(monkeypatch):
     return T._emulator(monkeypatch, "sm_80")
 
 
-# wgmma.mma_async with A from registers (newt.codegen.dot.wgmma_rs_instr), modelled like
-# test_dot_emulated's wgmma, asynchronously: at issue every thread captures the A values of its
-# D fragment's two rows (the A fragments of its warp, rows 16 * (warp % 4) + 0..15 of the m64
-# tile in the m16n8k16 A layout, are exchanged through a per-warp buffer); the product lands in
-# D at wait_group, which also fails if the B tile under the in-flight wgmma changed.
-EMU_WGMMA_RS = r"""
-static newt_u32 nt_rs_a[1024][4];
-static void nt_wgmma_rs(float* d, const newt_u32* a, newt_u64 db, int scale_d, int kind, int n,
-                        int tb) {
-  int t = threadIdx.x, l = t % 32;
-  nt_wg_uniform(0, db, scale_d, kind, n, tb);
-  for (int i = 0; i < 4; ++i) nt_rs_a[t][i] = a[i];
-  nt_wbar();
-  nt_wg_op op{d, n, scale_d, {}, 0, db, kind, tb, std::vector<float>(32)};
-  for (int h = 0; h < 2; ++h) {
-    int r = l / 4 + 8 * h;
-    for (int k = 0; k < 16; ++k)
-      op.a_vals[h * 16 + k] = nt_el(nt_rs_a[t - l + (r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)],
-                                    k % 2, kind);
-  }
-  nt_wbar();
-  nt_wg_compute(op);
-  nt_wg.open.push_back(op);
-}
-"""
-
-
-def _rs_models(src):
-    """Replace the register-A wgmma helpers by prototypes; their model bodies go last (after
-    the emulator's instruction models, which they use)."""
-    import re
-
-    from newt.codegen.dot import wgmma_rs_instr
-    defs = []
-
-    def repl(m):
-        name, n, kind = m.group(1), int(m.group(2)), m.group(3)
-        tb = [t for t in (0, 1) if m.group(0) == wgmma_rs_instr(kind, n, bool(t), name)]
-        assert tb, f"{name} is not wgmma_rs_instr's text"
-        defs.append(f"static void {name}(float* d, const newt_u32* a, newt_u64 db, int s) "
-                    f"{{ nt_wgmma_rs(d, a, db, s, {0 if kind == 'f16' else 1}, {n}, {tb[0]}); }}\n")
-        return (f"static void {name}(float* d, const unsigned int* a, unsigned long long db, "
-                f"int s);\n")
-    pat = re.compile(r"NEWT_DEV void (newt_wgmma_rs_\w+)\(float\* d, const newt_u32\* a, "
-                     r"newt_u64 db, int scale_d\) \{\n.*?m64n(\d+)k16\.f32\.(\w+)\..*?\n\}\n",
-                     re.S)
-    out = pat.sub(repl, src)
-    return out + (EMU_WGMMA_RS + "".join(defs) if defs else "")
-
-
 @pytest.fixture
 def emu90(monkeypatch):
     import test_dot_emulated as T
-
-    import newt.codegen as C
-    orig = C.generate
-
-    def generate(fn, opts):
-        src, name = orig(fn, opts)
-        return _rs_models(src), name
-
-    monkeypatch.setattr(C, "generate", generate)
     return T._emulator(monkeypatch, "sm_90a")
 
 

@@ -6,7 +6,7 @@ benchmarks/bench_matmul.py.)"""
 import pytest
 
 from newt.codegen import mma, wgmma
-from newt.passes.dot import AccLayout
+from newt.passes.dot import AccLayout, SwappedAccLayout
 from newt.runtime import nvrtc
 
 W, M_ = wgmma.WgmmaConfig, mma.MmaConfig
@@ -34,6 +34,30 @@ def test_mma_kernel_compiles_without_spills(cfg, arch):
     r = nvrtc.compile_cuda(mma.matmul_source(cfg), cfg.name, arch)
     assert "mma.sync.aligned" in r.ptx and "ldmatrix" in r.ptx
     assert r.report["n_spills"] == 0, r.report
+
+
+@pytest.mark.parametrize("M,N,T", [(64, 64, 128), (128, 256, 256), (256, 128, 256), (16, 128, 256)])
+def test_swapped_acc_layout(M, N, T):
+    """C = A B computed as C^T (codegen/dot_swap.py): a bijection; each thread's fragment rows
+    g, g + 8 of C^T are two adjacent columns of C (one 8-byte load of B each k); the C form
+    agrees with the Python one."""
+    lay = SwappedAccLayout(M, N, T)
+    assert {lay.py_flat(t, s) for t in range(T) for s in range(lay.nslots)} == set(range(M * N))
+    for t in (0, 37, T - 1):
+        for s in range(0, lay.nslots, 4):     # slots s, s + 2: rows g, g + 8 of C^T
+            assert lay.py_flat(t, s + 2) == lay.py_flat(t, s) + 1
+            assert lay.py_flat(t, s) % 2 == 0
+    # a half-warp's pairs (lanes 0..15: g = 0..3, t = 0..3) fall in chunks {0, 4} (+ 2 for odd
+    # warps) of a 32-column panel: after the swizzle c ^ t, 8 distinct chunks, no bank conflict
+    for w in range(4):
+        chunks = {(SwappedAccLayout.py_perm(w, g, 0) % 32) // 4 ^ t for g in range(4)
+                  for t in range(4)}
+        assert len(chunks) == 8
+    expr = lay.flat("t", "s")
+    for t in (0, 33, T - 1):
+        for s in (0, 1, 2, lay.nslots - 1):
+            assert eval(expr.replace("/", "//").replace("t", str(t)).replace("s", str(s))) \
+                == lay.py_flat(t, s)
 
 
 @pytest.mark.parametrize("M,N,T", [(64, 32, 128), (128, 256, 256), (32, 64, 64), (128, 64, 128)])

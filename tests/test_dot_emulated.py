@@ -300,6 +300,65 @@ def wgmma_models(src: str) -> tuple[str, str]:
     return out, "".join(defs)
 
 
+# wgmma.mma_async with A from registers (newt.codegen.dot.wgmma_rs_instr), modelled like the
+# wgmma above, asynchronously: at issue every thread captures the A values of its D fragment's
+# two rows (the A fragments of its warp, rows 16 * (warp % 4) + 0..15 of the m64 tile in the
+# m16n8k16 A layout, or m16n8k8's for tf32, are exchanged through a per-warp buffer); the
+# product lands in D at wait_group, which also fails if the B tile under the in-flight wgmma
+# changed. tf32 operands keep their top 19 bits, as the hardware reads them.
+EMU_WGMMA_RS = r"""
+static newt_u32 nt_rs_a[1024][4];
+static void nt_wgmma_rs(float* d, const newt_u32* a, newt_u64 db, int scale_d, int kind, int n,
+                        int tb) {
+  int t = threadIdx.x, l = t % 32;
+  nt_wg_uniform(0, db, scale_d, kind, n, tb);
+  for (int i = 0; i < 4; ++i) nt_rs_a[t][i] = a[i];
+  nt_wbar();
+  nt_wg_op op{d, n, scale_d, {}, 0, db, kind, tb, std::vector<float>(32)};
+  for (int h = 0; h < 2; ++h) {
+    int r = l / 4 + 8 * h;
+    if (kind == 2) {   // m16n8k8 tf32: a0 (r, t), a1 (r + 8, t), a2 (r, t + 4), a3 (r + 8, t + 4)
+      for (int k = 0; k < 8; ++k)
+        op.a_vals[h * 16 + k] = nt_bits<float>(
+            nt_rs_a[t - l + (r % 8) * 4 + k % 4][r / 8 + 2 * (k / 4)] & 0xffffe000u);
+      continue;
+    }
+    for (int k = 0; k < 16; ++k)
+      op.a_vals[h * 16 + k] = nt_el(nt_rs_a[t - l + (r % 8) * 4 + (k % 8) / 2][r / 8 + 2 * (k / 8)],
+                                    k % 2, kind);
+  }
+  nt_wbar();
+  nt_wg_compute(op);
+  nt_wg.open.push_back(op);
+}
+// codegen/dot_swap.py's 8-byte shared-memory load
+static void newt_lds64(newt_u32 a, newt_u32* d) { memcpy(d, nt_smem + a, 8); }
+"""
+
+
+def rs_models(src: str) -> tuple[str, str]:
+    """(src without its register-A wgmma helpers, definitions of the same functions calling
+    the model)."""
+    import re
+
+    from newt.codegen.dot import wgmma_rs_instr
+    kinds = {"f16": 0, "bf16": 1, "tf32": 2}
+    defs = []
+
+    def repl(m):
+        name, n, kind = m.group(1), int(m.group(2)), m.group(3)
+        tb = [t for t in (0, 1) if m.group(0) == wgmma_rs_instr(kind, n, bool(t), name)]
+        assert tb, f"{name} is not wgmma_rs_instr's text"
+        defs.append(f"static void {name}(float* d, const newt_u32* a, newt_u64 db, int s) "
+                    f"{{ nt_wgmma_rs(d, a, db, s, {kinds[kind]}, {n}, {tb[0]}); }}\n")
+        return ""
+    pat = re.compile(r"NEWT_DEV void (newt_wgmma_rs_\w+)\(float\* d, const newt_u32\* a, "
+                     r"newt_u64 db, int scale_d\) \{\n.*?m64n(\d+)k(?:8|16)\.f32\.(\w+)\..*?\n\}\n",
+                     re.S)
+    out = pat.sub(repl, src)
+    return out, (EMU_WGMMA_RS + "".join(defs) if defs else "")
+
+
 def _st_shared_models(src: str) -> str:
     """dot.py's element-wise staging writes shared memory with inline `st.shared`: calls of
     nt_sts<bytes>(address, value) instead."""
@@ -323,14 +382,17 @@ def _st_shared_models(src: str) -> str:
 def emulated_source(src: str) -> str:
     """Generated CUDA C++ (header already swapped by the emulator's build) with the dot helpers
     replaced by their models."""
-    from newt.codegen import dot_ptx, dot_ring
+    from newt.codegen import dot_ptx, dot_ring, dot_swap
     from newt.codegen.tma import TMA_HELPERS
     drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC,
-            dot_ring._CP4] + [dot_ptx.mma_sync_instr(k) for k in ("f16", "bf16", "tf32", "s8")]
+            dot_ring._CP4, dot_swap._LDS64] + [dot_ptx.mma_sync_instr(k)
+                                               for k in ("f16", "bf16", "tf32", "s8")]
     tma = TMA_HELPERS in src
     for text in drop + [TMA_HELPERS]:
         src = src.replace(text, "")
+    src, rs = rs_models(src)
     src, wg = wgmma_models(src)
+    wg += rs
     src = _st_shared_models(src)
     head, body = src.split("extern \"C\"", 1)
     body = body.replace("nt_dot_smem", "nt_smem")
@@ -488,7 +550,13 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
     (torch.float16, 70, 80, 48, (64, 64, 16, 4, 2), ""),
     # 5 stages (D = 4), B two 128-byte panels (two boxes per B tile)
     (torch.bfloat16, 64, 128, 400, (64, 128, 64, 4, 5), ""),
-], ids=["f16-wrap-w8-s4", "bf16-s3", "f16-s2", "bf16-s5"])
+    # tf32, computed swapped (C^T = B^T A^T, codegen/dot_swap.py): one warpgroup; two
+    # warpgroups with two 64-row sub-tiles of C^T each (BN = 256); M' = 256 columns of C^T
+    (torch.float32, 70, 144, 112, (64, 64, 32, 4, 3), "leaky_relu"),
+    (torch.float32, 100, 304, 80, (128, 256, 32, 8, 4), ""),
+    (torch.float32, 260, 128, 48, (256, 128, 16, 8, 2), ""),
+], ids=["f16-wrap-w8-s4", "bf16-s3", "f16-s2", "bf16-s5", "tf32-swapped", "tf32-swapped-n256",
+        "tf32-swapped-m256"])
 def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
     """Operand rows 16-byte aligned: the ring's tiles arrive as TMA boxes on mbarriers
     (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""

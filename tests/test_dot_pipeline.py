@@ -64,12 +64,16 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
     # C7515: serialized; C7517, C7519: a wait / arrive injected, e.g. one per K iteration)
     assert not re.search(r"\(C75\d\d\)", k.log), k.log
     src = k.source
-    tma = arch == "sm_90a" and n % 16 == 0 and dt != "fp32"
+    tma = arch == "sm_90a" and n % 16 == 0
     if tma:
-        # 16-bit tiles of 16-byte aligned rows on sm_90a: TMA boxes, one map per operand
-        # (passes/dot_tma.py), no per-thread copy loop
+        # tiles of 16-byte aligned rows on sm_90a: TMA boxes, one map per operand
+        # (passes/dot_tma.py), no per-thread copy loop; tf32 computed swapped (C^T = B^T A^T,
+        # B^T's fragments read from B's N-major box with 8-byte loads)
         assert "cp.async.bulk.tensor" in k.ptx and len(k.tma_maps) == 2
         assert "q0 + g * dist" not in src and "ring(S=" in k.ir and ", tma)" in k.ir
+        assert (" swapped" in k.ir) == (dt == "fp32")
+        if dt == "fp32":
+            assert "ld.shared.v2.b32" in k.ptx and "k8.f32.tf32.tf32" in k.ptx
     else:
         # the copy loop: one pointer per operand stepped by a constant distance, and the tile
         # side stepped by a constant too (no per-group swizzle math in the loop)

@@ -103,10 +103,11 @@ def _check_matmul(a, b, blocks, stages):
 
 
 @pytest.mark.parametrize("M,N,K,stages", [(100, 112, 80, 3), (130, 64, 96, 2), (64, 208, 160, 4)])
-@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=name)
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16, torch.float32], ids=name)
 def test_tutorial_matmul_aligned_rows(target, device, dt, M, N, K, stages):
     """Row strides that are multiples of 16 elements, so on sm_90a the K loop's tiles arrive
-    by TMA (passes/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages."""
+    by TMA (passes/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages. fp32
+    (tf32) is computed swapped there, C^T = B^T A^T (codegen/dot_swap.py)."""
     a, b = rand((M, K), dt, device), rand((K, N), dt, device)
     _check_matmul(a, b, (64, 64, 32), stages)
 

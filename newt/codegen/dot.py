@@ -174,7 +174,7 @@ def emit_dot(em, op):
     if plan.engine == "fma":
         return _emit_fma(em, op)
     lay = r.attrs["layout"]
-    assert isinstance(lay, AccLayout), lay
+    assert isinstance(lay, AccLayout) or plan.swap, lay
     a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
     use_wg = uses_wgmma(em.options.arch, em.T, plan, a_src)
     _helpers(em, ("newt_dot_prelude", PRELUDE))
@@ -432,18 +432,20 @@ def _a_frag_regs(em, a, K):
 
 
 def wgmma_rs_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
-    """One `wgmma.mma_async.m64n{n}k16` with A from registers (four f16x2 / bf16x2 registers
-    per thread, the m16n8k16 A fragment of the thread's warp: rows 16 * (warp % 4) + ...) and
-    B from a shared-memory descriptor, into float d[n/2]."""
+    """One `wgmma.mma_async.m64n{n}k16` (k8 for tf32) with A from registers (four registers per
+    thread, the m16n8k16 / m16n8k8 A fragment of the thread's warp: rows 16 * (warp % 4) + ...)
+    and B from a shared-memory descriptor, into float d[n/2]. tf32 B is K-major (no transpose
+    operand)."""
     nreg = n // 2
     regs = ",".join(f"%{i}" for i in range(nreg))
     a0, db, sc = nreg, nreg + 4, nreg + 5
     outs = ", ".join(f"\"+f\"(d[{i}])" for i in range(nreg))
+    k, tail = (8, "p, 1, 1") if kind == "tf32" else (16, f"p, 1, 1, {int(trans_b)}")
     return (
         f"NEWT_DEV void {name}(float* d, const newt_u32* a, newt_u64 db, int scale_d) {{\n"
         "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + str(sc) + ", 0;\\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind} "
-        f"{{{regs}}}, {{%{a0},%{a0 + 1},%{a0 + 2},%{a0 + 3}}}, %{db}, p, 1, 1, {int(trans_b)};"
+        f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{kind}.{kind} "
+        f"{{{regs}}}, {{%{a0},%{a0 + 1},%{a0 + 2},%{a0 + 3}}}, %{db}, {tail};"
         "\\n}\\n\"\n"
         f"    : {outs}\n"
         "    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n"

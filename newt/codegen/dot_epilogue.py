@@ -21,7 +21,7 @@ nothing per-slot but the values outlives its group.
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
-from ..passes.dot import AccLayout
+from ..passes.dot import acc_layout
 from ..passes.layouts import CyclicLayout
 from .dot import _region, planned_base
 from .emitter import handles
@@ -183,7 +183,7 @@ def _acc_out(em, op):
     if plan.engine != "mma":
         em.alias(r, x)
         return
-    src = AccLayout(plan.M, plan.N, em.T)
+    src = acc_layout(plan, em.T)
     dst = r.attrs["layout"]
     if dst == src:
         em.alias(r, x)

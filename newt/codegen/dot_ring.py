@@ -381,10 +381,13 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     dot = op if op.opcode == "dot" else _ring_dot_of(op, ring)
     plan = dot.attrs["dot_plan"]
     lay = dot.result.attrs["layout"]
-    b_kmajor = plan.esize != 2
+    b_kmajor = plan.esize != 2 and not plan.swap     # a swapped dot's B tile is a TMA box
     n = em.name(dot.operands[2])
     stage = f"({ring.state['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
     ta, tb = _tiles(ring, plan, stage, b_kmajor)
+    if plan.swap:
+        from .dot_swap import wgmma_swapped
+        return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
     arch = em.options.arch
     if arch.startswith("sm_9") and arch.endswith("a") and em.T % 128 == 0 \
             and plan.kind in ("f16", "bf16", "tf32"):

@@ -99,6 +99,72 @@ class AccLayout(Layout):
     __repr__ = __str__
 
 
+class SwappedAccLayout(Layout):
+    """The accumulator of C = A B computed as C^T = B^T A^T (a "swapped" dot, passes/dot_tma.py:
+    tf32 with B in N-major tiles, which wgmma reads only from registers). The fragment is
+    AccLayout(N, M)'s, of C^T, with its rows (C's columns) permuted within each warpgroup's
+    64-row sub-tile: row r = 16w + l/4 + 8h of the sub-tile holds column `perm(w, l/4, h)`.
+
+    Why the permutation: the A fragment of C^T (rows n, columns k of B^T) is read from B's
+    shared-memory tile ([K][N], 128-byte swizzle: chunk c of row k at c ^ k % 8). Lane (g, t)
+    reads k = t (and t + 4) at the columns of rows g and g + 8. Mapping those two rows to two
+    consecutive columns makes each pair one 8-byte load; spreading g = 0..3 over chunks {0, 4}
+    (+ 2 for odd warps) makes every half-warp's 16 loads hit 8 different chunks after the
+    swizzle (c ^ t for t = 0..3), so the loads are free of bank conflicts."""
+
+    def __init__(self, M: int, N: int, num_threads: int):
+        self.inner = AccLayout(N, M, num_threads)
+        self.M, self.N, self.numel, self.num_threads = M, N, M * N, num_threads
+        self.nslots = self.inner.nslots
+        self.vec = 1
+
+    @staticmethod
+    def fits(M, N, num_threads) -> bool:
+        return AccLayout.fits(N, M, num_threads)
+
+    def key(self):
+        return ("mma_acc_swapped", self.M, self.N, self.num_threads)
+
+    @staticmethod
+    def py_perm(w: int, g: int, h: int) -> int:
+        """C's column within a 64-row sub-tile of C^T for its row 16w + g + 8h."""
+        return 32 * (w // 2) + 8 * (w % 2) + 16 * ((g >> 1) & 1) + 4 * (g >> 2) + 2 * (g & 1) + h
+
+    @staticmethod
+    def perm(w: str, g: str) -> str:
+        """C expression of py_perm(w, g, 0) (h = 1 is the next column)."""
+        return (f"(32 * ({w} >> 1) + 8 * ({w} & 1) + 16 * (({g} >> 1) & 1) + 4 * ({g} >> 2) + "
+                f"2 * ({g} & 1))")
+
+    def py_flat(self, t, s):
+        lay = self.inner
+        f = lay.py_flat(t, s)
+        row, m = f // lay.N, f % lay.N
+        sub, r = row - row % 64, row % 64
+        n = sub + self.py_perm(r // 16, r % 8, (r % 16) // 8)
+        return m * self.N + n
+
+    def row_col(self, tid: str, s) -> tuple[str, str]:
+        """C expressions (row, column) of C held in slot s of thread tid."""
+        row, m = self.inner.row_col(tid, s)
+        sub = f"(({row}) & ~63)"
+        r = f"(({row}) & 63)"
+        n = f"({sub} + {self.perm(f'({r} >> 4)', f'({r} & 7)')} + (({r} >> 3) & 1))"
+        return m, n
+
+    def flat(self, tid, s):
+        row, col = self.row_col(tid, s)
+        return f"({row} * {self.N} + {col})"
+
+    def valid(self, tid, s):
+        return None
+
+    def __str__(self):
+        return f"mma_acc_swapped(M={self.M}, N={self.N})"
+
+    __repr__ = __str__
+
+
 @dataclasses.dataclass
 class DotPlan:
     engine: str            # "mma" | "fma"
@@ -107,9 +173,18 @@ class DotPlan:
     N: int
     K: int
     esize: int
+    swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/dot_tma.py)
 
     def __str__(self):
-        return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]"
+        return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
+            (" swapped" if self.swap else "")
+
+
+def acc_layout(plan: "DotPlan", num_threads: int):
+    """The register layout of a tensor-core dot's accumulator."""
+    if plan.swap:
+        return SwappedAccLayout(plan.M, plan.N, num_threads)
+    return AccLayout(plan.M, plan.N, num_threads)
 
 
 def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
@@ -151,7 +226,7 @@ def result_layout(op, num_threads):
             if v.owner.attrs.get("ring_role"):
                 v.owner.opcode = "dot_ring_load"
     if plan.engine == "mma":
-        return AccLayout(plan.M, plan.N, num_threads)
+        return acc_layout(plan, num_threads)
     return None
 
 

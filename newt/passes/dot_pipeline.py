@@ -226,7 +226,7 @@ def pipeline_dots(fn, options):
         _reduce_pointers(loop)
         _mark_ring(loop, options)
         _acc_out(loop, options)
-        _plan_tma(fn, loop)
+        _plan_tma(fn, loop, options.num_threads)
         _drain_after(loop)
     return fn
 
@@ -251,7 +251,7 @@ class _DotRef:
         return "ring-dot"
 
 
-def _plan_tma(fn, loop):
+def _plan_tma(fn, loop, num_threads):
     """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take TMA copies
     (codegen/dot_tma.py): the same depth and order as the cp.async wgmma ring (D = S-1,
     consumption first), with mbarriers instead of CTA barriers."""
@@ -267,7 +267,7 @@ def _plan_tma(fn, loop):
         j = yld.operands.index(dot.result)
         outs = [op for op in loop.parent.ops if op.opcode == "dot_acc_out"
                 and op.operands[0] is loop.results[j]]
-        plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None)
+        plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None, num_threads)
 
 
 def install():

@@ -32,6 +32,7 @@ import dataclasses
 from .. import dtypes as D
 from ..codegen.tma import tile_boxes
 from ..ir.core import Op
+from .dot import SwappedAccLayout
 
 # attrs that make two ops compute different things (the rest are analysis facts)
 _SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "fp_rounding", "kind", "order")
@@ -285,12 +286,14 @@ def _source(fn, v, what):
     return ("param", p.index, p.name)
 
 
-def _operand(fn, loop, ld, role, it_step):
+def _operand(fn, loop, ld, role, it_step, swap=False):
     """TmaOperand + map recipe of one ring load, or raise _No(reason)."""
     from ..codegen.dot_ring import _split_ptr
     ptr = ld.operands[0]
     R, C = ld.result.shape
     kind = _KIND.get(ld.result.dtype.name)
+    if kind is None and swap and ld.result.dtype.name == "float32":
+        kind = "f32"        # tf32 products read fp32 bits (wgmma ignores the low 13)
     if kind is None:
         raise _No(f"{ld.result.dtype.name} tiles stay on cp.async")
     es = ld.result.dtype.bits // 8
@@ -442,19 +445,27 @@ def _carried_step(ld, body, yld):
     return c.operands[0] if c is not None else s
 
 
-def plan_tma(fn, loop, ring, dot, loads, acc_out):
-    """Decide TMA for one ring (loads = (A load, B load)); record the facts or the reason."""
+def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
+    """Decide TMA for one ring (loads = (A load, B load)); record the facts or the reason.
+
+    tf32: wgmma reads a 4-byte B from shared memory only K-major, and a box lands N-major. The
+    dot is then computed swapped, C^T = B^T A^T (plan.swap, SwappedAccLayout): A's K-major tile
+    is wgmma's B, B^T's fragments are read from B's tile into registers (codegen/dot_swap.py)."""
     body = loop.regions[0]
     yld = body.ops[-1]
+    plan = dot.attrs["dot_plan"]
+    swap = plan.kind == "tf32"
     steps = []
     for ld in loads:
         steps.append(_carried_step(ld, body, yld))
     try:
         if any(s is None for s in steps):
             raise _No("a pointer does not advance by a loop-invariant step")
+        if swap and not SwappedAccLayout.fits(plan.M, plan.N, num_threads):
+            raise _No("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
-            ops.append(_operand(fn, loop, ld, role, s))
+            ops.append(_operand(fn, loop, ld, role, s, swap))
         (ta, ra, wa), (tb, rb, wb) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []
@@ -472,5 +483,6 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out):
         t.map_index = len(maps)
         maps.append(r)
     ring.tma = [ta, tb]
+    plan.swap = swap
     return True
 

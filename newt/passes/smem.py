@@ -213,7 +213,7 @@ def _align(n, a=1024):
 
 def _dot_regions(fn, num_threads):
     """[(bytes, start, end, setter, loc)] in program order (indices of fn.walk())."""
-    from .dot import AccLayout
+    from .dot import acc_layout
     order = {id(op): i for i, op in enumerate(fn.walk())}
 
     def end_of(op):                     # the last index inside op (op itself for plain ops)
@@ -262,7 +262,7 @@ def _dot_regions(fn, num_threads):
         elif c == "dot_acc_out" and plan is not None and plan.engine == "mma":
             ring = op.attrs.get("ring")
             dst = op.result.attrs.get("layout")
-            if dst == AccLayout(plan.M, plan.N, num_threads):
+            if dst == acc_layout(plan, num_threads):
                 continue
             nbytes = plan.M * (plan.N + 8) * 4
             if ring is not None and ring.stages * ring.stage_bytes >= nbytes:
