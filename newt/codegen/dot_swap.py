@@ -12,18 +12,21 @@ copies). Swapped, nothing is transposed:
                         which SwappedAccLayout.perm makes adjacent: one 8-byte ld.shared per k
     accumulator       = C^T in SwappedAccLayout (dot_acc_out stages it back to C's layout)
 
-Every fragment of the tile is loaded before the wgmma fence (wgmma may not read registers
-written after it), and after the wgmma of the tile before has retired (wait_group 0): an
-in-flight wgmma reads its A registers until it completes, and the compiler is free to give
-this tile's fragments the registers of the last one's. The ring's postcondition is unchanged
-(the tile before is retired, this one in flight); with two warpgroups per CTA the other
-warpgroup's wgmma keeps the tensor cores busy while this one loads. Loads of k-step kk sit kk * 8 rows below those of k-step 0; a row is one
-128-byte swizzle row and the swizzle repeats every 8 rows, so their addresses differ by a
-constant: two addresses per thread and sub-tile, offsets for the rest.
+Fragments are loaded before a wgmma fence (wgmma may not read registers written after it),
+and an in-flight wgmma reads its A registers until it completes. So the tile's k-steps go in
+two halves with their own fragment registers X and Y, each half one commit group:
+
+    wait_group 1 (the last tile's first half retired)   load X   fence   wgmma half 1   commit
+    wait_group 1 (the last tile's second half retired)  load Y   fence   wgmma half 2   commit
+
+Each load overwrites registers whose wgmma has retired while the other half keeps the tensor
+cores busy. X is read again (an empty asm) after the second half's issue: X and Y are then
+alive together, so the compiler cannot give them the same registers. After the tile, the
+last one is retired, as the ring expects (codegen/dot_tma.py releases its stage).
 """
 from __future__ import annotations
 
-from .dot import _b_layout, _b_off, _commit_wait, _desc_base, _helpers, _plus, wgmma_rs_instr
+from .dot import _b_layout, _b_off, _desc_base, _helpers, _plus, wgmma_rs_instr
 from .dot_ptx import WGMMA_HELPERS
 
 _LDS64 = """NEWT_DEV void newt_lds64(newt_u32 addr, newt_u32* lo_hi) {
@@ -45,26 +48,51 @@ def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
     for _, w in chunks:
         fns[w] = name = f"newt_wgmma_rs_tf32_n{w}"
         _helpers(em, (name, wgmma_rs_instr("tf32", w, False, name)))
-    em.emit("newt_wgmma_wait<0>();   // the last tile's wgmma still reads its A registers")
-    fa = em.fresh("fa")
-    em.emit(f"u32 {fa}[{inner.nsub}][{ksteps}][4];")
     wi = "((warp) & 3)"
     grp = f"((warp) >> 2) * {inner.rows_grp}" if inner.ngrp > 1 else "0"
     np_ = em.fresh("np")
     em.emit(f"const int {np_} = {grp} + {lay.perm(wi, '(lane >> 2)')};")
+    addrs = []
     for ms in range(inner.nsub):
         col = f"({np_} + {ms * 64})"
         lo, hi = em.fresh("fb"), em.fresh("fb")
         em.emit(f"const u32 {lo} = {tb.elem_addr('(lane & 3)', col)}, "
                 f"{hi} = {tb.elem_addr('(lane & 3) + 4', col)};")
-        for kk in range(ksteps):
-            em.emit(f"newt_lds64({lo} + {kk * 8 * tb.sw}u, &{fa}[{ms}][{kk}][0]);")
-            em.emit(f"newt_lds64({hi} + {kk * 8 * tb.sw}u, &{fa}[{ms}][{kk}][2]);")
-    em.emit("newt_wgmma_fence();")
+        addrs.append((lo, hi))
     db0 = _desc_base(em, ta.base, *_b_layout(ta, True), ta.sw)
-    for kk in range(ksteps):
-        for ms in range(inner.nsub):
-            for c0, w in chunks:
-                db = _plus(db0, _b_off(ta, True, c0, kk))
-                em.emit(f"{fns[w]}(&{n}[{ms * (M // 2) + c0 // 2}], {fa}[{ms}][{kk}], {db}, 1);")
-    _commit_wait(em, None, wait)
+    half = max(1, ksteps // 2)
+    halves = [range(0, half), range(half, ksteps)] if ksteps > 1 else [range(1)]
+    regs = []
+    for ks in halves:
+        fa = em.fresh("fa")
+        regs.append(fa)
+        # (one k-step: one group, whose registers the last tile's group read: wait for it)
+        em.emit(f"newt_wgmma_wait<{len(halves) - 1}>();   // these registers' last wgmma retired")
+        em.emit(f"u32 {fa}[{inner.nsub}][{len(ks)}][4];")
+        for ms, (lo, hi) in enumerate(addrs):
+            for j, kk in enumerate(ks):
+                em.emit(f"newt_lds64({lo} + {kk * 8 * tb.sw}u, &{fa}[{ms}][{j}][0]);")
+                em.emit(f"newt_lds64({hi} + {kk * 8 * tb.sw}u, &{fa}[{ms}][{j}][2]);")
+        em.emit("newt_wgmma_fence();")
+        for j, kk in enumerate(ks):
+            for ms in range(inner.nsub):
+                for c0, w in chunks:
+                    db = _plus(db0, _b_off(ta, True, c0, kk))
+                    em.emit(f"{fns[w]}(&{n}[{ms * (M // 2) + c0 // 2}], {fa}[{ms}][{j}], "
+                            f"{db}, 1);")
+        em.emit("newt_wgmma_commit();")
+    _helpers(em, ("newt_keep_u32", _KEEP))
+    if len(regs) > 1:
+        em.emit("#pragma unroll")
+        with em.scope(f"for (int i = 0; i < {inner.nsub * half * 4}; ++i)"):
+            em.emit(f"newt_keep_u32((&{regs[0]}[0][0][0])[i]);   // X alive with Y: other registers")
+    if wait is not None and wait < 1:
+        em.emit(f"newt_wgmma_wait<{wait}>();")
+
+
+_KEEP = """NT_INLINE void newt_keep_u32(unsigned x) {
+#ifdef __CUDA_ARCH__
+  asm volatile("" :: "r"(x));
+#endif
+}
+"""
