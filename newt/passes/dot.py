@@ -33,7 +33,22 @@ from .layouts import Layout
 _TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1}
 
 
-class AccLayout(Layout):
+class _FragmentLayout(Layout):
+    """A tensor-core fragment: every slot holds an element; row_col(tid, s) says which."""
+    N: int
+
+    def row_col(self, tid: str, s) -> tuple[str, str]:
+        raise NotImplementedError
+
+    def flat(self, tid, s):
+        row, col = self.row_col(tid, s)
+        return f"({row} * {self.N} + {col})"
+
+    def valid(self, tid, s):
+        return None
+
+
+class AccLayout(_FragmentLayout):
     def __init__(self, M: int, N: int, num_threads: int):
         W = num_threads // 32
         self.M, self.N, self.numel, self.num_threads = M, N, M * N, num_threads
@@ -86,20 +101,13 @@ class AccLayout(Layout):
         col = f"((({s} % {half}) / 4) * 8 + ({lane} & 3) * 2 + {s} % 2)"
         return row, col
 
-    def flat(self, tid, s):
-        row, col = self.row_col(tid, s)
-        return f"({row} * {self.N} + {col})"
-
-    def valid(self, tid, s):
-        return None
-
     def __str__(self):
         return f"mma_acc(M={self.M}, N={self.N}, groups={self.ngrp}x{self.G} warps)"
 
     __repr__ = __str__
 
 
-class SwappedAccLayout(Layout):
+class SwappedAccLayout(_FragmentLayout):
     """The accumulator of C = A B computed as C^T = B^T A^T (a "swapped" dot, passes/dot_tma.py:
     tf32 with B in N-major tiles, which wgmma reads only from registers). The fragment is
     AccLayout(N, M)'s, of C^T, with its rows (C's columns) permuted within each warpgroup's
@@ -151,13 +159,6 @@ class SwappedAccLayout(Layout):
         r = f"(({row}) & 63)"
         n = f"({sub} + {self.perm(f'({r} >> 4)', f'({r} & 7)')} + (({r} >> 3) & 1))"
         return m, n
-
-    def flat(self, tid, s):
-        row, col = self.row_col(tid, s)
-        return f"({row} * {self.N} + {col})"
-
-    def valid(self, tid, s):
-        return None
 
     def __str__(self):
         return f"mma_acc_swapped(M={self.M}, N={self.N})"
