@@ -37,6 +37,19 @@ class _Missing:
 
 
 _MISSING = _Missing()
+_GRID_X_MAX = 2147483647   # CUDA's grid x limit (y and z: 65535), the same on every device
+
+
+def _grid_arg(grid):
+    """The grid as the launch function takes it: the int of a 1-D grid (k[(n,)] or k[n]) once
+    checked here, since the launch function trusts an int; any other grid as it is, checked
+    there. A bad int becomes its 1-tuple, so that it gets the tuple's error."""
+    if grid.__class__ is int:
+        grid = (grid,)
+    if grid.__class__ is tuple and len(grid) == 1 and (g := grid[0]).__class__ is int \
+            and 0 < g <= _GRID_X_MAX:
+        return g
+    return grid
 
 
 def _grid3(jf, grid, launcher):
@@ -179,12 +192,15 @@ class JITFunction:
         # `k[grid](...)` in a loop passes the same grid object each time: bind it once. Holding
         # the grid keeps its identity valid.
         # A bound method rather than functools.partial: its call prepends the grid without
-        # copying the arguments. A 1-D grid binds its int, which the launch function checks in
-        # the fewest steps (a bad int gets the same error as the tuple would).
-        if grid.__class__ is tuple and len(grid) == 1 and grid[0].__class__ is int:
-            launch = _MethodType(fn, grid[0])
+        # copying the arguments. A 1-D grid binds its int, checked here once rather than by
+        # the launch function on every call (_grid_arg; the common k[(n,)] inline).
+        if grid.__class__ is tuple and len(grid) == 1 and (g := grid[0]).__class__ is int \
+                and 0 < g <= _GRID_X_MAX:
+            launch = _MethodType(fn, g)
+        elif grid is None:
+            launch = functools.partial(fn, grid)
         else:
-            launch = _MethodType(fn, grid) if grid is not None else functools.partial(fn, grid)
+            launch = _MethodType(fn, _grid_arg(grid) if grid.__class__ is int else grid)
         self._bound = (grid, launch)
         return launch
 
@@ -198,7 +214,7 @@ class JITFunction:
         if options.flags.interpret:
             from .interpreter import launch as interp_launch
             return interp_launch(self, grid, args, kwargs)
-        return (self._launch_fn or self._first_launch)(grid, *args, **kwargs)
+        return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
     def warmup(self, *args, **kwargs):
         """Compile (or load from the disk cache) and prepare the launch for these arguments,
@@ -259,8 +275,12 @@ class JITFunction:
             # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
             # different argument kinds never produce equal keys.
             dns = a in self.do_not_specialize
+            # "2**31+ elements" asks the nbytes getter first and numel() only past 2 GiB: nbytes
+            # is numel times a whole number of bytes, so it is never below numel, and a getter
+            # costs less than numel(), a method that parses its (empty) argument list
             tkey = f"{a}.dtype, {a}.get_device()" if dns else (
-                f"{a}.dtype, {a}.get_device(), not _n_v{i} & 15, {a}.numel() > 2147483647")
+                f"{a}.dtype, {a}.get_device(), not _n_v{i} & 15, "
+                f"{a}.nbytes > 2147483647 and {a}.numel() > 2147483647")
             ikey = (f"0 if -2147483648 <= {a} <= 2147483647 else _n_classify({a}, True)[0]"
                     if dns else
                     f"(1 if {a} == 1 else 0 if {a} & 15 or not {a} else 16) if -2147483648 <= {a} <= "
@@ -329,7 +349,7 @@ def launch(_n_grid, {params}):
         _n_h = _n_self._lookup(_n_key, {by_name})
     _, _n_pack, _n_buf, _n_block, _n_shared, _n_stream, _n_dev, _n_go, _n_c, _n_f, _n_p, \\
         _n_name, _n_L = _n_h
-    if _n_grid.__class__ is int and 0 < _n_grid <= 2147483647:   # k[(n,)] binds n
+    if _n_grid.__class__ is int:   # a 1-D grid's int, checked where it was bound (_grid_arg)
         _n_gx = _n_grid
         _n_gy = _n_gz = 1
     else:
@@ -376,7 +396,7 @@ def launch(_n_grid, {params}):
             kinds = {n: type(v) for n, v in ba.arguments.items()}
         except TypeError:
             kinds = None   # the generated function reports the argument error
-        return self._generate(kinds)(grid, *args, **kwargs)
+        return self._generate(kinds)(_grid_arg(grid), *args, **kwargs)
 
     def binder(self):
         """(key, values) of a call, as the launch function computes them (tests, warmup)."""

@@ -447,3 +447,54 @@ def test_launch_errors_name_the_launching_line(gpu):
         add[(1,)](x, x, x, 16, num_warps=3)
     line = inspect.currentframe().f_lineno - 1
     assert f"{__file__}:{line}" in str(ei.value) and "num_warps" in str(ei.value)
+
+
+def test_tensors_of_2_31_elements_are_large(gpu):
+    """`large` (64-bit offsets) means 2**31 elements or more, whatever their bytes: a stride-0
+    view of one float counts, a 2 GiB tensor of fewer elements does not (the launch function
+    asks nbytes before numel)."""
+    cu, fc = gpu
+    add = make_add()
+    x = torch.randn(16)
+    big = torch.zeros(1).expand(2**31)                          # 4 bytes of storage
+    under = torch.zeros(1).expand(2**31 - 1)                    # 8 GiB by nbytes, not large
+    wide = torch.zeros(1, dtype=torch.float64).expand(2**28)    # 2 GiB, 2**28 elements
+    b = add.binder()
+    assert b(big, x, x, 16)[0] != b(under, x, x, 16)[0] == b(x, x, x, 16)[0]
+    for t, compiles, large in [(x, 1, False), (big, 2, True), (under, 2, False),
+                               (wide, 3, False), (big, 3, True), (x, 3, False)]:
+        add[(1,)](t, x, x, 16)
+        assert len(fc.calls) == compiles
+        assert fake_state(cu).params[0] == t.data_ptr()
+        spec = specialize.specialize(add, dict(x_ptr=t, y_ptr=x, out_ptr=x, n=16, BLOCK=128))[2]
+        assert spec["x_ptr"]["large"] is large
+    assert [c["specialization"]["x_ptr"]["large"] for c in fc.calls] == [False, True, False]
+
+    class Sub(torch.Tensor):
+        pass
+    for t in (big, under, wide, x):   # a subclass takes the other branch (_classify): same keys
+        assert b(t.as_subclass(Sub), x, x, 16) == b(t, x, x, 16)
+
+
+def test_int_grids_are_checked_before_the_launch_function_trusts_them(gpu):
+    """The launch function takes an int grid as checked: run(grid=...), k[n] and the first
+    launch (which generates the function) check it first, with the tuple's errors."""
+    cu, fc = gpu
+    x = torch.randn(16)
+    add = make_add()
+    with pytest.raises(newt.LaunchError, match=r"grid x = 0 in grid \(0,\)"):
+        add[0](x, x, x, 16)                    # the very first launch of this kernel
+    add = make_add()
+    add.run(x, x, x, 16, grid=3)               # first launch through run()
+    assert fake_state(cu).grid == (3, 1, 1)
+    before = fake_state(cu).launches
+    for bad, msg in [(0, r"grid x = 0 in grid \(0,\)"), (-2, "grid x = -2 is outside"),
+                     (2**31, "grid x = 2147483648 is outside"), ((2**31,), "2147483648")]:
+        with pytest.raises(newt.LaunchError, match=msg):
+            add.run(x, x, x, 16, grid=bad)
+        with pytest.raises(newt.LaunchError, match=msg):
+            add[bad](x, x, x, 16)
+    assert fake_state(cu).launches == before
+    for g, want in [(7, (7, 1, 1)), ((8,), (8, 1, 1)), ((2, 3), (2, 3, 1)), ([5], (5, 1, 1))]:
+        add.run(x, x, x, 16, grid=g)
+        assert fake_state(cu).grid == want
