@@ -125,3 +125,23 @@ def test_timed_matmul_keeps_wgmma_asynchronous(cfg, dt):
     k = _compile("sm_90a", cfg, dt, 4096, act="")
     assert not re.search(r"\(C75\d\d\)", k.log), k.log
     assert k.n_spills == 0
+
+
+@pytest.mark.parametrize("cfg", [(256, 128, 32, 8, 4), (128, 256, 32, 8, 3), (64, 64, 16, 4, 3)],
+                         ids=["256x128x32", "128x256x32", "64x64x16"])
+def test_swapped_tf32_loads_fragments_only_after_their_wgmma_retired(cfg):
+    """An in-flight wgmma reads its A registers until it completes (codegen/dot_swap.py): every
+    group of fragment loads must follow a wgmma wait, never directly a wgmma that may still
+    read the registers being loaded (loading first and waiting after computed wrong results on
+    the H200)."""
+    k = _compile("sm_90a", cfg, "fp32", 4096, act="")
+    assert " swapped" in k.ir
+    lines = k.source.split("\n")
+    loads = [i for i, line in enumerate(lines) if "newt_lds64(" in line and "NEWT_DEV" not in line]
+    assert loads
+    for i in loads:
+        j = i - 1
+        while "newt_lds64(" in lines[j] or not any(
+                s in lines[j] for s in ("newt_wgmma_wait<", "newt_wgmma_rs_", "newt_wgmma_fence")):
+            j -= 1
+        assert "newt_wgmma_wait<" in lines[j], "\n".join(lines[j:i + 1])

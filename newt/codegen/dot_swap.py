@@ -60,14 +60,13 @@ def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
                 f"{hi} = {tb.elem_addr('(lane & 3) + 4', col)};")
         addrs.append((lo, hi))
     db0 = _desc_base(em, ta.base, *_b_layout(ta, True), ta.sw)
-    half = max(1, ksteps // 2)
-    halves = [range(0, half), range(half, ksteps)] if ksteps > 1 else [range(1)]
+    assert ksteps >= 2, "dot's K is at least 16: two 8-deep k-steps"
+    half = ksteps // 2
     regs = []
-    for ks in halves:
+    for ks in (range(0, half), range(half, ksteps)):
         fa = em.fresh("fa")
         regs.append(fa)
-        # (one k-step: one group, whose registers the last tile's group read: wait for it)
-        em.emit(f"newt_wgmma_wait<{len(halves) - 1}>();   // these registers' last wgmma retired")
+        em.emit("newt_wgmma_wait<1>();   // these registers' last wgmma retired")
         em.emit(f"u32 {fa}[{inner.nsub}][{len(ks)}][4];")
         for ms, (lo, hi) in enumerate(addrs):
             for j, kk in enumerate(ks):
@@ -82,10 +81,9 @@ def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
                             f"{db}, 1);")
         em.emit("newt_wgmma_commit();")
     _helpers(em, ("newt_keep_u32", _KEEP))
-    if len(regs) > 1:
-        em.emit("#pragma unroll")
-        with em.scope(f"for (int i = 0; i < {inner.nsub * half * 4}; ++i)"):
-            em.emit(f"newt_keep_u32((&{regs[0]}[0][0][0])[i]);   // X alive with Y: other registers")
+    em.emit("#pragma unroll")
+    with em.scope(f"for (int i = 0; i < {inner.nsub * half * 4}; ++i)"):
+        em.emit(f"newt_keep_u32((&{regs[0]}[0][0][0])[i]);   // X alive with Y: other registers")
     if wait is not None and wait < 1:
         em.emit(f"newt_wgmma_wait<{wait}>();")
 
