@@ -388,9 +388,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     if plan.swap:
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
-    arch = em.options.arch
-    if arch.startswith("sm_9") and arch.endswith("a") and em.T % 128 == 0 \
-            and plan.kind in ("f16", "bf16", "tf32"):
+    if uses_wgmma(em.options.arch, em.T, plan):
         _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
     else:
         _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
