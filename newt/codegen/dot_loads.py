@@ -246,8 +246,10 @@ def _ring_copy(em, op):
     plan, tile, transposed, epc, cpr, _ = _geometry(em, op)
     mask = op.operands[1] if op.attrs.get("has_mask") else None
     em.emit("{")
-    if op.attrs.get("recompute_index"):
-        opaque_thread(em)
+    # the plain thread index, even inside a dot's opaque scope (dot.opaque_thread): each
+    # chunk's place in its tile is the same every iteration, so NVRTC keeps it in a register
+    # (one or two per tile) instead of recomputing the swizzle before every copy
+    em.emit("const int tid = (int)threadIdx.x;")
     for j, n in enumerate(names):
         with em.scope(""):
             coords = _chunk(em, j, epc, cpr, transposed)
