@@ -125,24 +125,26 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
                                                          kernel=kern, out=out))
                      for p, kern in providers.items()}
             calls["torch"] = sdpa
-            for p, fn in calls.items():
+            for p, fn in list(calls.items()):      # every result checked before any timing
+                if p == "torch":
+                    continue
                 try:
-                    if p != "torch":
-                        out.fill_(NAN)
-                        fn()
-                        sync()
-                        err = float((out.float() - expected).abs().max())
-                        if not err <= 2e-2:  # NaN fails too
-                            raise AssertionError(f"{p} {name}: max error {err:.3e} vs SDPA "
-                                                 f"(atol 2e-2)")
-                    ms, note = _time(fn, bench, sync)
-                    if note:
-                        row["errors"][p] = note
-                        print(f"{name}: {p}: {note}", flush=True)
-                    if ms is not None:
-                        row[p] = flops / (ms * 1e-3) / 1e12
+                    out.fill_(NAN)
+                    fn()
+                    sync()
+                    err = float((out.float() - expected).abs().max())
+                    if not err <= 2e-2:  # NaN fails too
+                        raise AssertionError(f"{p} {name}: max error {err:.3e} vs SDPA "
+                                             f"(atol 2e-2)")
                 except Exception as exc:  # report and go on
                     row["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
+                    del calls[p]
+            ms, notes = common.timed_in_rounds(calls, lambda fn: _time(fn, bench, sync))
+            for p, note in notes.items():
+                row["errors"][p] = note
+                print(f"{name}: {p}: {note}", flush=True)
+            for p, t in ms.items():
+                row[p] = flops / (t * 1e-3) / 1e12
             rows.append(row)
             del q, k, v, out, expected, calls, sdpa
             if dev == "cuda":

@@ -129,19 +129,24 @@ def measure(sizes, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.s
         key = _key(w)
         calls = {p: (lambda k=ks[key]: w["kernel"](k, d)) for p, ks in providers.items()}
         calls["torch"] = lambda: w["torch"](d)
-        for p, fn in calls.items():
+        for p, fn in list(calls.items()):          # every result checked before any timing
+            if p == "torch":
+                continue
             try:
-                if p != "torch":
-                    d[w["out"]].fill_(NAN)
-                    fn()
-                    sync()
-                    assert_close(d[w["out"]], expected, atol=w.get("tol"), rtol=w.get("tol"),
-                                 msg=f"{p} {w['name']}")
-                    if key == "layernorm":
-                        _check_layernorm_1500(providers[p]["layernorm"], sizes["ln1500"], dev)
-                row[p] = common.gbps(w["nbytes"], bench(fn))
+                d[w["out"]].fill_(NAN)
+                fn()
+                sync()
+                assert_close(d[w["out"]], expected, atol=w.get("tol"), rtol=w.get("tol"),
+                             msg=f"{p} {w['name']}")
+                if key == "layernorm":
+                    _check_layernorm_1500(providers[p]["layernorm"], sizes["ln1500"], dev)
             except Exception as exc:  # report and go on: one broken provider hides nothing
                 row["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
+                del calls[p]
+        ms, notes = common.timed_in_rounds(calls, lambda fn: (bench(fn), None))
+        row["errors"].update(notes)
+        for p, t in ms.items():
+            row[p] = common.gbps(w["nbytes"], t)
         rows.append(row)
         del d, expected, calls  # the lambdas hold the inputs too
         if dev == "cuda":

@@ -131,3 +131,34 @@ def launch_silu(k, x, out):
 
 def gbps(nbytes: int, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
+
+
+# Every provider of a row is timed ROUNDS times, interleaved. On the H200 the first kernel
+# timed after a pause (checks, compiles) runs a few percent faster than the same kernel a
+# second later: the GPU is cooler and holds a higher clock. Timed one provider after the other,
+# the first of each row gets that boost; interleaved, with the order rotated every round, each
+# provider is first once and its median over the rounds is kept.
+ROUNDS = 3
+
+
+def timed_in_rounds(calls: dict, time_one, rounds: int = ROUNDS) -> tuple[dict, dict]:
+    """({provider: median ms}, {provider: note}) for {provider: fn}; `time_one(fn)` returns
+    (ms or None, note or None). A provider that fails or is skipped (ms None) is not timed
+    again; its note says why."""
+    names = list(calls)
+    times: dict = {p: [] for p in names}
+    notes: dict = {}
+    for r in range(rounds):
+        k = r % len(names) if names else 0
+        for p in names[k:] + names[:k]:
+            if p in notes:
+                continue
+            try:
+                ms, note = time_one(calls[p])
+            except Exception as exc:  # noqa: BLE001 - report and go on
+                ms, note = None, f"{type(exc).__name__}: {str(exc)[:400]}"
+            if note:
+                notes[p] = note
+            if ms is not None:
+                times[p].append(ms)
+    return {p: sorted(t)[len(t) // 2] for p, t in times.items() if t}, notes

@@ -110,6 +110,19 @@ _OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
 """
 
 
+# the warp index read through a shuffle from lane 0: ptxas then knows it is the same in every
+# lane and keeps what is computed from it (the A descriptor) in uniform registers, instead of
+# moving it into them (R2UR) before every wgmma
+_WARP_UNIFORM = """NT_INLINE int newt_warp_uniform() {
+#ifdef __CUDA_ARCH__
+  return __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0);
+#else
+  return (int)(threadIdx.x >> 5);
+#endif
+}
+"""
+
+
 def opaque_thread(em):
     """Shadow `tid`, `lane` and `warp` in the current scope with copies NVRTC cannot hoist out
     of the enclosing loop (a volatile read of %tid.x). Inside a loop around a dot, every value
@@ -312,8 +325,11 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     return chunks, fns
 
 
-def _a_desc(ta, lay, warp="warp") -> str:
-    """The descriptor of the warpgroup's first A row (k-step 0) in tile ta."""
+def _a_desc(em, ta, lay) -> str:
+    """The descriptor of the warpgroup's first A row (k-step 0) in tile ta, from the uniform
+    warp index (_WARP_UNIFORM)."""
+    _helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
+    warp = "newt_warp_uniform()"
     return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
             f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
 
@@ -332,7 +348,7 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False,
     da0 = a_desc
     if da0 is None:
         da0 = em.fresh("desc")
-        em.emit(f"const newt_u64 {da0} = {_a_desc(ta, lay)};")
+        em.emit(f"const newt_u64 {da0} = {_a_desc(em, ta, lay)};")
     db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
     em.emit("#pragma unroll")
     with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):

@@ -27,23 +27,8 @@ def staged_a_desc(em, op, ta=None):
         if ta is None:
             ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
         d = op.attrs["a_desc_name"] = em.fresh("adesc")
-        _helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
-        _before_loop(em, op, f"const newt_u64 {d} = "
-                             f"{_a_desc(ta, op.result.attrs['layout'], 'newt_warp_uniform()')};")
+        _before_loop(em, op, f"const newt_u64 {d} = {_a_desc(em, ta, op.result.attrs['layout'])};")
     return d
-
-
-# the warp index read through a shuffle from lane 0: ptxas then knows it is the same in every
-# lane and keeps what is computed from it (the A descriptor) in uniform registers, instead of
-# moving it into them (R2UR) before every wgmma
-_WARP_UNIFORM = """NT_INLINE int newt_warp_uniform() {
-#ifdef __CUDA_ARCH__
-  return __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0);
-#else
-  return (int)(threadIdx.x >> 5);
-#endif
-}
-"""
 
 
 def pin_registers(em, name, nslots):
