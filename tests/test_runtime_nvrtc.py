@@ -44,8 +44,12 @@ def test_compile_add(arch):
 
 
 def test_static_shared_reported():
+    """Static shared memory in the compile's report: from ptxas's -v log, or from the cubin
+    when NVRTC returns an empty log (some NVRTC builds do, on the H200 machine among them)."""
     r = nvrtc.compile_cuda(SMEM, "smem_kernel", "sm_90a")
-    assert nvrtc.parse_ptxas_report(r.log)["shared_bytes"] == 1024
+    assert r.report["shared_bytes"] == 1024 and r.report["n_regs"] > 0
+    if r.log.strip():
+        assert nvrtc.parse_ptxas_report(r.log)["shared_bytes"] == 1024
 
 
 def test_parse_report_picks_entry_and_spills():
