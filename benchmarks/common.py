@@ -148,10 +148,11 @@ def timed_in_rounds(calls: dict, time_one, rounds: int = ROUNDS) -> tuple[dict, 
     names = list(calls)
     times: dict = {p: [] for p in names}
     notes: dict = {}
+    dropped = set()
     for r in range(rounds):
         k = r % len(names) if names else 0
         for p in names[k:] + names[:k]:
-            if p in notes:
+            if p in dropped:
                 continue
             try:
                 ms, note = time_one(calls[p])
@@ -159,6 +160,8 @@ def timed_in_rounds(calls: dict, time_one, rounds: int = ROUNDS) -> tuple[dict, 
                 ms, note = None, f"{type(exc).__name__}: {str(exc)[:400]}"
             if note:
                 notes[p] = note
-            if ms is not None:
+            if ms is None:
+                dropped.add(p)
+            else:
                 times[p].append(ms)
     return {p: sorted(t)[len(t) // 2] for p, t in times.items() if t}, notes

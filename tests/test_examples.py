@@ -225,3 +225,21 @@ def test_run_all_table_and_verdicts(tmp_path):
     assert "softmax" in (tmp_path / "benchmarks.md").read_text()
     assert "bench_x failed: ValueError: boom" in (tmp_path / "table.txt").read_text()
     assert (tmp_path / "results.json").exists()
+
+
+def test_timed_in_rounds_rotates_and_keeps_the_median():
+    """benchmarks/common.py: each provider first once, its median kept; a failing provider is
+    reported and not timed again."""
+    order, seen = [], {"a": [3.0, 1.0, 2.0], "b": [5.0, 4.0, 6.0]}
+
+    def time_one(fn):
+        name = fn()
+        order.append(name)
+        if name == "c":
+            raise RuntimeError("broken")
+        return seen[name].pop(0), None
+    calls = {p: (lambda p=p: p) for p in "abc"}
+    ms, notes = common.timed_in_rounds(calls, time_one, rounds=3)
+    assert ms == {"a": 2.0, "b": 5.0}
+    assert list(notes) == ["c"] and "broken" in notes["c"]
+    assert order == ["a", "b", "c", "b", "a", "a", "b"]
