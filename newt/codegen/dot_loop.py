@@ -18,9 +18,10 @@ def in_loop(op) -> bool:
 
 def staged_a_desc(em, op, ta=None):
     """For a dot in a loop whose A tile was staged before it (dot_stage_a): the A descriptor
-    declared once before the loop (2 registers) instead of rebuilt every iteration from the
-    thread index (about 15 instructions on the path to the wgmma). Before the loop's header
-    exists (the ring's prologue) it is declared where the call is."""
+    declared once before the loop (2 uniform registers: it comes from the shuffled warp index,
+    dot._WARP_UNIFORM) instead of rebuilt every iteration from the thread index (about 15
+    instructions on the path to the wgmma). Before the loop's header exists (the ring's
+    prologue) it is declared where the call is."""
     from .dot_ring import _before_loop
     d = op.attrs.get("a_desc_name")
     if d is None:
