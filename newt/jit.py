@@ -200,7 +200,7 @@ class JITFunction:
         elif grid is None:
             launch = functools.partial(fn, grid)
         else:
-            launch = _MethodType(fn, _grid_arg(grid) if grid.__class__ is int else grid)
+            launch = _MethodType(fn, _grid_arg(grid))
         self._bound = (grid, launch)
         return launch
 
