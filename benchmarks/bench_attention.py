@@ -53,7 +53,8 @@ def precompile(kernel, size, configs, dtype=torch.float16):
     for D in (64, 128):
         t = torch.empty(B, H, N, D, device="cuda", dtype=dtype)  # the run's shapes and strides
         for causal in (False, True):
-            _, args, kw = ex.launch_args(t, t, t, t, causal, config=configs[D])
+            cfg = configs[D] if configs else ex.config_for(D, causal)
+            _, args, kw = ex.launch_args(t, t, t, t, causal, config=cfg)
             arguments, nw, ns = specialize.bind(kernel, args, kw)
             sig, cx, spec, dev = specialize.specialize(kernel, arguments)
             jobs.append((kernel, sig, cx, spec, driver.Device.get(dev).arch, nw, ns))
@@ -104,7 +105,7 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
     B, H, N = size["B"], size["H"], size["N"]
     if dev == "cuda" and "newt" in providers:
         try:
-            precompile(providers["newt"], size, configs or ex.CONFIG, dtype)
+            precompile(providers["newt"], size, configs, dtype)
         except Exception as exc:  # noqa: BLE001 - the launches compile in-process instead
             print(f"precompile failed ({type(exc).__name__}: {exc}); compiling in-process")
     rows = []
@@ -120,7 +121,7 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
                 q, k, v, is_causal=causal)
             expected = (sdpa() if dev == "cuda" else ex.reference(q, k, v, causal)).float()
             out = torch.empty_like(q)
-            cfg = (configs or ex.CONFIG)[D]
+            cfg = configs[D] if configs else ex.config_for(D, causal)
             calls = {p: (lambda kern=kern: ex.attention(q, k, v, causal, config=cfg,
                                                          kernel=kern, out=out))
                      for p, kern in providers.items()}
@@ -153,7 +154,7 @@ def measure(size, dev="cuda", bench=do_bench, providers=None, sync=torch.cuda.sy
 
 
 # launch configurations tried by --sweep: (config at D=64, config at D=128), each the same for
-# newt and Triton; the first pair is the example's CONFIG
+# newt and Triton, causal or not; the first two pairs hold the example's CONFIG and CAUSAL_CONFIG
 SWEEP = [((128, 64, 8, 4), (128, 64, 8, 4)), ((128, 64, 8, 3), (128, 64, 8, 3)),
          ((128, 64, 8, 5), (128, 64, 8, 5)), ((128, 128, 8, 4), (128, 32, 8, 4)),
          ((128, 32, 8, 4), (64, 64, 4, 4)), ((128, 32, 8, 3), (64, 32, 4, 3))]

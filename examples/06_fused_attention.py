@@ -116,14 +116,24 @@ KERNELS = (_attn_fwd_inner, _attn_fwd)  # the helper first: the Triton twin defi
 
 # launch parameters for the GPU (the benchmark's, for newt and Triton alike); the interpreter
 # runs with small blocks. Tensor-core dots need BLOCK_M a multiple of 16 * num_warps. Chosen by
-# `python benchmarks/bench_attention.py --sweep` on an H200 (2026-11-29): 128 x 64 on two
-# warpgroups is the fastest of the sweep for newt at both head sizes, and within a few percent
-# of Triton's best there (Triton's own tutorial picks 4 warps at D=64). At D=128, 4 stages let
-# newt issue the next block's Q K^T before this block's softmax (the rotated key loop): 449 /
-# 427 TFLOP/s (non-causal / causal) against 453 / 407 with 3 stages (Triton: 440 / 415 and
-# 443 / 410, same call). At D=64 the rotation would cost the second CTA per SM: 3 stages.
+# `python benchmarks/bench_attention.py --sweep` on an H200 (2026-11-29, interleaved timing):
+# 128 x 64 on two warpgroups is the fastest of the sweep for newt in every case. Non-causal
+# D=128 takes 4 stages: newt then issues the next block's Q K^T before this block's softmax
+# (the rotated key loop; 448 against 445 TFLOP/s with 3 stages). Causal attention splits the
+# keys into two loops, the second only BLOCK_M / BLOCK_N = 2 blocks long: too short for the
+# rotation to pay for its start and drain, so causal D=128 takes 3 stages (411 against 396;
+# Triton 406 / 414, same call). At D=64 the rotation would cost the second CTA per SM: 3 stages.
 CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=3),
           128: dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)}
+CAUSAL_CONFIG = {64: CONFIG[64], 128: dict(CONFIG[128], num_stages=3)}
+
+
+def config_for(D, causal):
+    """The launch parameters of head size D (the nearest table entry for other sizes)."""
+    table = CAUSAL_CONFIG if causal else CONFIG
+    return table.get(D, table[64])
+
+
 SMALL_CONFIG = dict(BLOCK_M=16, BLOCK_N=16, num_warps=4, num_stages=1)
 
 
@@ -134,7 +144,7 @@ def launch_args(q, k, v, o, causal, sm_scale=None, config=None):
     assert k.shape == v.shape == o.shape == q.shape and D in (16, 32, 64, 128)
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(D)
-    cfg = dict(config or CONFIG.get(D, CONFIG[64]))
+    cfg = dict(config or config_for(D, causal))
     assert cfg["BLOCK_M"] % cfg["BLOCK_N"] == 0, "the causal split needs BLOCK_N | BLOCK_M"
     grid = (newt.cdiv(N, cfg["BLOCK_M"]), B * H, 1)
     args = (q, k, v, sm_scale, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H, N)

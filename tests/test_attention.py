@@ -22,15 +22,16 @@ ex = common.load_file(os.path.join(ROOT, "examples", "06_fused_attention.py"),
                       "newt_example_06_fused_attention")
 
 
-def _config(target, D):
+def _config(target, D, causal):
     # the interpreter runs small blocks (several key blocks and query blocks at small N); the
     # GPU runs the benchmark's configuration
-    return ex.SMALL_CONFIG if target == "interp" else ex.CONFIG.get(D, ex.CONFIG[64])
+    return ex.SMALL_CONFIG if target == "interp" else ex.config_for(D, causal)
 
 
 def _check(q, k, v, causal, target, sm_scale=None, atol=2e-2):
     out = torch.full_like(q, float("nan"))  # poisoned: every row must be written
-    o = ex.attention(q, k, v, causal, sm_scale=sm_scale, config=_config(target, q.shape[-1]),
+    o = ex.attention(q, k, v, causal, sm_scale=sm_scale,
+                     config=_config(target, q.shape[-1], causal),
                      out=out)
     assert o is out
     ref = ex.reference(q.cpu(), k.cpu(), v.cpu(), causal, sm_scale=sm_scale)
@@ -103,7 +104,7 @@ _compiled: dict = {}
 
 
 def _compile(arch, D, causal, config=None, spec=True):
-    cfg = dict(config or ex.CONFIG[D])
+    cfg = dict(config or ex.config_for(D, causal))
     key = (arch, D, causal, tuple(sorted(cfg.items())), spec)
     if key not in _compiled:
         nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
@@ -128,7 +129,8 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     tiles ahead of their dots."""
     k = _compile(arch, D, causal)
     assert k.cubin and k.ptx and k.source
-    assert k.num_threads == 32 * ex.CONFIG[D]["num_warps"]
+    cfg = ex.config_for(D, causal)
+    assert k.num_threads == 32 * cfg["num_warps"]
     _report(k, f"{arch} D={D} causal={causal}")
     assert k.shared_bytes <= (232448 if arch == "sm_90a" else 166912)
     assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255, k.log
@@ -145,7 +147,7 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     # while Q K^T runs, one barrier per key block; on sm_90a P @ V stays in flight into the
     # next key block (accumulating in place into the carried accumulator)
     assert k.ir.count("dot_tile_prefetch") == (2 if causal else 1)
-    assert k.ir.count(f"tile_ring={ex.CONFIG[D]['num_stages']}") == (4 if causal else 2)
+    assert k.ir.count(f"tile_ring={cfg['num_stages']}") == (4 if causal else 2)
     # K's and V's pointers move by one stride per key block: each chunk's copy reads a
     # pointer advanced by a delta instead of recomputing its address
     assert k.ir.count("iv_slope") == (4 if causal else 2)
