@@ -4,9 +4,9 @@ run. Correctness first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*
 
     PYTHONPATH=. python benchmarks/bench_matmul.py [--quick] [--dtype fp16|bf16|tf32]
 
-Both compilers get the same config sweep (CONFIGS: the standalone wgmma winner's shapes first);
-each one's fastest config is then timed again with cuBLAS in interleaved rounds, and those
-medians are reported, with the registers / spills of newt's winner. Every newt
+Both compilers get the same config sweep (CONFIGS: the standalone wgmma winner's shapes first),
+every config of both and cuBLAS timed in interleaved rounds; each one's fastest median is
+reported, with the registers / spills of newt's winner. Every newt
 specialization the run will launch is compiled up front in parallel worker processes (the
 runtime's precompile, into the disk cache), so the whole run stays near a minute.
 """
@@ -139,17 +139,35 @@ def regs_of(kernel, a, b, c, cfg):
 _STATE: dict = {}   # kernels, passing configs: prepared once per process (run() may repeat)
 
 
-def _final_rounds(best, kernels, a, b, c, flop, errors):
-    """The sweep picks each compiler's config from one timing per config; the figures reported
-    are the winners' and cuBLAS's medians over interleaved rounds (common.timed_in_rounds: the
-    order rotates, so no provider is always the one timed first, on the coolest GPU)."""
-    calls = {p: (lambda k=kernels[p], cfg=cfg: launch(k, a, b, c, cfg))
-             for p, (tf, cfg, _) in best.items() if cfg is not None}
-    calls["cuBLAS"] = lambda: torch.matmul(a, b)
+def _sweep_in_rounds(kernels, cfgs, a, b, c, flop, errors, label):
+    """Every (compiler, config) of the sweep and cuBLAS, timed in interleaved rounds
+    (common.timed_in_rounds: the order rotates, so no configuration is always the one timed
+    first, on the coolest GPU). Returns ({compiler: (TFLOP/s, config)} of each one's fastest
+    config, cuBLAS TFLOP/s)."""
+    calls = {}
+    for name, k in kernels.items():
+        for cfg in cfgs[name] if k is not None else ():
+            fn = (lambda k=k, cfg=cfg: launch(k, a, b, c, cfg))
+            try:
+                fn()     # Triton compiles on its first call: not inside a timing
+            except Exception as e:  # noqa: BLE001 - a failing config is a result
+                errors[name] = f"{cfg}: {str(e)[:200]}"
+                print(f"  {name} {cfg} failed: {str(e)[:200]}")
+                continue
+            calls[(name, cfg)] = fn
+    calls[("cuBLAS", None)] = lambda: torch.matmul(a, b)
+    torch.cuda.synchronize()
     ms, notes = common.timed_in_rounds(calls, lambda fn: (bench(fn), None))
-    errors.update(notes)
-    out = {p: ((flop / ms[p] / 1e9 if p in ms else 0.0),) + best[p][1:] for p in best}
-    return out, flop / ms["cuBLAS"] / 1e9 if "cuBLAS" in ms else float("nan")
+    for (name, cfg), note in notes.items():
+        errors[name] = f"{cfg}: {note}"
+    best = {}
+    for (name, cfg), t in ms.items():
+        tf = flop / t / 1e9
+        print(f"  {name} {label} {cfg}: {tf:.0f} TFLOP/s", flush=True)
+        if name != "cuBLAS" and tf > best.get(name, (0.0,))[0]:
+            best[name] = (tf, cfg)
+    cub = ms.get(("cuBLAS", None))
+    return best, flop / cub / 1e9 if cub else float("nan")
 
 
 def _prepare(plan):
@@ -201,23 +219,14 @@ def run(out_dir=None, quick=False, dtype=None):
         b = torch.randn(n, n, device="cuda").to(dt)
         c = torch.empty(n, n, device="cuda", dtype=dt)
         flop = 2.0 * n ** 3
-        best = {"newt": (0.0, None, ""), "triton": (0.0, None, "")}
         errors = {}
-        for cfg in [x for x in CONFIGS if _fits(dt, x)]:
-            for name, k in (("newt", nk), ("triton", tk)):
-                if k is None or (name == "newt" and cfg not in ok_cfgs.get(dt, [])):
-                    continue
-                try:
-                    ms = bench(lambda: launch(k, a, b, c, cfg))
-                except Exception as e:  # noqa: BLE001
-                    errors[name] = str(e)[:200]
-                    print(f"  {name} {cfg} failed: {str(e)[:200]}")
-                    continue
-                tf = flop / ms / 1e9
-                print(f"  {name} {str(dt)[6:]} {n} {cfg}: {tf:.0f} TFLOP/s", flush=True)
-                if tf > best[name][0]:
-                    best[name] = (tf, cfg, regs_of(k, a, b, c, cfg) if name == "newt" else "")
-        best, cub = _final_rounds(best, {"newt": nk, "triton": tk}, a, b, c, flop, errors)
+        cfgs = [x for x in CONFIGS if _fits(dt, x)]
+        best, cub = _sweep_in_rounds({"newt": nk, "triton": tk},
+                                     {"newt": [x for x in cfgs if x in ok_cfgs.get(dt, [])],
+                                      "triton": cfgs}, a, b, c, flop, errors, f"{str(dt)[6:]} {n}")
+        for p in ("newt", "triton"):    # (TFLOP/s, config, registers of newt's winner)
+            tf, cfg = best.get(p, (0.0, None))
+            best[p] = (tf, cfg, regs_of(nk, a, b, c, cfg) if p == "newt" and cfg else "")
         d = str(dt)[6:]
         table.append((d, n, best["newt"], best["triton"], cub))
         rows.append(dict(workload=f"matmul {'tf32' if dt == torch.float32 else d} {n}^3",
