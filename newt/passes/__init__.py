@@ -1,5 +1,6 @@
 """Passes: IR -> IR decisions, run in order after the frontend and before codegen.
 
+    masks        masks the value ranges prove all-true are dropped (masks.py)
     dot_pipeline loads that feed only a dot go through an asynchronous shared-memory ring (dot_pipeline.py)
     wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
     layout       a register layout for every block value; how shape ops move data (layout.py)
@@ -16,10 +17,12 @@ from __future__ import annotations
 from .dot_pipeline import pipeline_dots
 from .dot_rows import fuse_dot_rows
 from .layout import assign_layouts
+from .masks import drop_true_masks
 from .smem import plan_occupancy, plan_shared_memory
 from .wide_index import mark_wide_indices
 
 PASSES = (
+    ("masks", drop_true_masks),
     ("dot_pipeline", pipeline_dots),
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
