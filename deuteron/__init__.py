@@ -17,7 +17,7 @@ from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
     Config, tile, zeros, full,
     float16, bfloat16, float32, float64, int8, int16, int32, int64, bool_,
-    exp, log, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, relu, abs, floor, ceil,
+    exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, relu, abs, floor, ceil,
     where, maximum, minimum, clamp, matmul, addmm,
 )
 

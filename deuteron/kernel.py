@@ -199,7 +199,7 @@ class Kernel:
         """Compile the generated kernels ahead of time with newt.compile (no GPU needed):
         [CompiledKernel] for these arguments under `config` (default: the heuristic one)."""
         import newt
-        from newt import dtypes as D
+        from newt.runtime import specialize
         tracer = self.trace(*args, **kwargs)
         if config is None:
             from .autotune.space import Space
@@ -208,15 +208,12 @@ class Kernel:
         for prog in tracer.programs:
             low = lower(prog, self.static_shapes)
             call = bind(low, config, self.jit_function(low))
-            sig = {}
-            for (name, _), a in zip(low.params, call.args):
-                if isinstance(a, torch.Tensor):
-                    sig[name] = "*" + D.from_torch(a.dtype).short
-                else:
-                    sig[name] = "i32" if -2**31 <= a < 2**31 else "i64"
-            consts = {k: v for k, v in call.kwargs.items() if k not in ("num_warps", "num_stages")}
-            out.append(newt.compile(call.jitfn, sig, consts, arch=arch,
-                                    num_warps=config.num_warps, num_stages=config.num_stages))
+            # specialized as a launch with these arguments would be (strides equal to 1,
+            # 16-byte alignment), so the code is the code that would run
+            arguments, nw, ns = specialize.bind(call.jitfn, call.args, call.kwargs)
+            sig, consts, spec, _ = specialize.specialize(call.jitfn, arguments, allow_cpu=True)
+            out.append(newt.compile(call.jitfn, sig, consts, arch=arch, num_warps=nw,
+                                    num_stages=ns, specialization=spec))
         return out
 
     # ------------------------------------------------------------------ launching

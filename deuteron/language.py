@@ -18,6 +18,7 @@ int8, int16, int32, int64, bool_ = torch.int8, torch.int16, torch.int32, torch.i
 # math names (torch's: they trace through __torch_function__ and run eagerly in the oracle)
 exp, log, sqrt, rsqrt, sin, cos, tanh, erf = (torch.exp, torch.log, torch.sqrt, torch.rsqrt,
                                              torch.sin, torch.cos, torch.tanh, torch.erf)
+exp2, log2 = torch.exp2, torch.log2
 sigmoid, relu, abs, floor, ceil = torch.sigmoid, torch.relu, torch.abs, torch.floor, torch.ceil
 where, maximum, minimum, clamp, matmul, addmm = (torch.where, torch.maximum, torch.minimum,
                                                  torch.clamp, torch.matmul, torch.addmm)

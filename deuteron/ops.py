@@ -21,7 +21,7 @@ from .ir import ONE
 # name -> the torch callable that defines its semantics (dtype inference, constant folding)
 UNARY = {
     "neg": operator.neg, "invert": operator.invert, "abs": torch.abs, "exp": torch.exp,
-    "log": torch.log, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
+    "exp2": torch.exp2, "log": torch.log, "log2": torch.log2, "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "sin": torch.sin, "cos": torch.cos,
     "tanh": torch.tanh, "erf": torch.erf, "sigmoid": torch.sigmoid, "floor": torch.floor,
     "ceil": torch.ceil, "relu": torch.relu, "silu": F.silu,
 }
@@ -34,7 +34,7 @@ BINARY = {
 }
 
 
-_FLOAT_RESULT = {"exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "silu"}
+_FLOAT_RESULT = {"exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "silu"}
 _BOOL_RESULT = {"lt", "le", "gt", "ge", "eq", "ne"}
 
 

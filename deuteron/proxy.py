@@ -178,7 +178,7 @@ def _unary_method(fn):
     return method
 
 
-for _fn in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs",
+for _fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs",
             "floor", "ceil", "relu", "neg"):
     setattr(TileValue, _fn, _unary_method(_fn))
 
@@ -209,8 +209,8 @@ def _addmm(tracer, inp, a, b, *, beta=1, alpha=1):
 
 def _table():
     t = {}
-    for fn in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs",
-               "floor", "ceil", "relu", "neg"):
+    for fn in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf",
+               "sigmoid", "abs", "floor", "ceil", "relu", "neg"):
         t[getattr(torch, fn)] = (lambda f: lambda tr, x: ops.unary(tr, f, x))(fn)
     t[F.relu] = lambda tr, x, inplace=False: ops.unary(tr, "relu", x)
     t[F.silu] = lambda tr, x, inplace=False: ops.unary(tr, "silu", x)
@@ -244,8 +244,9 @@ def _table():
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
     for m in ("to", "float", "half", "bfloat16", "type", "sum", "mean", "amax", "amin", "exp",
-              "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "abs", "relu",
-              "floor", "ceil", "neg", "__neg__", "__invert__", "__pow__", "clamp", "t"):
+              "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
+              "abs", "relu", "floor", "ceil", "neg", "__neg__", "__invert__", "__pow__", "clamp",
+              "t"):
         t[getattr(torch.Tensor, m)] = (lambda m: lambda tr, x, *a, **k: getattr(TileValue, m)(
             ops.as_operand(tr, x), *a, **k))(m)
     return t

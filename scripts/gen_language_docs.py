@@ -189,9 +189,9 @@ def language_md() -> str:
         out.append(f"#### `dt.{_sig(name, getattr(dt, name))}`\n\n{_doc(getattr(dt, name))}\n")
     out.append(f"#### `dt.Config`\n\n`{_sig('Config', dt.Config)}`\n\n{_doc(dt.Config)}\n")
     out.append(f"#### `dt.TraceError`\n\n{_doc(dt.TraceError)}\n")
-    math = [n for n in ("exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
-                        "relu", "abs", "floor", "ceil", "where", "maximum", "minimum", "clamp",
-                        "matmul", "addmm") if hasattr(dt, n)]
+    math = [n for n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",
+                        "erf", "sigmoid", "relu", "abs", "floor", "ceil", "where", "maximum",
+                        "minimum", "clamp", "matmul", "addmm") if hasattr(dt, n)]
     out.append("#### Math names and dtypes\n\n" + ", ".join(
         f"`dt.{n}` (= `torch.{getattr(dt, n).__name__}`)" for n in math) +
         ". They are torch's own functions: in a traced run they are recorded through "

@@ -125,7 +125,8 @@ def math_names(x):
         a = dt.exp(v * 0.1) + dt.sigmoid(v) - dt.tanh(v) + dt.relu(v) + dt.abs(v)
         b = dt.rsqrt(dt.abs(v) + 1.0) + dt.sqrt(dt.abs(v)) + dt.log(dt.abs(v) + 2.0)
         c = dt.where(v > 0, dt.maximum(v, v * 0.5), dt.minimum(v, -v)) + dt.clamp(v, -1.0, 1.0)
-        out[t] = a + b + c + torch.sin(v) * torch.cos(v) + torch.erf(v) + torch.floor(v)
+        d = dt.exp2(v * 0.5) + dt.log2(dt.abs(v) + 1.0) + v.exp2() - torch.log2(v * v + 3.0)
+        out[t] = a + b + c + d + torch.sin(v) * torch.cos(v) + torch.erf(v) + torch.floor(v)
     return out
 
 
@@ -136,7 +137,8 @@ def test_dt_math_names_and_torch_functions():
     want = (torch.exp(v * 0.1) + torch.sigmoid(v) - torch.tanh(v) + torch.relu(v) + v.abs()
             + torch.rsqrt(v.abs() + 1) + v.abs().sqrt() + torch.log(v.abs() + 2)
             + torch.where(v > 0, torch.maximum(v, v * 0.5), torch.minimum(v, -v))
-            + v.clamp(-1, 1) + torch.sin(v) * torch.cos(v) + torch.erf(v) + torch.floor(v))
+            + v.clamp(-1, 1) + torch.exp2(v * 0.5) + torch.log2(v.abs() + 1) + torch.exp2(v)
+            - torch.log2(v * v + 3) + torch.sin(v) * torch.cos(v) + torch.erf(v) + torch.floor(v))
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
 
 
