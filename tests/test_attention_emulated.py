@@ -8,6 +8,7 @@ fragments as the PTX ISA's tables say) on the backend's thread emulator. Each ca
 with torch SDPA in fp32 on small odd sequence lengths (the key tail masked, the query tail's
 store masked) with a NaN-poisoned output, so every row must be written."""
 import os
+import re
 import shutil
 import sys
 
@@ -159,10 +160,12 @@ def test_attention_sm90a_key_ring_emulated(emu90, monkeypatch, stages, D):
     _run(emu90, 1, 1, 200, D, False, CFG8, seed=7)    # D != BLOCK_N: Q K^T and P V differ in size
 
 
-def _dt_attention_kernel(tmp_path, q, k, v):
-    """deuteron's generated attention kernel (examples/dt_attention.py) for these tensors."""
+def _dt_attention_kernel(tmp_path, q, k, v, static=False):
+    """deuteron's generated attention kernel (examples/dt_attention.py) for these tensors:
+    sizes as runtime arguments, or as constexprs with `static` (the example's setting)."""
+    import deuteron as dt
     dta = common.load_file(os.path.join(HERE, "..", "examples", "dt_attention.py"), "dt_att")
-    src = dta.attention.to_newt_source(q, k, v)
+    src = dt.kernel(dta.attention.fn, static_shapes=static).to_newt_source(q, k, v)
     assert "_ptrs +=" not in src          # addresses from the loop index, not carried
     path = tmp_path / "dt_attention_kernel.py"      # (the JIT reads kernels from files)
     path.write_text("import newt\nimport newt.language as nl\n" + src)
@@ -188,6 +191,44 @@ def test_deuteron_attention_through_the_ring_emulated(emu90, tmp_path):
                       BLOCK_SIZE_M=128, BLOCK_SIZE_K=D, BLOCK_SIZE_N=64, num_warps=8)
         torch.testing.assert_close(out.float(), dta.reference(q, k, v).float(), atol=2e-2,
                                    rtol=0)
+
+
+def _static_case(tmp_path):
+    BH, L, D = 2, 256, 32
+    torch.manual_seed(9)
+    q, k, v = (torch.randn(BH, L, D).half() for _ in range(3))
+    fn, dta = _dt_attention_kernel(tmp_path, q, k, v, static=True)
+    sizes = dict(BH=BH, M=L, K=D, N=L, BLOCK_SIZE_BH=1, BLOCK_SIZE_M=128, BLOCK_SIZE_K=D,
+                 BLOCK_SIZE_N=64)
+    return fn, dta, (q, k, v), sizes
+
+
+def test_deuteron_attention_static_shapes_drop_every_mask(tmp_path):
+    """Static shapes: the sizes are constexprs, and at L = 256 keys in tiles of 64 with
+    head_dim 32 in one tile, newt's mask pass (newt/passes/masks.py) proves every bounds
+    check true: no `where` is left, and the K and V tiles reach the ring unmasked."""
+    import newt
+    fn, _, _, sizes = _static_case(tmp_path)
+    sig = {f"{t}_ptr": "*fp16" for t in ("q", "k", "v", "out")}
+    sig.update({f"stride_{t}{i}": "i32" for t in ("q", "k", "v", "out") for i in range(3)})
+    ir = newt.compile(fn, sig, sizes, arch="sm_90a", num_warps=8, num_stages=3).ir
+    assert "select" not in ir and ir.count("tile_ring=3") == 2
+    loads = re.findall(r"dot_tile_load %[\w.]+(, %[\w.]+)?", ir)
+    assert len(loads) == 2 and not any(loads), ir
+
+
+def test_deuteron_attention_static_shapes_emulated(emu90, tmp_path):
+    """The same kernel on the sm_90a emulator against torch, NaN-poisoned output."""
+    import test_dot_emulated as T
+    fn, dta, (q, k, v), sizes = _static_case(tmp_path)
+    T._STAGES[0] = 3
+    out = torch.full_like(q, float("nan"))
+    names = {"q": q, "k": k, "v": v, "out": out}
+    ptrs = {f"{t}_ptr": x for t, x in names.items()}
+    strides = {f"stride_{t}{i}": x.stride(i) for t, x in names.items() for i in range(3)}
+    emu90.emulate(fn, (sizes["M"] // 128 * sizes["BH"],), **ptrs, **strides, **sizes,
+                  num_warps=8)
+    torch.testing.assert_close(out.float(), dta.reference(q, k, v).float(), atol=2e-2, rtol=0)
 
 
 def test_deuteron_attention_compiles_with_the_ring(tmp_path):
