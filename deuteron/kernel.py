@@ -88,7 +88,10 @@ class Kernel:
     autotune_effort= "none" (heuristic default), "quick" (the default on a GPU) or "full";
                      on the CPU interpreter the default is "none"
     static_shapes=   key the tuned-config cache on exact shapes (not power-of-two buckets) and
-                     compile extents as constexprs
+                     compile extents as constexprs: newt then drops the bounds checks of tiles
+                     that divide them (newt/passes/masks.py). One compile and one tuning per
+                     exact shape; Helion's default, not deuteron's (examples/dt_attention.py
+                     opts in)
 
     Every candidate is checked against the oracle (`k.ref`) before it is timed, within these
     tolerances (rtol = atol; atol scaled by the RMS of the oracle's output), by output dtype:
