@@ -58,6 +58,8 @@ class Case:
     flags: list       # (name, bool): constexpr branch selectors
     seed: int         # input data
     num_warps: int = 4
+    const_sizes: bool = False   # M, N and the loop trip counts as constexprs (the mask pass
+                                # then decides bounds checks: newt/passes/masks.py)
 
     @property
     def BM(self):

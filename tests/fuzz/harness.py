@@ -32,8 +32,9 @@ _LOADS = {"MN": ("rm * N + rn", "mask"), "M1": ("rm", "mm"), "1N": ("rn", "mn")}
 def source(case: Case) -> str:
     """The kernel text of `case`."""
     em = Emitter()
+    size = ": nl.constexpr" if case.const_sizes else ""
     params = ([n for n, *_ in case.inputs] + [n for n, *_ in case.scalars]
-              + [n for n, _ in case.counts] + ["out", "M", "N"]
+              + [n + size for n, _ in case.counts] + ["out", "M" + size, "N" + size]
               + [f"{n}: nl.constexpr" for n, _ in case.flags]
               + ["BM: nl.constexpr", "BN: nl.constexpr"])
     em.line("rm = nl.arange(0, BM)[:, None]")
@@ -162,8 +163,11 @@ def signature(case: Case):
     """(signature, constexprs) for newt.compiler.compile."""
     sig = {f"{n}_ptr": D.pointer_type(dt) for n, dt, *_ in case.inputs}
     sig.update({n: dt for n, dt, _ in case.scalars})
-    sig.update({n: D.int32 for n, _ in case.counts})
-    sig.update(out=D.pointer_type(case.out_dt), M=D.int32, N=D.int32)
+    sig["out"] = D.pointer_type(case.out_dt)
+    sizes = dict(case.counts, M=case.M, N=case.N)
+    if case.const_sizes:
+        return sig, dict(case.flags, BM=case.BM, BN=case.BN, **sizes)
+    sig.update({n: D.int32 for n in sizes})
     return sig, dict(case.flags, BM=case.BM, BN=case.BN)
 
 
