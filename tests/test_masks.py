@@ -130,3 +130,42 @@ def test_a_mask_false_everywhere_selects_the_other_branch():
     out = torch.full_like(x, float("nan"))
     emulate(_never, (1,), out, x, BLOCK=32)
     torch.testing.assert_close(out, -x)
+
+
+@newt.jit
+def _triangle(out_ptr, x_ptr, N: nl.constexpr, BLOCK: nl.constexpr):
+    # the inner loop's bound is the outer index: not a constant, so its index has no range and
+    # its mask stays; the outer mask, on constant bounds, goes
+    for i in range(0, N, BLOCK):
+        rows = i + nl.arange(0, BLOCK)
+        acc = nl.zeros([BLOCK], dtype=nl.float32)
+        for j in range(0, i + BLOCK, BLOCK):
+            cols = j + nl.arange(0, BLOCK)
+            acc += nl.load(x_ptr + cols, mask=cols <= i, other=0.0)
+        if i > 0:
+            acc += nl.load(x_ptr + rows, mask=rows < N, other=0.0)
+        nl.store(out_ptr + rows, acc, mask=rows < N)
+
+
+def test_masks_under_a_loop_bound_that_varies():
+    ir = _ir(_triangle, {"out_ptr": "*fp32", "x_ptr": "*fp32"}, dict(N=128, BLOCK=32))
+    # inner load masked, the load in the `if` and the store not
+    assert _masked(ir, "load") == [True, False] and _masked(ir, "store") == [False], ir
+
+
+@pytest.mark.skipif(not HAS_CXX, reason="no host C++ compiler")
+def test_triangle_emulated_against_torch():
+    N, B = 128, 32
+    x = torch.randn(N)
+    out = torch.full_like(x, float("nan"))
+    emulate(_triangle, (1,), out, x, N=N, BLOCK=B)
+    want = torch.empty(N)
+    lanes = torch.arange(B)
+    for i in range(0, N, B):
+        acc = torch.zeros(B)
+        for j in range(0, i + B, B):      # lane l adds x[j + l] where j + l <= i
+            acc += torch.where(j + lanes <= i, x[j:j + B], 0.0)
+        if i > 0:
+            acc += x[i:i + B]
+        want[i:i + B] = acc
+    torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
