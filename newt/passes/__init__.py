@@ -1,6 +1,8 @@
 """Passes: IR -> IR decisions, run in order after the frontend and before codegen.
 
     masks        masks the value ranges prove all-true are dropped (masks.py)
+    scaled_reduce max / min of a block times a positive constant: the reduction first
+                 (scaled_reduce.py)
     dot_pipeline loads that feed only a dot go through an asynchronous shared-memory ring (dot_pipeline.py)
     wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
     layout       a register layout for every block value; how shape ops move data (layout.py)
@@ -18,11 +20,13 @@ from .dot_pipeline import pipeline_dots
 from .dot_rows import fuse_dot_rows
 from .layout import assign_layouts
 from .masks import drop_true_masks
+from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
 from .wide_index import mark_wide_indices
 
 PASSES = (
     ("masks", drop_true_masks),
+    ("scaled_reduce", scale_reductions),
     ("dot_pipeline", pipeline_dots),
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),

@@ -45,7 +45,7 @@ def drop_true_masks(fn, options=None):
             rng[op.result.id] = r
         changed |= _simplify(op, rng, sub)
     if changed:
-        _remove_dead(fn)
+        remove_dead(fn)
     return fn
 
 
@@ -156,7 +156,7 @@ def _simplify(op: Op, rng, sub) -> bool:
     return False
 
 
-def _remove_dead(fn):
+def remove_dead(fn):
     """Remove pure ops whose results nothing reads. Walked backwards, an op's readers are seen
     before it (a loop's body before the loop), so one walk removes whole dead chains."""
     uses = {k: len(v) for k, v in fn.uses().items()}
