@@ -9,8 +9,7 @@ Why: with constexpr sizes (deuteron's static shapes, `N: nl.constexpr` in a kern
 checks such as `offs_k < K` with `offs_k = arange(0, 64)` and K = 64, or `start_n + arange(0,
 64) < N` inside `for start_n in range(0, N, 64)` with N = 4096, are true in every lane. Left in,
 they cost a compare and a select per element, and a mask that varies along a tile's contiguous
-axis keeps the dot pipeline from copying the tile in 16-byte chunks. (Triton keeps such masks
-unless its axis analysis sees a constant; this pass goes further by ranges.)
+axis keeps the dot pipeline from copying the tile in 16-byte chunks.
 
 The ranges: each integer value gets an interval [lo, hi] of what any lane may hold, or none.
 Constants, `arange`, `program_id` (>= 0), shape ops and casts that keep the value, add / sub /
