@@ -503,3 +503,15 @@ def test_more_generated_kernels_compile_with_nvrtc(name):
                           torch.randint(1, 5, (5, 7), dtype=torch.int32))}[name]
         cks = globals()[name].compile(*args)
     assert all(ck.cubin for ck in cks)
+
+
+def test_compile_specializes_as_a_launch_would():
+    """Kernel.compile gives the code a launch with the same arguments would run: a stride equal
+    to 1 is a constant, not a parameter (the loads can then take 16-byte vectors), and a
+    non-contiguous input keeps its stride as a parameter."""
+    x = torch.randn(64, 1500)
+    (ck,) = softmax.compile(x, arch="sm_90a")
+    names = {p.name for p in ck.params}
+    assert "stride_x1" not in names and "stride_x0" in names, names
+    (ck,) = softmax.compile(x.t().contiguous().t(), arch="sm_90a")
+    assert "stride_x1" in {p.name for p in ck.params}
