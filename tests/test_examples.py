@@ -200,7 +200,7 @@ def test_bench_launch_logic_on_interpreter(monkeypatch):
     bl = _bench_launch()
     providers = {"newt": {"add": common.newt_kernel("add"), "mm": bl.matmul_shaped_kernel}}
     rows = bl.warm_rows(providers, dev="cpu", n=1, batches=1, warmup=0, sync=lambda: None)
-    assert [r["unit"] for r in rows] == ["us", "us"]
+    assert [r["unit"] for r in rows] == ["us", "us", "us"]
     assert all(r["errors"] == {} and r["newt"] > 0 for r in rows), rows
 
 
