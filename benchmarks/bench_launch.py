@@ -65,8 +65,13 @@ def launch_matmul_shaped(k, a, b, c):
                     c.stride(0), c.stride(1), BLOCK_K=64, num_warps=4)
 
 
-def host_us_per_launch(fn, n=2000, batches=5, warmup=100,
-                       sync=torch.cuda.synchronize) -> float:
+def host_us_per_launch(fn, n=2000, batches=5, warmup=100, sync=torch.cuda.synchronize,
+                       wait_timed=True) -> float:
+    """Wall clock per launch over batches of n back-to-back launches, median of the batches; the
+    queue is emptied (sync) after each batch. `wait_timed`: the timing ends after that wait (the
+    warm-launch rows); without it, at the last launch (the enqueue-only row, with n far below the
+    depth of the launch queue, so that the host never waits for the GPU: it shows whether the
+    rows with the wait time the host or a GPU running the tiny kernels slower than they come)."""
     for _ in range(warmup):
         fn()
     sync()
@@ -75,26 +80,8 @@ def host_us_per_launch(fn, n=2000, batches=5, warmup=100,
         t0 = time.perf_counter()
         for _ in range(n):
             fn()
-        sync()
-        per.append((time.perf_counter() - t0) / n * 1e6)
-    return statistics.median(per)
-
-
-def host_us_enqueue(fn, n=200, batches=15, warmup=100,
-                    sync=torch.cuda.synchronize) -> float:
-    """Host time per launch with the GPU out of the picture: wall clock from the first to the
-    last of n back-to-back launches, the queue emptied (sync) after each batch and outside the
-    timing; median of the batches. n stays far below the depth of the launch queue, so the host
-    never waits for the GPU. (host_us_per_launch includes that wait: if the GPU ran the tiny
-    kernels slower than the host launches them, it would time the GPU.)"""
-    for _ in range(warmup):
-        fn()
-    sync()
-    per = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(n):
-            fn()
+        if wait_timed:
+            sync()
         per.append((time.perf_counter() - t0) / n * 1e6)
         sync()
     return statistics.median(per)
@@ -117,6 +104,8 @@ def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
     b = torch.randn(64, 64, device=dev)
     c = torch.zeros(64, 64, device=dev)
     timed = lambda fn: host_us_per_launch(fn, n, batches, warmup, sync)  # noqa: E731
+    enqueued = lambda fn: host_us_per_launch(fn, max(1, n // 10), batches, warmup,  # noqa: E731
+                                             sync, wait_timed=False)
     tiny = _row("warm launch: 4-arg vector add (host us)", "us", target_abs=6.0,
                 target_ratio=0.35)
     wide = _row("warm launch: 12-arg matmul-shaped kernel (host us)", "us", target_abs=8.0)
@@ -131,9 +120,7 @@ def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
             # the call a user's loop makes, grid precomputed: what is left is the launch path
             k, g = ks["add"], (4,)
             tiny[p] = timed(lambda: k[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4))
-            enq[p] = host_us_enqueue(lambda: k[g](x, y, out, 4096, BLOCK_SIZE=1024,
-                                                  num_warps=4),
-                                     max(1, n // 10), batches, warmup, sync)
+            enq[p] = enqueued(lambda: k[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4))
         except Exception as exc:
             tiny["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
         try:
@@ -147,8 +134,7 @@ def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
         except Exception as exc:
             wide["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
     tiny["torch"] = timed(lambda: torch.add(x, y, out=out))
-    enq["torch"] = host_us_enqueue(lambda: torch.add(x, y, out=out), max(1, n // 10), batches,
-                                   warmup, sync)
+    enq["torch"] = enqueued(lambda: torch.add(x, y, out=out))
     return [tiny, wide, enq]
 
 
