@@ -2,9 +2,11 @@
 with a warm disk cache, and cold compile times; newt vs Triton (same kernel source) vs torch.
 
 - Warm launch: wall-clock over many back-to-back launches of an already-compiled kernel,
-  divided by their count (median of 5 batches). The kernels are tiny, so the host is the
-  bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list:
-  the 4-argument vector add and a 12-argument kernel with matmul's signature.
+  divided by their count: batches of 2,000, newt / Triton / torch interleaved batch by batch,
+  the fastest of 7 batches reported (host_us_per_launch says why; the medians are kept in the
+  results file). The kernels are tiny, so the host is the bottleneck: this is what a user's
+  Python loop pays per launch. Two shapes of argument list: the 4-argument vector add and a
+  12-argument kernel with matmul's signature.
 - First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
   cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
 
@@ -65,26 +67,37 @@ def launch_matmul_shaped(k, a, b, c):
                     c.stride(0), c.stride(1), BLOCK_K=64, num_warps=4)
 
 
-def host_us_per_launch(fn, n=2000, batches=5, warmup=100, sync=torch.cuda.synchronize,
-                       wait_timed=True) -> float:
-    """Wall clock per launch over batches of n back-to-back launches, median of the batches; the
-    queue is emptied (sync) after each batch. `wait_timed`: the timing ends after that wait (the
-    warm-launch rows); without it, at the last launch (the enqueue-only row, with n far below the
-    depth of the launch queue, so that the host never waits for the GPU: it shows whether the
-    rows with the wait time the host or a GPU running the tiny kernels slower than they come)."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    per = []
-    for _ in range(batches):
-        t0 = time.perf_counter()
-        for _ in range(n):
+def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
+                       sync=torch.cuda.synchronize, wait_timed=True) -> tuple[dict, dict]:
+    """Wall clock per launch, per provider of `calls` ({name: fn}): batches of n back-to-back
+    launches, the providers interleaved batch by batch (the order rotated each round, as the
+    GPU rows are timed), the queue emptied (sync) after each batch. Returns ({name: minimum
+    over the batches}, {name: median}); the rows report the minimum, as `timeit` does: what
+    else runs on the host (other processes, a clock still ramping up) only ever adds time to
+    a batch, so the fastest batch is the launch path's own cost; the medians go to the
+    results file. The warm-up (2,000 launches each) lets the host CPU reach its clock first.
+    `wait_timed`: the timing ends after the wait for the GPU (the warm-launch rows); without
+    it, at the last launch (the enqueue-only row, with n far below the depth of the launch
+    queue, so that the host never waits for the GPU: it shows whether the rows with the wait
+    time the host or a GPU running the tiny kernels slower than they come)."""
+    for fn in calls.values():
+        for _ in range(warmup):
             fn()
-        if wait_timed:
+    sync()
+    names = list(calls)
+    per: dict = {p: [] for p in names}
+    for r in range(batches):
+        k = r % len(names) if names else 0
+        for p in names[k:] + names[:k]:
+            fn = calls[p]
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            if wait_timed:
+                sync()
+            per[p].append((time.perf_counter() - t0) / n * 1e6)
             sync()
-        per.append((time.perf_counter() - t0) / n * 1e6)
-        sync()
-    return statistics.median(per)
+    return ({p: min(v) for p, v in per.items()}, {p: statistics.median(v) for p, v in per.items()})
 
 
 def _row(workload, unit, **kw):
@@ -94,33 +107,32 @@ def _row(workload, unit, **kw):
     return row
 
 
-def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
+def warm_rows(providers, dev="cuda", n=2000, batches=7, warmup=2000,
               sync=torch.cuda.synchronize):
-    """The two warm-launch rows; `providers` maps a name to {"add": kernel, "mm": kernel}."""
+    """The warm-launch rows; `providers` maps a name to {"add": kernel, "mm": kernel}. Each
+    row's providers are timed together (host_us_per_launch); a provider whose check fails is
+    left out of the row with its error."""
     x = torch.randn(4096, device=dev)
     y = torch.randn(4096, device=dev)
     out = torch.full_like(x, float("nan"))
     a = torch.randn(64, 64, device=dev)
     b = torch.randn(64, 64, device=dev)
     c = torch.zeros(64, 64, device=dev)
-    timed = lambda fn: host_us_per_launch(fn, n, batches, warmup, sync)  # noqa: E731
-    enqueued = lambda fn: host_us_per_launch(fn, max(1, n // 10), batches, warmup,  # noqa: E731
-                                             sync, wait_timed=False)
     tiny = _row("warm launch: 4-arg vector add (host us)", "us", target_abs=6.0,
                 target_ratio=0.35)
     wide = _row("warm launch: 12-arg matmul-shaped kernel (host us)", "us", target_abs=8.0)
     # the same launches timed without the final wait for the GPU: whether the rows above are
     # host time (no target here: the targets stay on the rows above)
     enq = _row("warm launch, enqueue only: 4-arg vector add (host us)", "us")
+    adds, mms = {}, {}
     for p, ks in providers.items():
         try:
             out.fill_(float("nan"))
             common.launch_add(ks["add"], x, y, out)
             assert_close(out, x + y, msg=f"{p} add")
             # the call a user's loop makes, grid precomputed: what is left is the launch path
-            k, g = ks["add"], (4,)
-            tiny[p] = timed(lambda: k[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4))
-            enq[p] = enqueued(lambda: k[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4))
+            adds[p] = (lambda k=ks["add"], g=(4,):
+                       k[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4))
         except Exception as exc:
             tiny["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
         try:
@@ -128,13 +140,17 @@ def warm_rows(providers, dev="cuda", n=2000, batches=5, warmup=100,
             launch_matmul_shaped(ks["mm"], a, b, c)
             assert_close(c.diagonal(), (a @ b).diagonal(), atol=1e-4, rtol=1e-4,
                          msg=f"{p} matmul-shaped")
-            k, g = ks["mm"], (64,)
-            wide[p] = timed(lambda: k[g](a, b, c, 64, 64, 64, 64, 1, 64, 1, 64, 1, BLOCK_K=64,
-                                         num_warps=4))
+            mms[p] = (lambda k=ks["mm"], g=(64,): k[g](a, b, c, 64, 64, 64, 64, 1, 64, 1, 64,
+                                                      1, BLOCK_K=64, num_warps=4))
         except Exception as exc:
             wide["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
-    tiny["torch"] = timed(lambda: torch.add(x, y, out=out))
-    enq["torch"] = enqueued(lambda: torch.add(x, y, out=out))
+    adds["torch"] = lambda: torch.add(x, y, out=out)
+    for row, calls, kw in ((tiny, adds, {}), (wide, mms, {}),
+                           (enq, adds, dict(n=max(1, n // 10), wait_timed=False))):
+        best, med = host_us_per_launch(calls, **{**dict(n=n, batches=batches, warmup=warmup,
+                                                         sync=sync), **kw})
+        row.update(best)
+        row["median"] = med
     return [tiny, wide, enq]
 
 

@@ -155,7 +155,8 @@ def report(out, env, runs, failures):
             json.dump({"env": env, "runs": runs, "failures": failures}, f, indent=1)
         with open(os.path.join(out, "benchmarks.md"), "w") as f:
             f.write(f"Measured {env['date']} on {env['gpu']} (torch {env['torch']}, "
-                    f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians.\n\n```\n"
+                    f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians (warm launches: the "
+                    f"fastest of 7 interleaved batches, see bench_launch.py).\n\n```\n"
                     f"{table}\n```\n")
         with open(os.path.join(out, "table.txt"), "w") as f:
             f.write(table + "\n" + ("errors:\n" + "\n".join(errs) + "\n" if errs else ""))

@@ -253,10 +253,10 @@ def test_normalisation_happens_in_the_fragment(arch, monkeypatch):
     before = _compile(arch, 128, False, cfg)
     _compiled.clear()
     assert "dot_acc_out" in before.ir, before.ir
-    # sm_90a: the epilogue was the peak (197 -> 143 registers with NVRTC 13.0: three blocks
-    # per SM instead of two); sm_80's peak is in the key loop, so it only must not grow
-    if arch == "sm_90a":
-        assert k.n_regs < before.n_regs, (k.n_regs, before.n_regs)
+    # The epilogue was the sm_90a peak (197 -> 143 registers with NVRTC 13.0: three blocks per
+    # SM instead of two). Since its stores take the staged bits and need no scalar fallback
+    # (codegen/dot_epilogue.py) both forms peak in the key loop (146): the in-fragment
+    # division must still never cost registers
     assert k.n_regs <= before.n_regs, (k.n_regs, before.n_regs)
     assert k.n_spills == 0 and k.local_bytes == 0
 

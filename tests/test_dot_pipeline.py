@@ -88,6 +88,31 @@ def test_plain_epilogue_also_stores_per_group():
     assert "vok" not in k.source and k.n_spills == 0
 
 
+def _epilogue(src):
+    """The generated code after the key loop's drain: the accumulator's way out."""
+    return src[src.rindex("newt_wgmma_wait<0>();"):]
+
+
+@pytest.mark.parametrize("dt", ["fp16", "bf16"])
+def test_aligned_epilogue_stores_the_staged_bits_without_a_fallback(dt):
+    """Specialized as divisible by 16 (what the launcher derives for contiguous operands of a
+    multiple-of-16 size), every output group is proven aligned and under one mask bit: one
+    predicated 16-byte store per group, no run-time test, no scalar path. The stored words are
+    the bits read back from the staging tile, not the fp32 register form rounded again, and the
+    fragment's pairs go to the staging tile packed by one conversion."""
+    epi = _epilogue(_compile("sm_90a", (128, 256, 64, 8, 4), dt, act="").source)
+    assert "nt_st4p(" in epi and "nt_stp16(" not in epi and "& 15) == 0" not in epi
+    assert "accb" in epi and "nt_f2h(" not in epi and "nt_f2b(" not in epi
+    assert f"newt_frag_pack_{dict(fp16='f16', bf16='bf16')[dt]}(" in epi
+
+
+def test_unaligned_epilogue_keeps_the_run_time_test():
+    """N = 777: rows of C are not 16-byte aligned in general, so each group is tested at run
+    time and falls back to predicated scalar stores (tests/test_dot_emulated.py runs both)."""
+    epi = _epilogue(_compile("sm_90a", (128, 128, 64, 8, 4), "fp16", 777).source)
+    assert "& 15) == 0" in epi and "nt_stp16(" in epi
+
+
 @pytest.mark.parametrize("rows,cols,esize", [(128, 64, 2), (64, 256, 2), (128, 32, 4),
                                              (64, 32, 2)])
 def test_tile_python_model_matches_c(rows, cols, esize):

@@ -23,9 +23,9 @@ from __future__ import annotations
 from ..ir.core import Op, is_block
 from ..passes.dot import acc_layout
 from ..passes.layouts import CyclicLayout
-from .dot import _region, planned_base
+from .dot import _FRAG_PACK, _helpers, _region, planned_base
 from .emitter import handles
-from .memory import _bits, _mask_all, _pack_store, _utype, to_bits
+from .memory import _bits, _mask_all, _pack_store, _static_group, _utype, to_bits
 
 _CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
 
@@ -86,6 +86,11 @@ def _dot_store(em, op):
     width = min(16, vec * size)
     per = vec * size // width
     contig = ptr.attrs.get("contig", 1) >= vec
+    # the run facts prove every group consecutive, aligned and under one mask bit (pointers
+    # and strides specialized as divisible by 16): one predicated vector store per group, as
+    # Triton emits it, with neither a run-time test nor a scalar path to fall back on
+    static = vec > 1 and _static_group(ptr, mask, vec, width, size)
+    bits = em.staged_bits.get(val.id)      # the staged value's own storage bits (_acc_out_16)
     em.emit("#pragma unroll")
     with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
         first = "g * %d" % vec
@@ -95,26 +100,40 @@ def _dot_store(em, op):
         raw = em.fresh("raw")
         em.emit(f"{ut} {raw}[{vec}];")
         for j in range(vec):
-            em.emit(f"{raw}[{j}] = ({ut})({to_bits(dt, em.at(val, f'{first} + {j}'))});")
+            x = f"{bits}[{first} + {j}]" if bits else to_bits(dt, em.at(val, f"{first} + {j}"))
+            em.emit(f"{raw}[{j}] = ({ut})({x});")
         p0 = em.fresh("p0")
         em.emit(f"{em.ctype(ptr)} {p0} = {em.at(ptr, first, rl)};")
-        conds = [f"((u64)({p0}) & {width - 1}) == 0"] if vec > 1 else []
-        if not contig and vec > 1:
-            conds += [f"{em.at(ptr, f'{first} + {j}', rl)} == {p0} + {j}" for j in range(1, vec)]
-        if mask is not None:
-            conds += _mask_all(em, mask, rl, first, vec)
-        if vec > 1:
-            with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
-                for a in range(per):
-                    k = width // size
-                    em.emit(_pack_store(p0, a * width, width, size,
-                                        [f"{raw}[{a * k + e}]" for e in range(k)]))
-            em.emit("else")
-        with em.scope(""):
-            for j in range(vec):
-                pj = f"{p0} + {j}" if contig else em.at(ptr, f"{first} + {j}", rl)
-                mj = em.at(mask, f"{first} + {j}", rl) if mask is not None else "true"
-                em.emit(f"nt_stp{b}({pj}, {mj}, {raw}[{j}]);")
+        if static:
+            bit = em.at(mask, first, rl) if mask is not None else None
+            k = width // size
+            for a in range(per):
+                em.emit(_pack_store(p0, a * width, width, size,
+                                    [f"{raw}[{a * k + e}]" for e in range(k)], bit))
+        else:
+            _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig)
+
+
+def _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig):
+    """One group of a store nothing proved aligned: a vector store when the run-time test
+    (alignment, consecutive pointers, every mask bit) passes, predicated scalars otherwise."""
+    conds = [f"((u64)({p0}) & {width - 1}) == 0"] if vec > 1 else []
+    if not contig and vec > 1:
+        conds += [f"{em.at(ptr, f'{first} + {j}', rl)} == {p0} + {j}" for j in range(1, vec)]
+    if mask is not None:
+        conds += _mask_all(em, mask, rl, first, vec)
+    if vec > 1:
+        with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
+            k = width // size
+            for a in range(vec * size // width):
+                em.emit(_pack_store(p0, a * width, width, size,
+                                    [f"{raw}[{a * k + e}]" for e in range(k)]))
+        em.emit("else")
+    with em.scope(""):
+        for j in range(vec):
+            pj = f"{p0} + {j}" if contig else em.at(ptr, f"{first} + {j}", rl)
+            mj = em.at(mask, f"{first} + {j}", rl) if mask is not None else "true"
+            em.emit(f"nt_stp{size * 8}({pj}, {mj}, {raw}[{j}]);")
 
 
 _VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
@@ -152,6 +171,9 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     layout's Python model), and come back 8 elements per 16-byte read. Rows padded by 8
     elements (16 bytes): the fragment's 8 rows x 4 column pairs per warp hit 32 banks."""
     to, frm = half
+    kind = "f16" if to == "nt_f2h" else "bf16"
+    pack = f"newt_frag_pack_{kind}"               # two fp32 -> one word: one cvt on the device
+    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt=to)))
     N = src.N
     pitch = N + 8
     T = em.T
@@ -162,14 +184,23 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     em.barrier()
     with em.slots(src.nslots // 2, "p") as p:
         row, col = src.row_col("tid", f"2 * {p}")
-        em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = (u32){to}({n}[2 * {p}]) | "
-                f"((u32){to}({n}[2 * {p} + 1]) << 16);")
+        em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = "
+                f"{pack}({n}[2 * {p}], {n}[2 * {p} + 1]);")
     em.barrier()
-    rn = em.declare(op.result)
+    # Read back as storage bits; the fp32 register form is computed from them. A store of the
+    # value itself (dot_store) takes the bits: widening to fp32 and rounding back (inline
+    # PTX NVRTC cannot fold) would cost two conversions per element. Unused, either array
+    # is dead code to NVRTC.
+    bits = em.fresh("accb")
+    em.emit(f"u16 {bits}[{dst.nslots}];")
     half_of = ("& 0xffffu", ">> 16")     # element 2w, 2w+1 of 32-bit word w
-    _read_back(em, dst, N, pitch, buf, rn, "uint4", 8,
-               lambda t, e: f"{frm}((u16)({t}.{'xyzw'[e // 2]} {half_of[e % 2]}))",
-               lambda rd: f"{frm}({rd})", "0.f")
+    _read_back(em, dst, N, pitch, buf, bits, "uint4", 8,
+               lambda t, e: f"(u16)({t}.{'xyzw'[e // 2]} {half_of[e % 2]})",
+               lambda rd: rd, "(u16)0")
+    rn = em.declare(op.result)
+    with em.slots(dst.nslots) as s_:
+        em.emit(f"{rn}[{s_}] = {frm}({bits}[{s_}]);")
+    em.staged_bits[op.result.id] = bits
     em.barrier()
     claim_stores(op)
 

@@ -22,7 +22,7 @@ the first `ahead` iterations by `dot_tile_prefetch` before the loop.
 from __future__ import annotations
 
 from ..passes.dot_loads import axis_stride, chunk_divisor, uniform_along
-from .dot import _helpers, dot_tiles, opaque_thread
+from .dot import _OPAQUE_TID, Tile, _helpers, dot_tiles, opaque_thread
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .emitter import handles
@@ -145,17 +145,28 @@ def _declare_ring_pointers(em, op, lb):
     delta = f"{k}_d"
     factor = f"(i64){em.name(scalar)} * " if scalar is not None else ""
     em.emit(f"const i64 {delta} = {factor}(i64)({c}) * (i64){step};")
-    for n in names:
+    offs = [f"{k}_s{j}" for j in range(len(names))]
+    # The thread index as read by a volatile instruction NVRTC cannot repeat inside the loop:
+    # each chunk's place in its tile (row, swizzle) is the same every iteration and stays in a
+    # register from here (from a plain read NVRTC may recompute it in the loop when registers
+    # look scarce, a few instructions per chunk and key block).
+    _helpers(em, ("newt_tid_opaque", _OPAQUE_TID))
+    em.emit(f"const int {k}_t = newt_tid_opaque();")
+    for n, o in zip(names, offs):
         em.emit(f"{em.ctype(ptr)} {n};")
+        em.emit(f"u32 {o};")
     iv = op.parent.args[0]
     saved = em.names.get(iv.id)
     em.names[iv.id] = lb
-    for j, n in enumerate(names):
+    at0 = Tile(tile.rows, tile.cols, tile.esize, "0u")    # the tile's layout from offset 0
+    for j, (n, o) in enumerate(zip(names, offs)):
         with em.scope(""):
+            em.emit(f"const int tid = {k}_t;")
             coords = _chunk(em, j, epc, cpr, transposed)
             em.emit(f"{n} = {value_at(em, ptr, coords)};")
+            em.emit(f"{o} = {at0.chunk_addr('tr', 'cc')};")
     em.names[iv.id] = saved
-    op.attrs["ring_ptrs"] = (names, delta)
+    op.attrs["ring_ptrs"] = (names, delta, offs, f"{k}_t")
 
 
 def emit_tile_copy(em, op, iv_expr=None):
@@ -242,18 +253,19 @@ def _ring_copy(em, op):
     one zero-filling cp.async from its pointer, then the pointer moves to the next
     iteration."""
     from .shapes import value_at
-    names, delta = op.attrs["ring_ptrs"]
+    names, delta, offs, tvar = op.attrs["ring_ptrs"]
     plan, tile, transposed, epc, cpr, _ = _geometry(em, op)
     mask = op.operands[1] if op.attrs.get("has_mask") else None
     em.emit("{")
-    # the plain thread index, even inside a dot's opaque scope (dot.opaque_thread): each
-    # chunk's place in its tile is the same every iteration, so NVRTC keeps it in a register
-    # (one or two per tile) instead of recomputing the swizzle before every copy
-    em.emit("const int tid = (int)threadIdx.x;")
-    for j, n in enumerate(names):
+    # the thread index read before the loop (_declare_ring_pointers), for the mask when there
+    # is one; the chunk's place in the tile is its register from there too
+    em.emit(f"const int tid = {tvar};")
+    for j, (n, o) in enumerate(zip(names, offs)):
         with em.scope(""):
-            coords = _chunk(em, j, epc, cpr, transposed)
-            size = "16" if mask is None else f"({value_at(em, mask, coords)}) ? 16 : 0"
-            em.emit(f"newt_cp_async16({tile.chunk_addr('tr', 'cc')}, {n}, {size});")
+            size = "16"
+            if mask is not None:
+                coords = _chunk(em, j, epc, cpr, transposed)
+                size = f"({value_at(em, mask, coords)}) ? 16 : 0"
+            em.emit(f"newt_cp_async16({tile.base} + {o}, {n}, {size});")
             em.emit(f"{n} += {delta};")
     em.emit("}")

@@ -66,6 +66,9 @@ class Emitter:
         self.helpers: dict[str, str] = {}   # device functions emitted once (atomics)
         self.inline: dict[int, str] = {}    # block values that are one scalar in every slot
         self.lazy: dict[int, object] = {}   # block values given as slot -> C expression
+        # 16-bit values staged through shared memory whose storage bits are also held in an
+        # array (codegen/dot_epilogue.py): value id -> that array, for stores of the value
+        self.staged_bits: dict[int, str] = {}
         self._users = None
         self._needed: dict[int, bool] = {}
 
