@@ -107,16 +107,39 @@ def unary(tracer, fn, x):
     return tracer.new("unary", [x], x.dims, _infer(fn, x), None, fn=fn)
 
 
+def _as_torch_promotes(tracer, a, b):
+    """a, b cast to PyTorch's common dtype where newt's (Triton's) promotion of the two tiles
+    would pick another one: fp16 with bf16 is fp16 in Triton and fp32 in torch, bf16 with an
+    integer tile fp32 in Triton and bf16 in torch. The generated kernel then computes what the
+    eager-PyTorch oracle computes."""
+    if not (isinstance(a, ir.Value) and isinstance(b, ir.Value)) or a.dtype == b.dtype:
+        return a, b
+    from newt import dtypes as D
+    ct = _promote(a, b)
+    try:
+        same = D.computation_type(D.from_torch(a.dtype), False, D.from_torch(b.dtype),
+                                  False).to_torch() == ct
+    except TypeError:
+        same = False
+    if same:
+        return a, b
+    return cast(tracer, a, ct), cast(tracer, b, ct)
+
+
 def binary(tracer, fn, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
     dims = _bcast(a, b)
-    return tracer.new("binary", [a, b], dims, _infer(fn, a, b), None, fn=fn)
+    r = _infer(fn, a, b)
+    a, b = _as_torch_promotes(tracer, a, b)
+    return tracer.new("binary", [a, b], dims, r, None, fn=fn)
 
 
 def where(tracer, c, a, b):
     c, a, b = (as_operand(tracer, v) for v in (c, a, b))
     dims = _bcast(c, a, b)
-    return tracer.new("where", [c, a, b], dims, _infer("where", c, a, b), None)
+    r = _infer("where", c, a, b)
+    a, b = _as_torch_promotes(tracer, a, b)
+    return tracer.new("where", [c, a, b], dims, r, None)
 
 
 def cast(tracer, x, dtype):

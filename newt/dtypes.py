@@ -183,12 +183,14 @@ def computation_type(a: dtype, a_weak: bool, b: dtype, b_weak: bool, div_or_mod:
         return float64
     if float32 in (a, b):
         return float32
-    if float16 in (a, b) and bfloat16 in (a, b):
-        return float32
+    # fp16 is checked before bf16, as Triton does: fp16 + bf16 is fp16 (PyTorch would say fp32)
     if float16 in (a, b):
         return float32 if div_or_mod else float16
-    if bfloat16 in (a, b):
+    if a is bfloat16 and b is bfloat16:
         return float32 if div_or_mod else bfloat16
+    if bfloat16 in (a, b):
+        # bf16 with an integer block: fp32 in Triton (PyTorch keeps bf16); not fp16's rule
+        return float32
     if not (a.is_int() and b.is_int()):
         raise TypeError(f"unexpected operand types {a} and {b}")
     if div_or_mod and a.is_signed() != b.is_signed() and not (a.is_bool() or b.is_bool()):

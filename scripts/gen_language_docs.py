@@ -87,6 +87,10 @@ HELION_DIFFERENCES = """\
   would (used for the batch*head dim of attention).
 - **`%` and `//` inside a deuteron kernel round like torch** (toward minus infinity), unlike
   newt kernels, because the eager oracle is plain torch and the two must agree.
+- **Mixed dtypes promote as in torch**: where Triton's rule (newt's) differs, fp16 with bf16
+  (fp16 in Triton, fp32 in torch) and bf16 with an integer tile (fp32 in Triton, bf16 in
+  torch), the generated source casts the tiles to torch's dtype first
+  (`_as_torch_promotes` in [deuteron/ops.py](../deuteron/ops.py)).
 - **The oracle is built in**: every candidate config runs on cloned inputs and is rejected if it
   disagrees with `k.ref(...)` (the same function run as eager PyTorch) before it is timed.
 - **Efforts are `none`, `quick` (<= 32 configs, no new batch after 20 s) and `full` (<= 120

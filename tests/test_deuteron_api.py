@@ -409,6 +409,32 @@ def test_integer_sums_accumulate_in_int64_as_torch_does():
 
 
 @dt.kernel
+def mixed_add(x, y):
+    out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
+    for t in dt.tile(x.shape[0]):
+        out[t] = x[t] + y[t]
+    return out
+
+
+@pytest.mark.parametrize("dx,dy", [(torch.float16, torch.bfloat16), (torch.bfloat16, torch.int32),
+                                   (torch.int8, torch.bfloat16), (torch.float16, torch.float32)])
+def test_mixed_dtypes_compute_as_torch_promotes(dx, dy):
+    """Where Triton's promotion (newt's) and PyTorch's part ways, deuteron casts both tiles to
+    PyTorch's common dtype first, so the kernel computes what the oracle computes: fp16 + bf16
+    in fp32 (Triton: fp16), bf16 + int in bf16 (Triton: fp32)."""
+    def rand(d):
+        return torch.randint(-20, 20, (203,), dtype=d) if not d.is_floating_point \
+            else torch.randn(203).to(d)
+    x, y = rand(dx), rand(dy)
+    out = mixed_add.run((x, y), {}, dt.Config([64]))
+    torch.testing.assert_close(out, mixed_add.ref(x, y), rtol=0, atol=0)
+    # a cast only where the two promotions differ, and only of the tile not already in
+    # torch's dtype (fp16 + fp32 is fp32 for both: no cast)
+    want = 0 if torch.float32 in (dx, dy) else sum(d != torch.result_type(x, y) for d in (dx, dy))
+    assert mixed_add.to_newt_source(x, y).count(".to(nl.") == want
+
+
+@dt.kernel
 def row_softmax(x):
     out = torch.empty_like(x)
     for tm in dt.tile(x.shape[0]):

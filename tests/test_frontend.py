@@ -103,15 +103,24 @@ def _result_dtype(f):
 
 PAIRS = [("fp16", "fp32"), ("fp16", "fp16"), ("bf16", "fp32"), ("i8", "i32"), ("i32", "i64"),
          ("i32", "fp16"), ("u8", "u8"), ("i16", "fp32"), ("fp32", "fp64"), ("u8", "i16"),
-         ("i1", "i32"), ("fp16", "bf16"), ("i8", "fp16")]
+         ("i1", "i32"), ("i8", "fp16")]
 
 
-@pytest.mark.parametrize("a,b", PAIRS)
-def test_promotion_matches_torch(a, b):
+# Where Triton 3.6's promotion and PyTorch's differ (checked against Triton's frontend):
+# fp16 + bf16 is fp16 in Triton (fp32 in PyTorch), bf16 + an integer block is fp32 (bf16).
+TRITON_NOT_TORCH = {("fp16", "bf16"): "fp16", ("bf16", "fp16"): "fp16", ("bf16", "i32"): "fp32",
+                    ("i8", "bf16"): "fp32", ("bf16", "u8"): "fp32"}
+
+
+@pytest.mark.parametrize("a,b", PAIRS + list(TRITON_NOT_TORCH))
+def test_promotion_matches_triton(a, b):
+    """Triton's result type: PyTorch's, except for the pairs of TRITON_NOT_TORCH."""
     f = build(binop_kernel, {"OP": "add"}, x_ptr="*" + a, y_ptr="*" + b, o_ptr="*fp32")
     add = ops(f, "binary", op="add")[0]
     ta, tb = D.from_signature(a).to_torch(), D.from_signature(b).to_torch()
     want = torch.result_type(torch.ones(2, dtype=ta), torch.ones(2, dtype=tb))
+    if (a, b) in TRITON_NOT_TORCH:
+        want = D.from_signature(TRITON_NOT_TORCH[a, b]).to_torch()
     assert add.result.dtype.to_torch() == want
 
 

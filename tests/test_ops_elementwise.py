@@ -220,7 +220,8 @@ PROMOTIONS = [  # (x, y, result) per Triton's rules
     (torch.int8, torch.int32, torch.int32), (torch.int16, torch.int64, torch.int64),
     (torch.uint8, torch.int8, torch.uint8), (torch.uint32, torch.int32, torch.uint32),
     (torch.int32, torch.float16, torch.float16), (torch.float16, torch.float32, torch.float32),
-    (torch.float16, torch.bfloat16, torch.float32), (torch.bfloat16, torch.float64, torch.float64),
+    (torch.float16, torch.bfloat16, torch.float16), (torch.bfloat16, torch.float64, torch.float64),
+    (torch.bfloat16, torch.int32, torch.float32), (torch.int8, torch.bfloat16, torch.float32),
     (torch.bool, torch.int16, torch.int16), (torch.int64, torch.float32, torch.float32),
 ]
 
