@@ -32,6 +32,9 @@ class dtype:
     def is_floating(self) -> bool:
         return self.kind == "float"
 
+    def is_fp8(self) -> bool:
+        return self.kind == "float" and self.bits == 8
+
     def is_int(self) -> bool:  # bool counts as an integer of width 1, as in Triton
         return self.kind in ("int", "uint", "bool")
 
@@ -95,12 +98,18 @@ float16 = dtype("float16", "float", 16, "__half", "fp16")
 bfloat16 = dtype("bfloat16", "float", 16, "__nv_bfloat16", "bf16")
 float32 = dtype("float32", "float", 32, "float", "fp32")
 float64 = dtype("float64", "float", 64, "double", "fp64")
+# 8-bit floats (Triton's names): e4m3 without infinities, max 448 (torch.float8_e4m3fn), and
+# e5m2, max 57344 (torch.float8_e5m2). Loads, stores, casts, `where` and nl.dot; arithmetic
+# needs a cast to a wider float first, as in Triton.
+float8e4nv = dtype("float8e4nv", "float", 8, "u8", "fp8e4nv")
+float8e5 = dtype("float8e5", "float", 8, "u8", "fp8e5")
+FP8 = (float8e4nv, float8e5)
 
 ALL = (int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
        float16, bfloat16, float32, float64)
-_BY_NAME = {d.name: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL + FP8}
 _BY_NAME.update(bool=int1, float=float32, half=float16, double=float64)
-_BY_SHORT = {d.short: d for d in ALL}
+_BY_SHORT = {d.short: d for d in ALL + FP8}
 _BY_SHORT.update(bf16=bfloat16, b1=int1)
 
 _TO_TORCH = {
@@ -108,6 +117,7 @@ _TO_TORCH = {
     int64: torch.int64, uint8: torch.uint8, uint16: torch.uint16, uint32: torch.uint32,
     uint64: torch.uint64, float16: torch.float16, bfloat16: torch.bfloat16,
     float32: torch.float32, float64: torch.float64,
+    float8e4nv: torch.float8_e4m3fn, float8e5: torch.float8_e5m2,
 }
 _FROM_TORCH = {v: k for k, v in _TO_TORCH.items()}
 
@@ -189,8 +199,10 @@ def computation_type(a: dtype, a_weak: bool, b: dtype, b_weak: bool, div_or_mod:
     if a is bfloat16 and b is bfloat16:
         return float32 if div_or_mod else bfloat16
     if bfloat16 in (a, b):
-        # bf16 with an integer block: fp32 in Triton (PyTorch keeps bf16); not fp16's rule
+        # bf16 with an integer block or fp8: fp32 in Triton (PyTorch keeps bf16 with integers)
         return float32
+    if a.is_fp8() and b.is_fp8():
+        return a if a is b else float16
     if not (a.is_int() and b.is_int()):
         raise TypeError(f"unexpected operand types {a} and {b}")
     if div_or_mod and a.is_signed() != b.is_signed() and not (a.is_bool() or b.is_bool()):

@@ -15,7 +15,7 @@ import functools
 
 from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     dtype, pointer_type, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
-    float16, bfloat16, float32, float64,
+    float16, bfloat16, float32, float64, float8e4nv, float8e5,
 )
 
 bool_ = int1

@@ -168,7 +168,12 @@ def language_md() -> str:
            "### Types\n",
            "`nl.int1` (`nl.bool_`), `nl.int8`, `nl.int16`, `nl.int32`, `nl.int64`, `nl.uint8`, "
            "`nl.uint16`, `nl.uint32`, `nl.uint64`, `nl.float16`, `nl.bfloat16`, `nl.float32`, "
-           "`nl.float64`; `nl.pointer_type(dtype)`.\n",
+           "`nl.float64`; `nl.pointer_type(dtype)`.\n\n"
+           "8-bit floats `nl.float8e4nv` (e4m3, max 448, no infinities: `torch.float8_e4m3fn`) "
+           "and `nl.float8e5` (e5m2, max 57344: `torch.float8_e5m2`): loads, stores, casts "
+           "(to fp8: round to nearest even, saturating to the largest finite value, as "
+           "`cvt.rn.satfinite` does), `nl.where` and `nl.dot` (computed exactly through fp16). "
+           "Arithmetic on them is an error: cast to a wider float first (Triton rejects it too).\n",
            f"#### `nl.constexpr`\n\n{_doc(nl.constexpr)}\n",
            f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n"]
     by_section: dict = {}

@@ -585,3 +585,20 @@ def test_masked_matmul_tma_emulated(emu90, dt, M, N, K, S):
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())
     assert err < (2e-3 if dt == torch.float16 else 8e-3), err
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_fp8_matmul_emulated(monkeypatch, arch):
+    """fp8 operands (e4m3 A, e5m2 B transposed) through the fp16 tensor-core path of either
+    arch; odd sizes, a NaN-poisoned output."""
+    from test_fp8 import fp8_matmul_kernel
+    E = _emulator(monkeypatch, arch)
+    torch.manual_seed(2)
+    M, N, K = 70, 45, 100
+    a = torch.randn(M, K).to(torch.float8_e4m3fn)
+    b = torch.randn(N, K).to(torch.float8_e5m2).t()
+    c = torch.full((M, N), float("nan"))
+    E.emulate(fp8_matmul_kernel, (-(-M // 64), -(-N // 64)), a, b, c, M, N, K, *a.stride(),
+              *b.stride(), *c.stride(), BM=64, BN=64, BK=32, num_warps=4)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-3, rtol=1e-4)

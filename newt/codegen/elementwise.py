@@ -34,6 +34,10 @@ def round_to(dt, e: str) -> str:
         return f"nt_rh({e})"
     if dt.name == "bfloat16":
         return f"nt_rb({e})"
+    if dt.name == "float8e4nv":
+        return f"nt_r8e4({e})"
+    if dt.name == "float8e5":
+        return f"nt_r8e5({e})"
     return e
 
 
@@ -109,16 +113,23 @@ def cast_expr(src, dst, x: str, bitcast=False, src_wide=False, dst_wide=False) -
     if src.is_bool():
         return f"({x} ? ({rt})1 : ({rt})0)"
     if dst.is_floating():
-        if src.is_floating() and src.bits == 16 and dst.bits > 16 and dst.name != "float64":
-            return x                                   # fp16/bf16 -> fp32: already exact
-        if dst.bits == 16:
-            inner = x if src.name == "float32" else f"(float)({x})"
+        if src.is_floating() and src.bits < 32 and dst.bits > src.bits and dst.name != "float64":
+            return x               # fp16/bf16 -> fp32, fp8 -> fp16/bf16/fp32: already exact
+        if dst.bits < 32:
+            inner = x if src.name == "float32" or (src.is_floating() and src.bits < 32) \
+                else f"(float)({x})"
             return round_to(dst, inner)
         return f"({rt})({x})"
     return f"({rt})({x})"                             # float->int truncates, int->int wraps
 
 
 def _bitcast(src, dst, x):
+    from .memory import from_bits, to_bits
+    if src.is_fp8():                   # fp8 <-> int8 / uint8 / the other fp8: the storage byte
+        return from_bits(dst, to_bits(src, x)) if dst.is_fp8() else \
+            f"({reg_type(dst)})({to_bits(src, x)})"
+    if dst.is_fp8():
+        return from_bits(dst, f"(u8)({x})")
     s16 = src.is_floating() and src.bits == 16
     d16 = dst.is_floating() and dst.bits == 16
     if s16:

@@ -35,9 +35,11 @@ def handles(*opcodes):
 
 
 _REG_TYPE = {"float16": "float", "bfloat16": "float", "float32": "float", "float64": "double",
+             "float8e4nv": "float", "float8e5": "float",
              "int1": "bool", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64",
              "uint8": "u8", "uint16": "u16", "uint32": "u32", "uint64": "u64"}
-_STORAGE = dict(_REG_TYPE, float16="u16", bfloat16="u16", int1="u8")
+_STORAGE = dict(_REG_TYPE, float16="u16", bfloat16="u16", int1="u8", float8e4nv="u8",
+                float8e5="u8")
 
 
 def reg_type(dt, wide=False) -> str:

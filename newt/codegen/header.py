@@ -86,6 +86,46 @@ PORTABLE = r"""NT_INLINE float nt_b2f(u16 h) { return __uint_as_float(((u32)h) <
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 
+// fp8: 8-bit storage, fp32 registers. Decoding is exact (e5m2 is the high byte of an fp16).
+// Encoding rounds to nearest even and saturates to the largest finite value (inf included),
+// NaN stays NaN: cvt.rn.satfinite on sm_89+, the same bits computed by hand before that (and
+// off the device, where the CPU emulator of generated code runs it).
+NT_INLINE float nt_e4m3_f(u32 b) {
+  const u32 s = (b & 0x80u) << 24, e = (b >> 3) & 15u, m = b & 7u;
+  if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);         // NaN
+  if (e == 0u) { const float v = (float)m * 0.001953125f; return s ? -v : v; }  // m * 2^-9
+  return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+}
+NT_INLINE float nt_e5m2_f(u32 b) { return nt_h2f((u16)((b & 0xffu) << 8)); }
+NT_INLINE u32 nt_f_e4m3(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 r; asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return r & 0xffu;                                 // the second operand goes to the low byte
+#else
+  const u32 u = __float_as_uint(x), s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return s | 0x7fu;                        // NaN
+  if (a >= 0x43e80000u) return s | 0x7eu;                       // >= 464, inf: 448
+  if (a < 0x3c800000u) return s | (u32)rintf(__uint_as_float(a) * 512.0f);  // < 2^-6: m * 2^-9
+  const u32 r = a + 0x7ffffu + ((a >> 20) & 1u);                // 3 mantissa bits, to even
+  return s | (((r >> 23) - 120u) << 3) | ((r >> 20) & 7u);
+#endif
+}
+NT_INLINE u32 nt_f_e5m2(float x) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 r; asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(0.0f), "f"(x));
+  return r & 0xffu;
+#else
+  const u32 u = __float_as_uint(x), s = (u >> 24) & 0x80u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return s | 0x7fu;                        // NaN
+  if (a >= 0x47700000u) return s | 0x7bu;                       // >= 61440, inf: 57344
+  if (a < 0x38800000u) return s | (u32)rintf(__uint_as_float(a) * 65536.0f);  // < 2^-14
+  const u32 r = a + 0xfffffu + ((a >> 21) & 1u);                // 2 mantissa bits, to even
+  return s | (((r >> 23) - 112u) << 2) | ((r >> 21) & 3u);
+#endif
+}
+NT_INLINE float nt_r8e4(float f) { return nt_e4m3_f(nt_f_e4m3(f)); }   // round to fp8 e4m3
+NT_INLINE float nt_r8e5(float f) { return nt_e5m2_f(nt_f_e5m2(f)); }   // round to fp8 e5m2
+
 // exp as Triton computes it for fp32: ex2.approx (no ftz) of x*log2(e)
 NT_INLINE float nt_exp(float x) { return nt_ex2_full(x * 1.4426950408889634f); }
 NT_INLINE float nt_sigmoid(float x) { return 1.0f / (1.0f + nt_exp(-x)); }

@@ -24,6 +24,8 @@ from ..ir.core import is_block
 from .emitter import handles, reg_type, storage_type
 
 _VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
+# fp8: (fp32 register -> storage bits, storage bits -> fp32 register), codegen/header.py
+_FP8 = {"float8e4nv": ("nt_f_e4m3", "nt_e4m3_f"), "float8e5": ("nt_f_e5m2", "nt_e5m2_f")}
 
 
 def from_bits(dt, bits: str) -> str:
@@ -37,6 +39,8 @@ def from_bits(dt, bits: str) -> str:
         return f"nt_h2f((u16)({bits}))"
     if n == "bfloat16":
         return f"nt_b2f((u16)({bits}))"
+    if n in _FP8:
+        return f"{_FP8[n][1]}((u32)({bits}))"
     if n == "int1":
         return f"(({bits}) != 0)"
     return f"({reg_type(dt)})({storage_type(dt)})({bits})"
@@ -53,6 +57,8 @@ def to_bits(dt, x: str) -> str:
         return f"(u32)nt_f2h({x})"
     if n == "bfloat16":
         return f"(u32)nt_f2b({x})"
+    if n in _FP8:
+        return f"{_FP8[n][0]}({x})"
     ut = {1: "u8", 8: "u8", 16: "u16", 32: "u32", 64: "u64"}[dt.bits]
     return f"({'u64' if dt.bits == 64 else 'u32'})({ut})({x})"
 
@@ -71,6 +77,8 @@ def load_conv(dt, x: str) -> str:
         return f"nt_h2f({x})"
     if dt.name == "bfloat16":
         return f"nt_b2f({x})"
+    if dt.name in _FP8:
+        return f"{_FP8[dt.name][1]}({x})"
     if dt.is_bool():
         return f"({x} != 0)"
     return x
@@ -81,6 +89,8 @@ def store_conv(dt, x: str) -> str:
         return f"nt_f2h({x})"
     if dt.name == "bfloat16":
         return f"nt_f2b({x})"
+    if dt.name in _FP8:
+        return f"(u8){_FP8[dt.name][0]}({x})"
     if dt.is_bool():
         return f"(u8)({x})"
     return x

@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from .. import dtypes as D
-from .semantic import broadcast_to_shape, cast, check_dtype, error, to_tensor
+from .semantic import broadcast_to_shape, cast, check_dtype, error, no_fp8, to_tensor
 from .shapes import _const_int, reshape
 from .values import Tensor
 
@@ -30,6 +30,7 @@ def reduce(b, x, kind: str, axis, keep_dims: bool = False) -> Tensor:
     x = to_tensor(b, x)
     if x.dtype.is_ptr():
         error(f"cannot reduce ({kind}) a block of pointers")
+    no_fp8(x.dtype, kind)
     if not x.is_block():
         if kind in ("argmax", "argmin"):
             return to_tensor(b, 0)
@@ -52,6 +53,7 @@ def reduce(b, x, kind: str, axis, keep_dims: bool = False) -> Tensor:
 def sum_(b, x, axis=None, keep_dims=False, dtype=None) -> Tensor:
     x = to_tensor(b, x)
     in_dt = x.dtype
+    no_fp8(in_dt, "sum")
     if dtype is not None:
         x = cast(b, x, check_dtype(dtype))
     elif in_dt.is_signed() and in_dt.bits < 32:
@@ -91,6 +93,7 @@ def argmin(b, x, axis, tie_break_left=True, keep_dims=False) -> Tensor:
 
 def cumsum(b, x, axis=0, reverse=False, dtype=None) -> Tensor:
     x = to_tensor(b, x)
+    no_fp8(x.dtype, "cumsum")
     if not x.is_block():
         return x
     in_dt = x.dtype
@@ -118,6 +121,10 @@ def dot(b, a, other, acc=None, input_precision=None, allow_tf32=None, max_num_im
     (m, k), (k2, n) = a.shape, o.shape
     if k != k2:
         error(f"dot: inner dimensions differ: [{m}, {k}] @ [{k2}, {n}]")
+    if a.dtype.is_fp8() and o.dtype.is_fp8():
+        # any pair of fp8 types, as in Triton; every fp8 value is exact in fp16, so the fp16
+        # tensor-core path computes the same products (fp32 accumulation)
+        a, o = cast(b, a, D.float16), cast(b, o, D.float16)
     if a.dtype is not o.dtype:
         error(f"dot: operands must have one dtype, got {a.dtype.name} and {o.dtype.name} "
               f"(cast one with .to())")

@@ -177,6 +177,14 @@ def broadcast_all(b, *xs: Tensor):
     return [broadcast_to_shape(b, x, shape) for x in xs]
 
 
+def no_fp8(dt, what: str):
+    """fp8 values are loaded, stored, cast, selected and multiplied by nl.dot; any other
+    arithmetic needs a wider float (Triton's compiler fails on it as well)."""
+    if dt.is_fp8():
+        error(f"{what} on {dt.name} values: cast them to nl.float16 or nl.float32 first "
+              f"(fp8 blocks support loads, stores, casts, nl.where and nl.dot)")
+
+
 def promote(b, x, y, div_or_mod=False, what="operands"):
     """Convert two operands (Tensors or numbers) to their computation type and one shape."""
     (xt, xw), (yt, yw) = dtype_weak(x), dtype_weak(y)
@@ -186,6 +194,7 @@ def promote(b, x, y, div_or_mod=False, what="operands"):
         ct = D.computation_type(xt, xw, yt, yw, div_or_mod)
     except TypeError as e:
         error(str(e))
+    no_fp8(ct, what)
     # Python ints outside ct's range wrap (two's complement), as the interpreter does; Triton
     # raises instead ("Scalar out of range", "unsigned tensor and a negative scalar")
     x = cast(b, x, ct)
@@ -302,6 +311,7 @@ def unary_operator(b, op: str, x) -> Tensor:
         return x
     if dt.is_ptr():
         error(f"unary operator {op} is not defined for pointers")
+    no_fp8(dt, f"unary operator {op}")
     if op == "neg":
         if dt.is_bool():
             error("unary - is not defined for bool blocks")
@@ -371,6 +381,7 @@ def math_unary(b, name: str, x) -> Tensor:
     x = to_tensor(b, x)
     if x.dtype.is_ptr():
         error(f"{name} is not defined for pointers")
+    no_fp8(x.dtype, name)
     if not x.dtype.is_floating():
         x = cast(b, x, D.float32)   # Triton: integer inputs are computed in fp32
     return Tensor(b.unary(name, x.v), b)
@@ -380,6 +391,7 @@ def abs_(b, x) -> Tensor:
     x = to_tensor(b, x)
     if x.dtype.is_ptr():
         error("abs is not defined for pointers")
+    no_fp8(x.dtype, "abs")
     if x.dtype.kind in ("uint", "bool"):
         return x
     return Tensor(b.unary("abs", x.v), b)

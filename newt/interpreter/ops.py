@@ -158,7 +158,7 @@ def where(condition, x, y):
         if not (isinstance(x, Tensor) and isinstance(y, Tensor) and x.buf is y.buf):
             raise TypeError("nl.where on pointers needs two pointers into the same tensor")
         return Tensor(torch.where(c, x.data, y.data), x.dtype, x.buf)
-    x, y, ct = promote(x, y)
+    x, y, ct = promote(x, y, arith=False)
     return Tensor(torch.where(c, x.data, y.data), ct)
 
 

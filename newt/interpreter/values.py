@@ -231,7 +231,7 @@ def const(value, dt) -> Tensor:
     if dt.is_bool():
         return Tensor(torch.tensor(bool(value)), dt)
     if dt.is_floating():
-        return Tensor(torch.tensor(float(value), dtype=torch.float64).to(dt.to_torch()), dt)
+        return Tensor(to_float(torch.tensor(float(value), dtype=torch.float64), dt), dt)
     if isinstance(value, float):
         return cast(Tensor(torch.tensor(value, dtype=torch.float64), D.float64), dt)
     v = int(value) & ((1 << 64) - 1)
@@ -281,11 +281,9 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if src.is_bool():
         return Tensor(x.data.to(canon_torch(dt)), dt)
     if dt.is_floating():
-        if src.is_floating():
-            return Tensor(x.data.to(dt.to_torch()), dt)
         if src is D.uint64:
-            return Tensor(_float_of(x).to(dt.to_torch()), dt)
-        return Tensor(x.data.to(dt.to_torch()), dt)
+            return Tensor(to_float(_float_of(x), dt), dt)
+        return Tensor(to_float(x.data, dt), dt)
     if src.is_floating():  # float -> int
         f = torch.nan_to_num(x.data.to(torch.float64).trunc(), nan=0.0)
         lo, hi = (0, (1 << dt.bits) - 1) if dt.kind == "uint" else (-(1 << dt.bits - 1), (1 << dt.bits - 1) - 1)
@@ -306,8 +304,25 @@ def cast(x, dt, bitcast=False) -> Tensor:
 
 # ----------------------------------------------------------------------------- arithmetic core
 
+def _fp8_arith(dt):
+    if dt.is_fp8():
+        raise TypeError(f"arithmetic on {dt.name} values: cast them to nl.float16 or "
+                        f"nl.float32 first (fp8 blocks support loads, stores, casts, nl.where "
+                        f"and nl.dot)")
+
+
+def to_float(v: torch.Tensor, dt) -> torch.Tensor:
+    """Float data of dtype `dt` from any torch data; to fp8 through fp32, saturating to the
+    largest finite value as the GPU's cvt.rn.satfinite does (NaN stays NaN)."""
+    if dt.is_fp8():
+        m = torch.finfo(dt.to_torch()).max
+        return v.to(torch.float32).clamp(-m, m).to(dt.to_torch())
+    return v.to(dt.to_torch())
+
+
 def _up(t: Tensor) -> torch.Tensor:
     """Compute representation: fp16/bf16 widen to fp32 (rounded back by _down), bool to int64."""
+    _fp8_arith(t.dtype)
     if t.dtype is D.float16 or t.dtype is D.bfloat16:
         return t.data.float()
     if t.dtype is D.int1:
@@ -323,8 +338,9 @@ def _down(v: torch.Tensor, dt) -> Tensor:
     return Tensor(wrap(v, dt), dt)
 
 
-def promote(a, b, div_or_mod=False):
-    """Convert both operands to their Triton computation type; returns (a, b, dtype)."""
+def promote(a, b, div_or_mod=False, arith=True):
+    """Convert both operands to their Triton computation type; returns (a, b, dtype). fp8 is a
+    computation type only for selections (arith=False: nl.where)."""
     a, b = unwrap(a), unwrap(b)
     wa, wb = not isinstance(a, Tensor), not isinstance(b, Tensor)
     ta = a.dtype if not wa else D.of_python_scalar(to_tensor_check(a))
@@ -332,6 +348,8 @@ def promote(a, b, div_or_mod=False):
     if ta.is_ptr() or tb.is_ptr():
         raise TypeError(f"invalid operands {ta.name} and {tb.name}")
     ct = D.computation_type(ta, wa, tb, wb, div_or_mod)
+    if arith:
+        _fp8_arith(ct)
     ca = cast(a, ct) if not wa else const(a, ct)
     cb = cast(b, ct) if not wb else const(b, ct)
     return ca, cb, ct
