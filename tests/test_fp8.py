@@ -171,6 +171,36 @@ def test_arithmetic_on_fp8_is_a_compilation_error():
     assert "float8e4nv" in msg and "cast them to nl.float16" in msg and "x + x" in msg
 
 
+@newt.jit
+def fp8_math_kernel(x_ptr, o_ptr, OP: nl.constexpr, BLOCK: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, BLOCK))
+    if OP == "add":
+        y = x + x
+    elif OP == "exp":
+        y = nl.exp(x)
+    elif OP == "max":
+        y = nl.max(x, axis=0)
+    else:
+        y = -x
+    nl.store(o_ptr, nl.sum(y.to(nl.float32), axis=0))
+
+
+@pytest.mark.parametrize("op", ["add", "exp", "max", "neg"])
+def test_fp8_math_and_reductions_are_compilation_errors(op):
+    with pytest.raises(newt.CompilationError, match="float8e5 values: cast them"):
+        newt.compile(fp8_math_kernel, {"x_ptr": "*fp8e5", "o_ptr": "*fp32"},
+                     {"OP": op, "BLOCK": 64})
+
+
+def test_fp8_atomics_are_compilation_errors():
+    @newt.jit
+    def bump(o_ptr, BLOCK: nl.constexpr):
+        nl.atomic_add(o_ptr + nl.arange(0, BLOCK), 1.0)
+
+    with pytest.raises(newt.CompilationError, match="atomic_add is not supported on float8e4nv"):
+        newt.compile(bump, {"o_ptr": "*fp8e4nv"}, {"BLOCK": 64})
+
+
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_generated_conversions(arch):
     """sm_90a encodes with one cvt.rn.satfinite per value; sm_80 has no fp8 instructions and

@@ -112,6 +112,8 @@ def atomic(b, kind: str, pointer, val, mask=None, sem=None, scope=None, cmp=None
         error(f"{what} is not defined on bool")
     if et in (D.int8, D.uint8, D.int16, D.uint16, D.int1) and kind != "xchg":
         error(f"{what} is not supported on {et.name} (use 32- or 64-bit types)")
+    if et.is_fp8():
+        error(f"{what} is not supported on {et.name} (use 32- or 64-bit types)")
     # a scalar pointer with a block value/mask: broadcast the pointer (every element hits it)
     shape = ptr.shape
     for extra in (val, cmp, mask):
