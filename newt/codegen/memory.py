@@ -424,14 +424,14 @@ def _store(em, op):
 
 
 def _narrowed_from(val, lay):
-    """The fp32 block that `val` is a round-to-nearest cast of, when `val` is an fp16/bf16 block
-    in the same layout: the store converts that block to storage bits directly. Rounding to
-    16 bits is idempotent, so cvt(fp32 -> fp16) of the rounded value is the same bits, but
+    """The fp32 block that `val` is a round-to-nearest cast of, when `val` is an fp16 / bf16 /
+    fp8 block in the same layout: the store converts that block to storage bits directly.
+    Rounding is idempotent, so cvt(fp32 -> fp16) of the rounded value is the same bits, but
     going through the register form (round, widen, round again: inline PTX the compiler
     cannot fold) costs three conversions per element where one is enough."""
     op = val.owner
     if (getattr(op, "opcode", None) != "cast" or op.attrs.get("bitcast")
-            or val.dtype.name not in ("float16", "bfloat16")):
+            or val.dtype.name not in ("float16", "bfloat16", *_FP8)):
         return None
     x = op.operands[0]
     if x.dtype.name != "float32" or not is_block(x.type) or x.attrs.get("layout") != lay:
