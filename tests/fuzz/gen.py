@@ -27,6 +27,8 @@ UNSIGNED = [D.uint8, D.uint16, D.uint32, D.uint64]
 INTS = SIGNED + UNSIGNED
 ALL = FLOATS + INTS + [D.int1]
 CAP = {D.float16: 2000.0, D.bfloat16: 1e20, D.float32: 1e20, D.float64: 1e100}
+FP8 = [D.float8e4nv, D.float8e5]        # only as a cast target and back (g_cast)
+FP8_MAX = {D.float8e4nv: 448.0, D.float8e5: 57344.0}
 SIZES = [1, 2, 3, 5, 7, 8, 13, 16, 17, 31, 33, 64, 100]
 SUBSHAPES = {"MN": ["MN", "MN", "MN", "M1", "1N", "S"], "M1": ["M1", "M1", "S"],
              "1N": ["1N", "1N", "S"], "S": ["S"]}
@@ -316,7 +318,22 @@ class Gen:
     def g_cast(self, dt, shape, d):
         if dt.is_int() and not dt.is_bool() and dt.bits >= 16 and self.r.chance(0.25):
             return self.bitcast(dt, shape, d)
+        if dt.is_floating() and self.r.chance(0.3):
+            return self.fp8_round_trip(dt, shape, d)
         return mk_cast(self.gen(self.r.choice([x for x in ALL if x is not dt]), shape, d), dt)
+
+    def fp8_round_trip(self, dt, shape, d):
+        """An exact float rounded to fp8 and widened back (fp8 blocks take no arithmetic): the
+        encoding's rounding and saturation and the decoding, in any layout, bit for bit on
+        every target. Values past the format's largest finite one saturate (an e4m3 round trip
+        caps the bound at 448)."""
+        f8 = self.r.choice(FP8)
+        c = self.gen(self.r.choice([D.float16, D.bfloat16, D.float32]), shape, d)
+        if c is None or not c.exact:   # an inexact input may round to the neighbouring code
+            return None
+        inner = Node("cast", f8, shape, [c], (f8, False), bound=min(c.bound, FP8_MAX[f8]),
+                     exact=True)
+        return mk_cast(inner, dt)
 
     def bitcast(self, dt, shape, d):
         """Float bits reinterpreted as an integer of the same width. Only for exact values

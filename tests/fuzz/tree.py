@@ -83,6 +83,9 @@ def cast(v: torch.Tensor, src, dst) -> torch.Tensor:
         return v != 0
     if src.is_bool():
         return v.to(dst.to_torch()) if dst.is_floating() else v.to(torch.int64)
+    if dst.is_fp8():          # saturating, through fp32 (cvt.rn.satfinite)
+        m = torch.finfo(dst.to_torch()).max
+        return v.to(torch.float32).clamp(-m, m).to(dst.to_torch())
     if dst.is_floating():
         if src is D.uint64:
             return v.view(torch.uint64).to(dst.to_torch())
