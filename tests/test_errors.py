@@ -443,6 +443,13 @@ def k_bitcast_width(x_ptr):
     nl.store(x_ptr, v.to(nl.float16, bitcast=True))  # ERR
 
 
+@case("cast them to nl.float16 or nl.float32 first", types={"x_ptr": "*fp8e4nv"})
+@newt.jit
+def k_fp8_arith(x_ptr):
+    v = nl.load(x_ptr)
+    nl.store(x_ptr, v * 2.0)  # ERR
+
+
 @pytest.mark.parametrize("fn, expected, constexprs, types, line_of", CASES)
 def test_error_points_at_line(fn, expected, constexprs, types, line_of):
     with pytest.raises(newt.CompilationError) as info:
