@@ -192,6 +192,24 @@ def test_fp8_math_and_reductions_are_compilation_errors(op):
                      {"OP": op, "BLOCK": 64})
 
 
+@newt.jit
+def fp8_sums_kernel(x_ptr, s_ptr, c_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs)
+    # dtype= casts the block first, so the sum and the scan run in fp32
+    nl.store(s_ptr, nl.sum(x, axis=0, dtype=nl.float32))
+    nl.store(c_ptr + offs, nl.cumsum(x, axis=0, dtype=nl.float32))
+
+
+def test_sum_and_cumsum_with_a_dtype_take_fp8(target, device):
+    x = (torch.randn(64) * 4).to(torch.float8_e5m2).to(device)
+    s = torch.full((1,), float("nan"), device=device)
+    c = torch.full((64,), float("nan"), device=device)
+    fp8_sums_kernel[(1,)](x, s, c, BLOCK=64)
+    check(s, x.float().sum().reshape(1))
+    check(c, x.float().cumsum(0), atol=1e-4, rtol=1e-5)
+
+
 def test_fp8_atomics_are_compilation_errors():
     @newt.jit
     def bump(o_ptr, BLOCK: nl.constexpr):

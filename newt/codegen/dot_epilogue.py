@@ -25,7 +25,7 @@ from ..passes.dot import acc_layout
 from ..passes.layouts import CyclicLayout
 from .dot import _FRAG_PACK, _helpers, _region, planned_base
 from .emitter import handles
-from .memory import _bits, _mask_all, _pack_store, _static_group, _utype, to_bits
+from .memory import NARROW, _bits, _mask_all, _pack_store, _static_group, _utype, to_bits
 
 _CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
 
@@ -138,7 +138,7 @@ def _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig):
 
 _VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
 # 16-bit floats held in fp32 registers: (to bits, from bits)
-_HALF = {"float16": ("nt_f2h", "nt_h2f"), "bfloat16": ("nt_f2b", "nt_b2f")}
+_HALF = {n: NARROW[n][:2] for n in ("float16", "bfloat16")}
 
 
 def _read_back(em, dst, N, pitch, buf, rn, vtype, per, unpack, conv, zero):

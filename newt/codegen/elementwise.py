@@ -29,16 +29,10 @@ _F64 = {"exp": "exp({})", "exp2": "exp2({})", "log": "log({})", "log2": "log2({}
 
 
 def round_to(dt, e: str) -> str:
-    """Round an fp32 expression to `dt` when `dt` is a 16-bit float held in fp32."""
-    if dt.name == "float16":
-        return f"nt_rh({e})"
-    if dt.name == "bfloat16":
-        return f"nt_rb({e})"
-    if dt.name == "float8e4nv":
-        return f"nt_r8e4({e})"
-    if dt.name == "float8e5":
-        return f"nt_r8e5({e})"
-    return e
+    """Round an fp32 expression to `dt` when `dt` is a float narrower than its register form
+    (fp16, bf16, fp8), held in fp32."""
+    from .memory import NARROW
+    return f"{NARROW[dt.name][2]}({e})" if dt.name in NARROW else e
 
 
 def _int_compute_type(dt, wide) -> str:

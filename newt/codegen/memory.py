@@ -24,8 +24,11 @@ from ..ir.core import is_block
 from .emitter import handles, reg_type, storage_type
 
 _VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
-# fp8: (fp32 register -> storage bits, storage bits -> fp32 register), codegen/header.py
-_FP8 = {"float8e4nv": ("nt_f_e4m3", "nt_e4m3_f"), "float8e5": ("nt_f_e5m2", "nt_e5m2_f")}
+# Floats narrower than their fp32 register form: (fp32 -> storage bits, storage bits -> fp32,
+# round an fp32 to the format), the helpers of codegen/header.py
+NARROW = {"float16": ("nt_f2h", "nt_h2f", "nt_rh"), "bfloat16": ("nt_f2b", "nt_b2f", "nt_rb"),
+          "float8e4nv": ("nt_f_e4m3", "nt_e4m3_f", "nt_r8e4"),
+          "float8e5": ("nt_f_e5m2", "nt_e5m2_f", "nt_r8e5")}
 
 
 def from_bits(dt, bits: str) -> str:
@@ -35,12 +38,8 @@ def from_bits(dt, bits: str) -> str:
         return f"__uint_as_float((u32)({bits}))"
     if n == "float64":
         return f"__longlong_as_double((i64)({bits}))"
-    if n == "float16":
-        return f"nt_h2f((u16)({bits}))"
-    if n == "bfloat16":
-        return f"nt_b2f((u16)({bits}))"
-    if n in _FP8:
-        return f"{_FP8[n][1]}((u32)({bits}))"
+    if n in NARROW:
+        return f"{NARROW[n][1]}(({storage_type(dt)})({bits}))"
     if n == "int1":
         return f"(({bits}) != 0)"
     return f"({reg_type(dt)})({storage_type(dt)})({bits})"
@@ -53,12 +52,8 @@ def to_bits(dt, x: str) -> str:
         return f"__float_as_uint({x})"
     if n == "float64":
         return f"(u64)__double_as_longlong({x})"
-    if n == "float16":
-        return f"(u32)nt_f2h({x})"
-    if n == "bfloat16":
-        return f"(u32)nt_f2b({x})"
-    if n in _FP8:
-        return f"{_FP8[n][0]}({x})"
+    if n in NARROW:
+        return f"(u32){NARROW[n][0]}({x})"
     ut = {1: "u8", 8: "u8", 16: "u16", 32: "u32", 64: "u64"}[dt.bits]
     return f"({'u64' if dt.bits == 64 else 'u32'})({ut})({x})"
 
@@ -73,24 +68,16 @@ def _utype(bits) -> str:
 
 def load_conv(dt, x: str) -> str:
     """Register value from an element read through a storage-typed pointer."""
-    if dt.name == "float16":
-        return f"nt_h2f({x})"
-    if dt.name == "bfloat16":
-        return f"nt_b2f({x})"
-    if dt.name in _FP8:
-        return f"{_FP8[dt.name][1]}({x})"
+    if dt.name in NARROW:
+        return f"{NARROW[dt.name][1]}({x})"
     if dt.is_bool():
         return f"({x} != 0)"
     return x
 
 
 def store_conv(dt, x: str) -> str:
-    if dt.name == "float16":
-        return f"nt_f2h({x})"
-    if dt.name == "bfloat16":
-        return f"nt_f2b({x})"
-    if dt.name in _FP8:
-        return f"(u8){_FP8[dt.name][0]}({x})"
+    if dt.name in NARROW:
+        return f"({storage_type(dt)}){NARROW[dt.name][0]}({x})"
     if dt.is_bool():
         return f"(u8)({x})"
     return x
@@ -431,7 +418,7 @@ def _narrowed_from(val, lay):
     cannot fold) costs three conversions per element where one is enough."""
     op = val.owner
     if (getattr(op, "opcode", None) != "cast" or op.attrs.get("bitcast")
-            or val.dtype.name not in ("float16", "bfloat16", *_FP8)):
+            or val.dtype.name not in NARROW):
         return None
     x = op.operands[0]
     if x.dtype.name != "float32" or not is_block(x.type) or x.attrs.get("layout") != lay:

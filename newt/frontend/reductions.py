@@ -53,7 +53,6 @@ def reduce(b, x, kind: str, axis, keep_dims: bool = False) -> Tensor:
 def sum_(b, x, axis=None, keep_dims=False, dtype=None) -> Tensor:
     x = to_tensor(b, x)
     in_dt = x.dtype
-    no_fp8(in_dt, "sum")
     if dtype is not None:
         x = cast(b, x, check_dtype(dtype))
     elif in_dt.is_signed() and in_dt.bits < 32:
@@ -93,7 +92,6 @@ def argmin(b, x, axis, tie_break_left=True, keep_dims=False) -> Tensor:
 
 def cumsum(b, x, axis=0, reverse=False, dtype=None) -> Tensor:
     x = to_tensor(b, x)
-    no_fp8(x.dtype, "cumsum")
     if not x.is_block():
         return x
     in_dt = x.dtype
@@ -103,6 +101,7 @@ def cumsum(b, x, axis=0, reverse=False, dtype=None) -> Tensor:
         x = cast(b, x, D.int32)
     elif in_dt.kind in ("uint", "bool") and in_dt.bits < 32:
         x = cast(b, x, D.uint32)
+    no_fp8(x.dtype, "cumsum")     # (with dtype= the block was cast first, as for nl.sum)
     return Tensor(b.scan(x.v, "sum", _axis(x, axis), bool(reverse)), b)
 
 
