@@ -1,8 +1,10 @@
 """Matmul rows: newt vs Triton (the same kernel source, examples/05_matmul.py, nl -> tl) vs
 torch.matmul (cuBLAS), fp16 / bf16 at 2048, 4096, 8192 and fp32 inputs (tf32) at 8192, in one
-run. Correctness first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
+run; fp8 (e4m3 inputs, fp16 output, B given as the transpose of a row-major [N, K] matrix, as in
+Triton's tutorial) at 4096 and 8192 against torch._scaled_mm (cuBLAS, scales of 1). Correctness
+first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
 
-    PYTHONPATH=. python benchmarks/bench_matmul.py [--quick] [--dtype fp16|bf16|tf32]
+    PYTHONPATH=. python benchmarks/bench_matmul.py [--quick] [--dtype fp16|bf16|tf32|fp8]
 
 Both compilers get the same config sweep (CONFIGS: the standalone wgmma winner's shapes first),
 every config of both and cuBLAS timed in interleaved rounds; each one's fastest median is
@@ -29,6 +31,10 @@ CONFIGS = [  # (BM, BN, BK, num_warps, num_stages); the standalone winner (256x1
     # fp32 inputs (tf32): the 64-deep tiles do not fit shared memory
     (128, 128, 32, 8, 4), (128, 256, 32, 8, 3), (128, 256, 32, 8, 4), (256, 128, 32, 8, 4),
 ]
+# fp8: 128-deep tiles (128-byte rows, as the 64-deep 16-bit ones)
+FP8_CONFIGS = [(128, 256, 128, 8, 3), (128, 256, 128, 8, 4), (256, 128, 128, 8, 3),
+               (256, 128, 128, 8, 4), (128, 128, 128, 8, 4)]
+FP8 = torch.float8_e4m3fn
 # odd shapes (cp.async rings: rows not 16-byte aligned) and one with every row 16-byte aligned
 # and every tail partial (TMA boxes on sm_90a, the swapped tf32 dot)
 CHECK_SHAPES = [(1000, 1500, 777, "leaky_relu"), (4097, 4095, 4096, ""), (129, 520, 200, ""),
@@ -38,6 +44,30 @@ CHECK_SHAPES = [(1000, 1500, 777, "leaky_relu"), (4097, 4095, 4096, ""), (129, 5
 def example():
     return common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"),
                             "newt_example_matmul")
+
+
+def operands(dt, M, N, K, out=None):
+    """(a, b, c) of one problem: c poisoned with NaN; fp8's B is K-contiguous (b = bt.T) and
+    its output fp16."""
+    a = torch.randn(M, K, device="cuda").to(dt)
+    if dt == FP8:
+        b = torch.randn(N, K, device="cuda").to(dt).t()
+    else:
+        b = torch.randn(K, N, device="cuda").to(dt)
+    c = torch.full((M, N), float("nan"), device="cuda", dtype=torch.float16 if dt == FP8 else dt)
+    return a, b, c
+
+
+def configs(dt):
+    return FP8_CONFIGS if dt == FP8 else [c for c in CONFIGS if _fits(dt, c)]
+
+
+def reference(a, b):
+    """torch's product of the same operands: cuBLAS (fp8: torch._scaled_mm, unit scales)."""
+    if a.dtype == FP8:
+        one = torch.ones((), device="cuda")
+        return torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.float16)
+    return torch.matmul(a, b)
 
 
 def launch(kernel, a, b, c, cfg, act=""):
@@ -63,9 +93,7 @@ def check(kernel, dt, cfg):
     """Odd shapes, poisoned output, fresh random data: relative error against fp64."""
     worst = 0.0
     for (M, N, K, act) in CHECK_SHAPES:
-        a = torch.randn(M, K, device="cuda").to(dt)
-        b = torch.randn(K, N, device="cuda").to(dt)
-        c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+        a, b, c = operands(dt, M, N, K)
         launch(kernel, a, b, c, cfg, act)
         torch.cuda.synchronize()
         ref = a.double() @ b.double()
@@ -93,17 +121,17 @@ def precompile(kernel, plan):
     jobs = []
     for dt in sorted({d for d, _ in plan}, key=str):
         t = torch.empty(16, device="cuda", dtype=dt)
+        tc = torch.empty(16, device="cuda", dtype=torch.float16) if dt == FP8 else t
         shapes = [(M, N, K, act) for (M, N, K, act) in CHECK_SHAPES] + \
                  [(n, n, n, "") for d, n in plan if d == dt]
-        for cfg in CONFIGS:
-            if not _fits(dt, cfg):
-                continue
+        for cfg in configs(dt):
             BM, BN, BK, W, S = cfg
             for (M, N, K, act) in shapes:
                 kw = dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
                           ACTIVATION=act, num_warps=W, num_stages=S)
+                bs = (1, K) if dt == FP8 else (N, 1)
                 try:
-                    arguments, nw, ns = specialize.bind(kernel, (t, t, t, M, N, K, K, 1, N, 1,
+                    arguments, nw, ns = specialize.bind(kernel, (t, t, tc, M, N, K, K, 1, *bs,
                                                                  N, 1), kw)
                     sig, cx, spec, dev = specialize.specialize(kernel, arguments)
                     arch = driver.Device.get(dev).arch
@@ -155,7 +183,7 @@ def _sweep_in_rounds(kernels, cfgs, a, b, c, flop, errors, label):
                 print(f"  {name} {cfg} failed: {str(e)[:200]}")
                 continue
             calls[(name, cfg)] = fn
-    calls[("cuBLAS", None)] = lambda: torch.matmul(a, b)
+    calls[("cuBLAS", None)] = lambda: reference(a, b)
     torch.cuda.synchronize()
     ms, notes = common.timed_in_rounds(calls, lambda fn: (bench(fn), None))
     for (name, cfg), note in notes.items():
@@ -184,7 +212,7 @@ def _prepare(plan):
     ok_cfgs = {}
     for dt in sorted({d for d, _ in plan}, key=str):
         ok_cfgs[dt] = []
-        for cfg in [c for c in CONFIGS if _fits(dt, c)]:
+        for cfg in configs(dt):
             t0 = time.time()
             try:   # correctness before any timing
                 ok, msg = check(nk, dt, cfg)
@@ -202,8 +230,9 @@ def _plan(quick, dtype=None):
     if quick:
         return [(torch.float16, 4096)]
     plan = [(torch.float16, n) for n in (2048, 4096, 8192)] + \
-        [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)]
-    names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "tf32"}
+        [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)] + \
+        [(FP8, n) for n in (4096, 8192)]
+    names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "tf32", FP8: "fp8"}
     return [(d, n) for d, n in plan if dtype in (None, names[d])]
 
 
@@ -215,19 +244,17 @@ def run(out_dir=None, quick=False, dtype=None):
     nk, tk, ok_cfgs = st["nk"], st["tk"], st["ok_cfgs"]
     rows, table = [], []
     for dt, n in plan:
-        a = torch.randn(n, n, device="cuda").to(dt)
-        b = torch.randn(n, n, device="cuda").to(dt)
-        c = torch.empty(n, n, device="cuda", dtype=dt)
+        a, b, c = operands(dt, n, n, n)
         flop = 2.0 * n ** 3
         errors = {}
-        cfgs = [x for x in CONFIGS if _fits(dt, x)]
+        cfgs = configs(dt)
         best, cub = _sweep_in_rounds({"newt": nk, "triton": tk},
                                      {"newt": [x for x in cfgs if x in ok_cfgs.get(dt, [])],
                                       "triton": cfgs}, a, b, c, flop, errors, f"{str(dt)[6:]} {n}")
         for p in ("newt", "triton"):    # (TFLOP/s, config, registers of newt's winner)
             tf, cfg = best.get(p, (0.0, None))
             best[p] = (tf, cfg, regs_of(nk, a, b, c, cfg) if p == "newt" and cfg else "")
-        d = str(dt)[6:]
+        d = "fp8e4m3" if dt == FP8 else str(dt)[6:]
         table.append((d, n, best["newt"], best["triton"], cub))
         rows.append(dict(workload=f"matmul {'tf32' if dt == torch.float32 else d} {n}^3",
                          unit="TFLOP/s", higher_is_better=True,
@@ -247,7 +274,7 @@ def run(out_dir=None, quick=False, dtype=None):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--dtype", choices=["fp16", "bf16", "tf32"], help="only this input type")
+    ap.add_argument("--dtype", choices=["fp16", "bf16", "tf32", "fp8"], help="only this input type")
     args = ap.parse_args()
     run(None, quick=args.quick, dtype=args.dtype)
 

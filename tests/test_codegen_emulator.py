@@ -223,6 +223,7 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
             raise RuntimeError(f"emulation build failed:\n{r.stderr[:4000]}\n--- source: {src}")
         _LIBS[key] = ctypes.CDLL(lib)
     build.last_maps = maps    # the TMA map recipes of the last build (emulate() encodes them)
+    build.last_source = source   # the generated CUDA C++ (before the emulator's swaps)
     return _LIBS[key], params
 
 

@@ -19,12 +19,15 @@ def _compile(arch, cfg, dt="fp16", n=4096, act="leaky_relu"):
     ex = bm.example()
     sig = {p: "i32" for p in ("M", "N", "K", "stride_am", "stride_ak", "stride_bk", "stride_bn",
                               "stride_cm", "stride_cn")}
-    sig.update(a_ptr="*" + dt, b_ptr="*" + dt, c_ptr="*" + dt)
-    # what the launcher derives for row-major operands of size n (n % 16 == 0 or not)
+    fp8 = dt.startswith("fp8")
+    sig.update(a_ptr="*" + dt, b_ptr="*" + dt, c_ptr="*" + ("fp16" if fp8 else dt))
+    # what the launcher derives for row-major operands of size n (n % 16 == 0 or not); fp8's
+    # B is the transpose of a row-major [N, K] matrix (the benchmark's)
+    bk, bn = ("stride_bn", "stride_bk") if fp8 else ("stride_bk", "stride_bn")
     spec = {p: {"divisible_by_16": True} for p in ("a_ptr", "b_ptr", "c_ptr")}
     spec.update({p: {"divisible_by_16": n % 16 == 0} for p in ("M", "N", "K", "stride_am",
-                                                              "stride_bk", "stride_cm")})
-    spec.update({p: {"equal_to_1": True} for p in ("stride_ak", "stride_bn", "stride_cn")})
+                                                              bk, "stride_cm")})
+    spec.update({p: {"equal_to_1": True} for p in ("stride_ak", bn, "stride_cn")})
     BM, BN, BK, W, S = cfg
     return newt.compile(ex.matmul_kernel, sig, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
                         BLOCK_SIZE_K=BK, GROUP_SIZE_M=8, ACTIVATION=act), arch=arch,
@@ -40,7 +43,7 @@ def _bench_rows():
     for dt, tdt, n in (("fp16", torch.float16, 4096), ("bf16", torch.bfloat16, 4096),
                        ("fp32", torch.float32, 8192)):
         rows += [("sm_90a", cfg, dt, n) for cfg in bm.CONFIGS if bm._fits(tdt, cfg)]
-    return rows
+    return rows + [("sm_90a", cfg, "fp8e4nv", 4096) for cfg in bm.FP8_CONFIGS]
 
 
 def test_config_over_the_shared_memory_limit_is_a_compilation_error():
@@ -72,6 +75,8 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
         assert "cp.async.bulk.tensor" in k.ptx and len(k.tma_maps) == 2
         assert "q0 + g * dist" not in src and "ring(S=" in k.ir and ", tma)" in k.ir
         assert (" swapped" in k.ir) == (dt == "fp32")
+        # fp8: 8-bit wgmma, B's boxes transposed into its K-major tile (passes/dot_fp8.py)
+        assert ("k32.f32.e4m3.e4m3" in k.ptx) == (dt == "fp8e4nv")
         if dt == "fp32":
             assert "ld.shared.v2.b32" in k.ptx and "k8.f32.tf32.tf32" in k.ptx
     else:

@@ -144,9 +144,15 @@ def fp8_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride
                                    (torch.float8_e5m2, torch.float8_e5m2),
                                    (torch.float8_e4m3fn, torch.float8_e5m2)],
                          ids=["e4m3", "e5m2", "mixed"])
-def test_dot_of_fp8_blocks(target, device, da, db):
-    """Odd sizes, a transposed B operand, every element of the NaN-poisoned output written."""
-    M, N, K = (45, 37, 70) if target == "interp" else (1000, 500, 777)
+@pytest.mark.parametrize("aligned", [False, True], ids=["odd", "aligned"])
+def test_dot_of_fp8_blocks(target, device, da, db, aligned):
+    """Odd sizes, a transposed B operand, every element of the NaN-poisoned output written. On
+    sm_90a: 8-bit wgmma fed by the cp.async ring (rows not 16-byte aligned) or by TMA boxes
+    (aligned rows, B's boxes transposed)."""
+    if target == "interp" and aligned:
+        pytest.skip("one shape on the interpreter")
+    M, N, K = (45, 37, 70) if target == "interp" else (1008, 520, 784) if aligned else \
+        (1000, 500, 777)
     a = torch.randn(M, K).to(da).to(device)
     b = torch.randn(N, K).to(db).to(device).t()            # [K, N], K contiguous
     c = torch.full((M, N), float("nan"), device=device)
@@ -155,7 +161,12 @@ def test_dot_of_fp8_blocks(target, device, da, db):
         a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK)
     ref = a.double() @ b.double()
     assert torch.isfinite(c).all()
-    torch.testing.assert_close(c.double(), ref, atol=1e-3, rtol=1e-4)
+    # the products are exact; 8-bit wgmma adds them with fewer mantissa bits than fp32 (on the
+    # H200, 2026-11-30: max error 0.11-0.19 at K = 777-784, 0.1-0.14% of max |ref|, the same
+    # errors as Triton's code for this kernel); the interpreter and the fp16 path are exact
+    native = target == "cuda" and torch.cuda.get_device_capability() >= (9, 0)
+    atol = 4e-3 * float(ref.abs().max()) if native else 1e-3
+    torch.testing.assert_close(c.double(), ref, atol=atol, rtol=1e-4)
 
 
 def test_arithmetic_on_fp8_is_a_compilation_error():

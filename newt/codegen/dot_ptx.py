@@ -141,20 +141,27 @@ def wgmma_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
     """A device function issuing one `wgmma.mma_async.m64n{n}k*` with A and B from shared-memory
     descriptors into `float|int d[n/2]` (the m64nN accumulator fragment of one thread).
 
-    kind: "f16" | "bf16" (k16, f32 acc), "tf32" (k8, f32 acc, K-major B only), "s8" (k32, s32).
-    scale_d = 0 makes the instruction overwrite d (first k-step without an incoming acc).
+    kind: "f16" | "bf16" (k16, f32 acc), "tf32" (k8, f32 acc, K-major B only), "s8" (k32, s32),
+    fp8 "e4m3" | "e5m2" | "e4m3_e5m2" | "e5m2_e4m3" (A's type, B's; k32, f32 acc, K-major B
+    only). scale_d = 0 makes the instruction overwrite d (first k-step without an incoming acc).
+    The immediates after scale-d: scale-a, scale-b (1: not negated) for float inputs, then
+    the transpose flags, which only 16-bit inputs have.
     """
     nreg = n // 2
-    k, types, c, t = {
-        "f16": (16, "f32.f16.f16", "f", "float"),
-        "bf16": (16, "f32.bf16.bf16", "f", "float"),
-        "tf32": (8, "f32.tf32.tf32", "f", "float"),
-        "s8": (32, "s32.s8.s8", "r", "int"),
-    }[kind]
+    if kind in ("f16", "bf16", "tf32", "s8"):
+        k, types, c, t = {
+            "f16": (16, "f32.f16.f16", "f", "float"),
+            "bf16": (16, "f32.bf16.bf16", "f", "float"),
+            "tf32": (8, "f32.tf32.tf32", "f", "float"),
+            "s8": (32, "s32.s8.s8", "r", "int"),
+        }[kind]
+    else:
+        ta, _, tb = kind.partition("_")
+        k, types, c, t = 32, f"f32.{ta}.{tb or ta}", "f", "float"
     regs = ",".join(f"%{i}" for i in range(nreg))
     a, b, s = nreg, nreg + 1, nreg + 2
     tail = f"p, 1, 1, 0, {int(trans_b)}" if kind in ("f16", "bf16") else (
-        "p, 1, 1" if kind == "tf32" else "p")
+        "p" if kind == "s8" else "p, 1, 1")
     outs = ", ".join(f"\"+{c}\"(d[{i}])" for i in range(nreg))
     return (
         f"NEWT_DEV void {name}({t}* d, newt_u64 da, newt_u64 db, int scale_d) {{\n"

@@ -218,7 +218,8 @@ def _check(op: Op):  # noqa: C901 - one flat table of rules reads best
         a, b, acc = (v.type for v in ops)
         need(all(is_block(t) and len(t.shape) == 2 for t in (a, b, acc)), "dot needs 2-D blocks")
         need(a.shape[1] == b.shape[0] and acc.shape == (a.shape[0], b.shape[1]), "dot shapes mismatch")
-        need(a.dtype == b.dtype, "dot inputs must have one dtype")
+        need(a.dtype == b.dtype or (a.dtype.is_fp8() and b.dtype.is_fp8()),
+             "dot inputs must have one dtype (or be two fp8 types)")
         need(res[0].type == acc, "result has the accumulator's type")
     elif c == "for":
         need(len(ops) >= 3, "for needs lb, ub, step")

@@ -8,9 +8,10 @@ records the decision in `op.attrs["dot_plan"]` (a DotPlan, shown by the printer)
 (newt/codegen/dot.py) follows it.
 
 Engines:
-  "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit or tf32 inputs codegen uses
-          wgmma.mma_async (warpgroups); otherwise ldmatrix + mma.sync (sm_80+). Both produce the
-          same accumulator layout (AccLayout), so the layout does not depend on the arch.
+  "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit, tf32 or fp8 inputs
+          codegen uses wgmma.mma_async (warpgroups); otherwise ldmatrix + mma.sync (sm_80+).
+          Both produce the same accumulator layout (AccLayout), so the layout does not depend
+          on the arch. fp8 reaches a plan only where wgmma takes it (passes/dot_fp8.py).
   "fma"   exact scalar products (fp32 with input_precision="ieee", fp64, and shapes the
           fragment layout cannot cover): result in the default group-cyclic layout.
 
@@ -30,7 +31,11 @@ from ..errors import CompilationError
 from .layouts import Layout
 
 # K covered by one instruction is 32 bytes of the input element
-_TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1}
+_TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "float8e4nv": 1,
+              "float8e5": 1}
+# 8-bit floats: wgmma's type names; a mixed pair is "<A>_<B>" (newt/passes/dot_fp8.py)
+_FP8_KIND = {"float8e4nv": "e4m3", "float8e5": "e5m2"}
+FP8_KINDS = ("e4m3", "e5m2", "e4m3_e5m2", "e5m2_e4m3")
 
 
 class _FragmentLayout(Layout):
@@ -169,7 +174,7 @@ class SwappedAccLayout(_FragmentLayout):
 @dataclasses.dataclass
 class DotPlan:
     engine: str            # "mma" | "fma"
-    kind: str              # "f16" | "bf16" | "tf32" | "s8" | "fma"
+    kind: str              # "f16" | "bf16" | "tf32" | "s8" | FP8_KINDS | "fma"
     M: int
     N: int
     K: int
@@ -190,10 +195,10 @@ def acc_layout(plan: "DotPlan", num_threads: int):
 
 def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
     """Whether codegen computes a tensor-core dot with wgmma (else mma.sync): sm_90a, whole
-    warpgroups, 16-bit or tf32 inputs; A from registers (a_src "regs") only for 16-bit."""
+    warpgroups, 16-bit, tf32 or fp8 inputs; A from registers (a_src "regs") only for 16-bit."""
     if plan.engine != "mma" or not (arch.startswith("sm_9") and arch.endswith("a")):
         return False
-    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32")
+    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32") + FP8_KINDS
     return num_threads % 128 == 0 and plan.kind in kinds
 
 
@@ -205,6 +210,9 @@ def plan_dot(op, num_threads) -> DotPlan:
     kind = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}.get(dt)
     if dt == "float32" and prec in ("tf32", "tf32x3"):
         kind = "tf32"
+    if dt in _FP8_KIND:
+        ka, kb = _FP8_KIND[dt], _FP8_KIND[b.dtype.name]
+        kind = ka if ka == kb else f"{ka}_{kb}"
     esize = _TC_INPUTS.get(dt, 8)
     if kind is not None and AccLayout.fits(M, N, num_threads) and (K * esize) % 32 == 0 \
             and (K * esize) >= 32:

@@ -43,6 +43,7 @@ import dataclasses
 from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
 from .dot import plan_dot, uses_wgmma
+from .dot_fp8 import lower_fp8_dots
 
 
 @dataclasses.dataclass
@@ -224,6 +225,8 @@ def pipeline_dots(fn, options):
              and any(o.opcode == "dot" for o in op.regions[0].ops)]
     for loop in loops:
         _reduce_pointers(loop)
+    lower_fp8_dots(fn, options)      # reads the strides of the reduced pointer blocks
+    for loop in loops:
         _mark_ring(loop, options)
         _acc_out(loop, options)
         _plan_tma(fn, loop, options.num_threads)

@@ -36,7 +36,7 @@ from .dot import SwappedAccLayout
 
 # attrs that make two ops compute different things (the rest are analysis facts)
 _SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "fp_rounding", "kind", "order")
-_KIND = {"float16": "f16", "bfloat16": "bf16"}
+_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8"}
 
 
 @dataclasses.dataclass
@@ -286,8 +286,14 @@ def _source(fn, v, what):
     return ("param", p.index, p.name)
 
 
-def _operand(fn, loop, ld, role, it_step, swap=False):
-    """TmaOperand + map recipe of one ring load, or raise _No(reason)."""
+def _operand(fn, loop, ld, role, it_step, swap=False, k_major_b=False):
+    """TmaOperand + map recipe of one ring load, or raise _No(reason).
+
+    The operand's tile lands in the order of memory: rows of the box set are the block's axis
+    whose stride is the row stride, columns the contiguous one. That is the block's own order,
+    except for a B operand that must land K-major (k_major_b: 8-bit wgmma) and is contiguous
+    along K (axis 0): its box set is [N][K], the transposed block, in the TmaOperand's
+    coordinates (rows N, columns K, advancing along the columns)."""
     from ..codegen.dot_ring import _split_ptr
     ptr = ld.operands[0]
     R, C = ld.result.shape
@@ -311,9 +317,11 @@ def _operand(fn, loop, ld, role, it_step, swap=False):
     if sorted(t[0] for t in terms) != [0, 1]:
         raise _No("the offsets are not rows * stride + cols")
     by_axis = {t[0]: t for t in terms}
-    if by_axis[1][2] != 1:
-        raise _No("the columns are not contiguous")
-    stride = by_axis[0][2]
+    cax = 0 if k_major_b else 1          # the axis that must be contiguous
+    if by_axis[cax][2] != 1:
+        raise _No("B is not contiguous along K" if k_major_b else "the columns are not contiguous")
+    rax = 1 - cax
+    stride = by_axis[rax][2]
     if isinstance(stride, int):
         if (stride * es) % 16:
             raise _No("the row stride is not a multiple of 16 bytes")
@@ -333,16 +341,16 @@ def _operand(fn, loop, ld, role, it_step, swap=False):
     s = it_step
     c = _const(s)
     adv_axis = adv = None
-    if c is not None and by_axis[1][2] == 1:
-        adv_axis, adv = 1, int(c)
+    if c is not None:
+        adv_axis, adv = cax, int(c)
     else:
         m = _binop(s, "mul")
         if m is not None:
             for x, y in (m.operands, m.operands[::-1]):
                 if _const(x) is not None and not isinstance(stride, int) and same(y, stride):
-                    adv_axis, adv = 0, int(_const(x))
+                    adv_axis, adv = rax, int(_const(x))
     if adv_axis is None and isinstance(stride, int) and c is not None and c % stride == 0:
-        adv_axis, adv = 0, int(c) // stride
+        adv_axis, adv = rax, int(c) // stride
     if adv_axis is None:
         raise _No("the per-iteration pointer step is not a constant number of rows or columns")
     if idx[adv_axis][2] is not None:
@@ -380,11 +388,14 @@ def _operand(fn, loop, ld, role, it_step, swap=False):
                 raise _No("an axis has neither a mask nor a wrap: its extent is unknown")
             extent[ax] = _source(fn, idx[ax][2], "a wrap bound")
             wraps[ax] = (idx[ax][0], idx[ax][2])
-    box, _ = tile_boxes(R, C, es)
-    recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=extent[0], cols=extent[1],
+    shape = (R, C)
+    box, _ = tile_boxes(shape[rax], shape[cax], es)
+    recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=extent[rax], cols=extent[cax],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
                   swizzle=box.swizzle, esize=es)
-    return TmaOperand(role, -1, R, C, es, idx[0][0], idx[1][0], adv_axis, adv), recipe, wraps
+    t = TmaOperand(role, -1, shape[rax], shape[cax], es, idx[rax][0], idx[cax][0],
+                   0 if adv_axis == rax else 1, adv)
+    return t, recipe, wraps
 
 
 _ELEMENTWISE = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
@@ -465,7 +476,8 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
             raise _No("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
-            ops.append(_operand(fn, loop, ld, role, s, swap))
+            # 8-bit B lands K-major ([N][K]: codegen's B tile for 1-byte inputs)
+            ops.append(_operand(fn, loop, ld, role, s, swap, role == "b" and plan.esize == 1))
         (ta, ra, wa), (tb, rb, wb) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []
