@@ -281,8 +281,7 @@ def _ring_load(em, op):
     R, C = op.result.shape
     es = max(1, op.result.dtype.bits // 8)
     role = op.attrs["ring_role"]
-    b_kmajor = es != 2
-    transpose = role == "b" and b_kmajor
+    transpose = role == "b" and ring.b_kmajor
     stage = f"({st['base']} + (u32)({it} % {ring.stages}) * {ring.stage_bytes}u)"
     if role == "a":
         tile = Tile(R, C, es, stage)
@@ -381,7 +380,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     dot = op if op.opcode == "dot" else _ring_dot_of(op, ring)
     plan = dot.attrs["dot_plan"]
     lay = dot.result.attrs["layout"]
-    b_kmajor = plan.esize != 2 and not plan.swap     # a swapped dot's B tile is a TMA box
+    b_kmajor = ring.b_kmajor and not plan.swap     # a swapped dot's B tile is an N-major box
     n = em.name(dot.operands[2])
     stage = f"({ring.state['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
     ta, tb = _tiles(ring, plan, stage, b_kmajor)

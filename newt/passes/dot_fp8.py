@@ -24,7 +24,7 @@ from .. import dtypes as D
 from ..ir.builder import type_like
 from ..ir.core import Op
 from .dot import plan_dot, uses_wgmma
-from .dot_loads import axis_stride
+from .dot_loads import k_contiguous
 
 
 def _is_fp8_dot(op) -> bool:
@@ -45,8 +45,7 @@ def native(op, options) -> tuple[bool, str]:
     a, b = (_loaded(v) for v in op.operands[:2])
     if a is None or b is None:
         return False, "an operand is not loaded from memory"
-    ptr = b.operands[0]
-    if axis_stride(ptr, 0) != 1 or axis_stride(ptr, 1) == 1:
+    if not k_contiguous(b.operands[0]):
         return False, "B is not contiguous along K"
     return True, ""
 

@@ -34,6 +34,12 @@ class TileRef:
         return f"{self.role}-tile"
 
 
+def k_contiguous(ptr) -> bool:
+    """A [K, N] pointer block (a dot's B) statically contiguous along K and not along N: its
+    tile copies straight into a K-major ([N][K]) shared-memory tile."""
+    return axis_stride(ptr, 0) == 1 and axis_stride(ptr, 1) != 1
+
+
 def axis_stride(v, axis):
     """The constant element stride of block `v` along `axis`, or None when unknown."""
     if not is_block(v.type):
@@ -246,8 +252,7 @@ def plan_tile_loads(fn, options):
             ld.opcode = "dot_tile_load"
             ld.attrs["tile"] = TileRef(dot, role)
             dot.attrs[f"{role}_src"] = "loaded"
-            if role == "b" and plan.esize == 2 and axis_stride(ptr, 0) == 1 \
-                    and axis_stride(ptr, 1) != 1:
+            if role == "b" and plan.esize == 2 and k_contiguous(ptr):
                 dot.attrs["b_kmajor"] = True
     return fn
 

@@ -44,6 +44,7 @@ from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
 from .dot import plan_dot, uses_wgmma
 from .dot_fp8 import lower_fp8_dots
+from .dot_loads import k_contiguous
 
 
 @dataclasses.dataclass
@@ -54,6 +55,8 @@ class RingPlan:
     a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
     stage_bytes: int
     early: bool = False    # consume at the iteration's first ring load, before its copies
+    b_kmajor: bool = False    # B's tile is [N][K]: 4- and 1-byte inputs, and any B whose
+                              # pointer block is contiguous along K (x @ W.T)
     tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
     tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
     state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
@@ -179,7 +182,8 @@ def _mark_ring(loop, options):
         D_, wait = S - 1, (1 if use_wg else 0)
         a_bytes = -(-plan.M * plan.K * plan.esize // 1024) * 1024
         b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
-        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg)
+        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg,
+                        b_kmajor=plan.esize != 2 or k_contiguous(loads[1].operands[0]))
         op.attrs["dot_plan"] = plan
         op.attrs["ring"] = ring
         for role, ld in zip("ab", loads):

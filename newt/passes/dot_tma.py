@@ -33,6 +33,7 @@ from .. import dtypes as D
 from ..codegen.tma import tile_boxes
 from ..ir.core import Op
 from .dot import SwappedAccLayout
+from .dot_loads import k_contiguous
 
 # attrs that make two ops compute different things (the rest are analysis facts)
 _SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "fp_rounding", "kind", "order")
@@ -286,7 +287,7 @@ def _source(fn, v, what):
     return ("param", p.index, p.name)
 
 
-def _operand(fn, loop, ld, role, it_step, swap=False, k_major_b=False):
+def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
     """TmaOperand + map recipe of one ring load, or raise _No(reason).
 
     The operand's tile lands in the order of memory: rows of the box set are the block's axis
@@ -298,7 +299,7 @@ def _operand(fn, loop, ld, role, it_step, swap=False, k_major_b=False):
     ptr = ld.operands[0]
     R, C = ld.result.shape
     kind = _KIND.get(ld.result.dtype.name)
-    if kind is None and swap and ld.result.dtype.name == "float32":
+    if kind is None and tf32 and ld.result.dtype.name == "float32":
         kind = "f32"        # tf32 products read fp32 bits (wgmma ignores the low 13)
     if kind is None:
         raise _No(f"{ld.result.dtype.name} tiles stay on cp.async")
@@ -459,13 +460,19 @@ def _carried_step(ld, body, yld):
 def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     """Decide TMA for one ring (loads = (A load, B load)); record the facts or the reason.
 
-    tf32: wgmma reads a 4-byte B from shared memory only K-major, and a box lands N-major. The
-    dot is then computed swapped, C^T = B^T A^T (plan.swap, SwappedAccLayout): A's K-major tile
-    is wgmma's B, B^T's fragments are read from B's tile into registers (codegen/dot_swap.py)."""
+    A B contiguous along K (x @ W.T) is described as transposed boxes: they land as the K-major
+    [N][K] tile (ring.b_kmajor), which every input type's wgmma reads.
+
+    tf32 with B contiguous along N: wgmma reads a 4-byte B from shared memory only K-major, and
+    a box lands N-major. The dot is then computed swapped, C^T = B^T A^T (plan.swap,
+    SwappedAccLayout): A's K-major tile is wgmma's B, B^T's fragments are read from B's tile
+    into registers (codegen/dot_swap.py)."""
     body = loop.regions[0]
     yld = body.ops[-1]
     plan = dot.attrs["dot_plan"]
-    swap = plan.kind == "tf32"
+    # a B contiguous along K lands K-major by itself (transposed boxes): no swap needed
+    kcontig = k_contiguous(loads[1].operands[0])
+    swap = plan.kind == "tf32" and not kcontig
     steps = []
     for ld in loads:
         steps.append(_carried_step(ld, body, yld))
@@ -476,8 +483,9 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
             raise _No("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
-            # 8-bit B lands K-major ([N][K]: codegen's B tile for 1-byte inputs)
-            ops.append(_operand(fn, loop, ld, role, s, swap, role == "b" and plan.esize == 1))
+            # B contiguous along K lands K-major ([N][K]), as the ring's B tile is then
+            ops.append(_operand(fn, loop, ld, role, s, plan.kind == "tf32",
+                                role == "b" and kcontig))
         (ta, ra, wa), (tb, rb, wb) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []

@@ -1,8 +1,10 @@
-"""fp8 dots in the generated code, run on the CPU (the emulator of tests/test_dot_emulated.py):
-8-bit wgmma.mma_async fed by TMA boxes (B transposed into K-major boxes) or by the cp.async ring,
-a dot outside a loop, and the fp16 path where 8-bit wgmma cannot take the operands (sm_80, B
-contiguous along N). Odd sizes, NaN-poisoned outputs, results against torch in fp64 (the
-emulator's products are exact; the tensor cores' fp8 accumulation is checked on the GPU)."""
+"""Dots whose B operand is contiguous along K (x @ W.T, Triton's fp8 tutorial's b.T), in the
+generated code run on the CPU (the emulator of tests/test_dot_emulated.py): B's tile is K-major
+([N][K]); on sm_90a TMA fills it with transposed boxes. fp8 dots take 8-bit wgmma there (by TMA
+or by the cp.async ring), and the fp16 path where 8-bit wgmma cannot take the operands (sm_80,
+B contiguous along N); fp16, bf16 and tf32 read the same K-major tile (tf32 then needs no
+swapped product). Odd sizes, NaN-poisoned outputs, results against torch in fp64 (the emulator's
+products are exact; the tensor cores' fp8 accumulation is checked on the GPU)."""
 import os
 import shutil
 import sys
@@ -128,3 +130,36 @@ def test_single_fp8_dot_emulated(monkeypatch, M, N, K, W):
     assert _kinds(E.build.last_source) == {"e5m2_e4m3"}
     torch.testing.assert_close(out.double(), a.double() @ bt.double().t() + c.double(),
                                atol=1e-4, rtol=1e-5)
+
+
+@pytest.mark.parametrize("arch,dt,M,N,K,cfg", [
+    # 16-byte aligned rows: both operands by TMA, B's boxes transposed; K tail, wrapped rows
+    ("sm_90a", torch.float16, 100, 90, 208, (64, 64, 64, 4, 3)),
+    ("sm_90a", torch.bfloat16, 130, 150, 336, (128, 128, 64, 8, 4)),
+    # tf32 with a K-major B: no swapped product (B^T fragments from registers) needed
+    ("sm_90a", torch.float32, 70, 72, 96, (64, 64, 32, 4, 3)),
+    # rows not aligned (K = 100): the cp.async ring copies B into its K-major tile
+    ("sm_90a", torch.float16, 70, 45, 100, (64, 64, 32, 4, 3)),
+    # sm_80: ldmatrix without .trans reads the K-major tile
+    ("sm_80", torch.float16, 100, 90, 208, (64, 64, 64, 4, 3)),
+], ids=["f16-tma", "bf16-tma-w8", "tf32-tma", "f16-cp-async", "f16-sm80"])
+def test_tutorial_matmul_b_along_k_emulated(monkeypatch, arch, dt, M, N, K, cfg):
+    import bench_matmul as bm
+    E = _emulator(monkeypatch, arch)
+    torch.manual_seed(4)
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(N, K).to(dt).t()
+    c = torch.full((M, N), float("nan"), dtype=dt)
+    BM, BN, BK, W, S = cfg
+    _STAGES[0] = S
+    E.emulate(bm.example().matmul_kernel, (-(-M // BM) * -(-N // BN),), a, b, c, M, N, K,
+              *a.stride(), *b.stride(), *c.stride(), BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+              BLOCK_SIZE_K=BK, GROUP_SIZE_M=8, ACTIVATION="", num_warps=W, num_stages=S)
+    aligned = (K * a.element_size()) % 16 == 0
+    assert len(E.build.last_maps) == (2 if arch == "sm_90a" and aligned else 0)
+    src = E.build.last_source
+    assert "newt_lds64" not in src     # not swapped: B^T's fragments are not read into registers
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    ref = a.double() @ b.double()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < {torch.float16: 2e-3, torch.bfloat16: 8e-3, torch.float32: 2e-3}[dt], err
