@@ -1,8 +1,9 @@
 """Matmul rows: newt vs Triton (the same kernel source, examples/05_matmul.py, nl -> tl) vs
 torch.matmul (cuBLAS), fp16 / bf16 at 2048, 4096, 8192 and fp32 inputs (tf32) at 8192, in one
 run; fp8 (e4m3 inputs, fp16 output, B given as the transpose of a row-major [N, K] matrix, as in
-Triton's tutorial) at 4096 and 8192 against torch._scaled_mm (cuBLAS, scales of 1). Correctness
-first on odd shapes with NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
+Triton's tutorial) at 4096 and 8192 against torch._scaled_mm (cuBLAS, scales of 1); x @ W.T
+(B contiguous along K) in fp16 at 4096 and tf32 at 8192. Correctness first on odd shapes with
+NaN-poisoned outputs; TFLOP/s = 2*M*N*K / median time.
 
     PYTHONPATH=. python benchmarks/bench_matmul.py [--quick] [--dtype fp16|bf16|tf32|fp8]
 
@@ -46,11 +47,11 @@ def example():
                             "newt_example_matmul")
 
 
-def operands(dt, M, N, K, out=None):
-    """(a, b, c) of one problem: c poisoned with NaN; fp8's B is K-contiguous (b = bt.T) and
-    its output fp16."""
+def operands(dt, M, N, K, bt=False):
+    """(a, b, c) of one problem: c poisoned with NaN; B contiguous along K (b = W.T, W of
+    [N, K]) when bt, and always for fp8, whose output is fp16."""
     a = torch.randn(M, K, device="cuda").to(dt)
-    if dt == FP8:
+    if bt or dt == FP8:
         b = torch.randn(N, K, device="cuda").to(dt).t()
     else:
         b = torch.randn(K, N, device="cuda").to(dt)
@@ -89,11 +90,11 @@ def bench(fn):
     return triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median")
 
 
-def check(kernel, dt, cfg):
+def check(kernel, dt, cfg, bt=False):
     """Odd shapes, poisoned output, fresh random data: relative error against fp64."""
     worst = 0.0
     for (M, N, K, act) in CHECK_SHAPES:
-        a, b, c = operands(dt, M, N, K)
+        a, b, c = operands(dt, M, N, K, bt)
         launch(kernel, a, b, c, cfg, act)
         torch.cuda.synchronize()
         ref = a.double() @ b.double()
@@ -119,17 +120,17 @@ def precompile(kernel, plan):
     worker processes (into the disk cache); later launches load the binaries."""
     from newt.runtime import driver, precompile as pc, specialize
     jobs = []
-    for dt in sorted({d for d, _ in plan}, key=str):
+    for dt, bt in sorted({(d, t) for d, _, t in plan}, key=str):
         t = torch.empty(16, device="cuda", dtype=dt)
         tc = torch.empty(16, device="cuda", dtype=torch.float16) if dt == FP8 else t
         shapes = [(M, N, K, act) for (M, N, K, act) in CHECK_SHAPES] + \
-                 [(n, n, n, "") for d, n in plan if d == dt]
+                 [(n, n, n, "") for d, n, t in plan if (d, t) == (dt, bt)]
         for cfg in configs(dt):
             BM, BN, BK, W, S = cfg
             for (M, N, K, act) in shapes:
                 kw = dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
                           ACTIVATION=act, num_warps=W, num_stages=S)
-                bs = (1, K) if dt == FP8 else (N, 1)
+                bs = (1, K) if bt or dt == FP8 else (N, 1)
                 try:
                     arguments, nw, ns = specialize.bind(kernel, (t, t, tc, M, N, K, K, 1, *bs,
                                                                  N, 1), kw)
@@ -210,30 +211,33 @@ def _prepare(plan):
     except Exception as e:  # noqa: BLE001 - launches compile in-process instead
         print(f"precompile failed ({type(e).__name__}: {e}); compiling in-process")
     ok_cfgs = {}
-    for dt in sorted({d for d, _ in plan}, key=str):
-        ok_cfgs[dt] = []
+    for dt, bt in sorted({(d, t) for d, _, t in plan}, key=str):
+        ok_cfgs[dt, bt] = []
         for cfg in configs(dt):
             t0 = time.time()
             try:   # correctness before any timing
-                ok, msg = check(nk, dt, cfg)
+                ok, msg = check(nk, dt, cfg, bt)
             except Exception as e:  # noqa: BLE001 - a failing config is a result
                 ok, msg = False, f"{type(e).__name__}: {str(e)[:300]}"
-            print(f"check newt {str(dt)[6:]} {cfg}: {'PASS' if ok else 'FAIL'} {msg} "
+            label = str(dt)[6:] + (" B=W.T" if bt else "")
+            print(f"check newt {label} {cfg}: {'PASS' if ok else 'FAIL'} {msg} "
                   f"({time.time() - t0:.1f}s)", flush=True)
             if ok:
-                ok_cfgs[dt].append(cfg)
+                ok_cfgs[dt, bt].append(cfg)
     _STATE.update(nk=nk, tk=tk, ok_cfgs=ok_cfgs)
     return _STATE
 
 
 def _plan(quick, dtype=None):
+    """(input dtype, size, B contiguous along K) of each row."""
     if quick:
-        return [(torch.float16, 4096)]
-    plan = [(torch.float16, n) for n in (2048, 4096, 8192)] + \
-        [(torch.bfloat16, n) for n in (2048, 4096, 8192)] + [(torch.float32, 8192)] + \
-        [(FP8, n) for n in (4096, 8192)]
+        return [(torch.float16, 4096, False)]
+    plan = [(torch.float16, n, False) for n in (2048, 4096, 8192)] + \
+        [(torch.bfloat16, n, False) for n in (2048, 4096, 8192)] + \
+        [(torch.float32, 8192, False)] + [(FP8, n, True) for n in (4096, 8192)] + \
+        [(torch.float16, 4096, True), (torch.float32, 8192, True)]     # x @ W.T
     names = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float32: "tf32", FP8: "fp8"}
-    return [(d, n) for d, n in plan if dtype in (None, names[d])]
+    return [(d, n, t) for d, n, t in plan if dtype in (None, names[d])]
 
 
 def run(out_dir=None, quick=False, dtype=None):
@@ -243,30 +247,32 @@ def run(out_dir=None, quick=False, dtype=None):
     st = _prepare(plan)
     nk, tk, ok_cfgs = st["nk"], st["tk"], st["ok_cfgs"]
     rows, table = [], []
-    for dt, n in plan:
-        a, b, c = operands(dt, n, n, n)
+    for dt, n, bt in plan:
+        a, b, c = operands(dt, n, n, n, bt)
         flop = 2.0 * n ** 3
         errors = {}
         cfgs = configs(dt)
         best, cub = _sweep_in_rounds({"newt": nk, "triton": tk},
-                                     {"newt": [x for x in cfgs if x in ok_cfgs.get(dt, [])],
+                                     {"newt": [x for x in cfgs if x in ok_cfgs.get((dt, bt), [])],
                                       "triton": cfgs}, a, b, c, flop, errors, f"{str(dt)[6:]} {n}")
         for p in ("newt", "triton"):    # (TFLOP/s, config, registers of newt's winner)
             tf, cfg = best.get(p, (0.0, None))
             best[p] = (tf, cfg, regs_of(nk, a, b, c, cfg) if p == "newt" and cfg else "")
-        d = "fp8e4m3" if dt == FP8 else str(dt)[6:]
+        d = "fp8e4m3" if dt == FP8 else "tf32" if dt == torch.float32 else str(dt)[6:]
+        d += " B=W.T" if bt and dt != FP8 else ""
         table.append((d, n, best["newt"], best["triton"], cub))
-        rows.append(dict(workload=f"matmul {'tf32' if dt == torch.float32 else d} {n}^3",
+        wt = " (B = W.T)" if bt and dt != FP8 else ""
+        rows.append(dict(workload=f"matmul {d.split()[0]} {n}^3{wt}",
                          unit="TFLOP/s", higher_is_better=True,
                          newt=best["newt"][0] or None, triton=best["triton"][0] or None,
                          torch=cub, errors=errors, target_ratio=1.0))
     print(f"\n== bench_matmul ({time.time() - t_start:.0f}s) "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} "
           f"{torch.cuda.get_device_name()} (examples/05_matmul.py, same source for Triton) ==")
-    print(f"{'dtype':8} {'n':>5} {'newt':>6} {'triton':>7} {'cuBLAS':>7} {'n/tri':>6}  "
+    print(f"{'dtype':12} {'n':>5} {'newt':>6} {'triton':>7} {'cuBLAS':>7} {'n/tri':>6}  "
           "newt cfg (regs/spills/local) | triton cfg")
     for d, n, (tn, nc, nr), (tt, tc, _), cub in table:
-        print(f"{d:8} {n:5d} {tn:6.0f} {tt:7.0f} {cub:7.0f} {tn / max(tt, 1e-9):6.2f}  "
+        print(f"{d:12} {n:5d} {tn:6.0f} {tt:7.0f} {cub:7.0f} {tn / max(tt, 1e-9):6.2f}  "
               f"{nc} ({nr}) | {tc}", flush=True)
     return rows
 
