@@ -136,7 +136,7 @@ EMU_WGMMA = r"""
 // a_vals: A from registers (wgmma with A in registers): the 2 rows x 16 k of the issuing
 // thread's D fragment, captured at issue; empty when A comes from a descriptor (da)
 struct nt_wg_op { float* d; int n, scale_d; std::vector<float> delta; newt_u64 da, db; int kind, tb;
-                  std::vector<float> a_vals; };
+                  std::vector<float> a_vals; int* di = nullptr; };   // di: an s32 accumulator
 struct nt_wg_state {
   std::vector<nt_wg_op> open;                  // issued since the last commit_group
   std::vector<std::vector<nt_wg_op>> groups;   // committed, not yet retired
@@ -186,6 +186,7 @@ static float nt_wg_el(newt_u32 addr, int kind) {   // kind 0 f16, 1 bf16, 2 tf32
   if (kind == 2) { newt_u32 w; memcpy(&w, nt_smem + addr, 4); return nt_bits<float>(w & 0xffffe000u); }
   if (kind == 3) return nt_e4m3_f(nt_smem[addr]);
   if (kind == 4) return nt_e5m2_f(nt_smem[addr]);
+  if (kind == 7) return (float)(signed char)nt_smem[addr];
   newt_u16 h; memcpy(&h, nt_smem + addr, 2);
   return kind == 0 ? nt_h2f(h) : nt_bits<float>(((newt_u32)h) << 16);
 }
@@ -193,9 +194,9 @@ static void nt_wg_compute(nt_wg_op& op) {
   nt_desc qa = nt_decode(op.a_vals.empty() ? op.da : op.db), qb = nt_decode(op.db);
   nt_desc_check(qa); nt_desc_check(qb);
   int t = threadIdx.x % 128, w = t / 32, l = t % 32;
-  // fp8 pairs (op.kind 3 + 2 * (A is e5m2) + (B is e5m2)): k32, one byte per element
-  bool f8 = op.kind >= 3;
-  int K = op.kind == 2 ? 8 : f8 ? 32 : 16, es = op.kind == 2 ? 4 : f8 ? 1 : 2;
+  // fp8 pairs (op.kind 3 + 2 * (A is e5m2) + (B is e5m2)) and s8 (7): k32, one byte each
+  bool b1 = op.kind >= 3, f8 = b1 && op.kind != 7;
+  int K = op.kind == 2 ? 8 : b1 ? 32 : 16, es = op.kind == 2 ? 4 : b1 ? 1 : 2;
   int ka = f8 ? 3 + (op.kind - 3) / 2 : op.kind, kb = f8 ? 3 + (op.kind - 3) % 2 : op.kind;
   op.delta.assign(op.n / 2, 0.f);
   for (int i = 0; i < op.n / 2; ++i) {   // fragment D: row 16w + l/4 + 8*((i%4)/2), column 8*(i/4) + 2*(l%4) + i%2
@@ -236,6 +237,13 @@ static void nt_wgmma(float* d, newt_u64 da, newt_u64 db, int scale_d, int kind, 
   nt_wg_compute(op);
   nt_wg.open.push_back(op);
 }
+static void nt_wgmma_i(int* d, newt_u64 da, newt_u64 db, int scale_d, int kind, int n, int tb) {
+  nt_wg_uniform(da, db, scale_d, kind, n, tb);
+  nt_wg_op op{nullptr, n, scale_d, {}, da, db, kind, tb};
+  op.di = d;   // products of 32 bytes per k-step: the float sums are exact integers
+  nt_wg_compute(op);
+  nt_wg.open.push_back(op);
+}
 static void newt_wgmma_fence() {}
 static void newt_wgmma_commit() { nt_wg.groups.push_back(nt_wg.open); nt_wg.open.clear(); }
 // tests set this to hold every warp but warp 0 in its waits (a fixed interleaving: warp 0
@@ -252,7 +260,10 @@ template <int N> static void newt_wgmma_wait() {
       nt_wg_compute(again);
       if (memcmp(again.delta.data(), op.delta.data(), op.delta.size() * 4))
         nt_emu_fail("shared memory under an in-flight wgmma changed before wait_group");
-      for (int i = 0; i < op.n / 2; ++i) op.d[i] = (op.scale_d ? op.d[i] : 0.f) + op.delta[i];
+      for (int i = 0; i < op.n / 2; ++i) {
+        if (op.di) op.di[i] = (op.scale_d ? op.di[i] : 0) + (int)op.delta[i];
+        else op.d[i] = (op.scale_d ? op.d[i] : 0.f) + op.delta[i];
+      }
     }
     nt_wg.groups.erase(nt_wg.groups.begin());
   }
@@ -285,10 +296,12 @@ def wgmma_models(src: str) -> tuple[str, str]:
     definitions of the same functions calling the model)."""
     import re
     from newt.codegen import dot_ptx
-    kinds = {"f16": 0, "bf16": 1, "tf32": 2, "e4m3": 3, "e4m3_e5m2": 4, "e5m2_e4m3": 5, "e5m2": 6}
-    pat = re.compile(r"NEWT_DEV void (\w+)\(float\* d, newt_u64 da, newt_u64 db, int scale_d\) \{\n"
+    kinds = {"f16": 0, "bf16": 1, "tf32": 2, "e4m3": 3, "e4m3_e5m2": 4, "e5m2_e4m3": 5, "e5m2": 6,
+             "s8": 7}
+    pat = re.compile(r"NEWT_DEV void (\w+)\((?:float|int)\* d, newt_u64 da, newt_u64 db, "
+                     r"int scale_d\) \{\n"
                      r"  asm volatile\(\"\{\\n\.reg \.pred p;\\nsetp\.ne\.b32 p, %\d+, 0;\\n"
-                     r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k\d+\.f32\.(\w+)\.(\w+) .*?\n\}\n",
+                     r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k\d+\.[fs]32\.(\w+)\.(\w+) .*?\n\}\n",
                      re.S)
 
     def repl(m):
@@ -297,8 +310,9 @@ def wgmma_models(src: str) -> tuple[str, str]:
         trans = [t for t in (0, 1) if m.group(0) == dot_ptx.wgmma_instr(kind, n, bool(t), name)]
         assert trans, f"{name} is not dot_ptx.wgmma_instr's text"
         trans = trans[0]
-        defs.append(f"static void {name}(float* d, newt_u64 da, newt_u64 db, int scale_d) "
-                    f"{{ nt_wgmma(d, da, db, scale_d, {kinds[kind]}, {n}, {trans}); }}\n")
+        t, model = ("int", "nt_wgmma_i") if kind == "s8" else ("float", "nt_wgmma")
+        defs.append(f"static void {name}({t}* d, newt_u64 da, newt_u64 db, int scale_d) "
+                    f"{{ {model}(d, da, db, scale_d, {kinds[kind]}, {n}, {trans}); }}\n")
         return ""
     defs: list[str] = []
     out = pat.sub(repl, src)

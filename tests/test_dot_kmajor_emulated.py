@@ -163,3 +163,26 @@ def test_tutorial_matmul_b_along_k_emulated(monkeypatch, arch, dt, M, N, K, cfg)
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())
     assert err < {torch.float16: 2e-3, torch.bfloat16: 8e-3, torch.float32: 2e-3}[dt], err
+
+
+@pytest.mark.parametrize("b_along_k,M,N,K,cfg", [
+    (True, 100, 90, 208, (64, 64, 64, 4, 3)),        # TMA, B's boxes transposed
+    (True, 70, 130, 100, (64, 128, 32, 4, 2)),       # rows not aligned: cp.async ring
+    (False, 100, 90, 208, (128, 64, 64, 8, 3)),      # B along N: copied transposed
+], ids=["w_t-tma", "w_t-cp-async", "b-w8"])
+def test_int8_matmul_wgmma_emulated(monkeypatch, b_along_k, M, N, K, cfg):
+    """int8 on sm_90a: 8-bit wgmma into an s32 accumulator (B's tile K-major as ever)."""
+    from test_ops_dot import int8_matmul_kernel
+    E = _emulator(monkeypatch, "sm_90a")
+    torch.manual_seed(5)
+    a = torch.randint(-128, 128, (M, K), dtype=torch.int8)
+    b = torch.randint(-128, 128, (N, K), dtype=torch.int8).t() if b_along_k else \
+        torch.randint(-128, 128, (K, N), dtype=torch.int8)
+    c = torch.full((M, N), -7, dtype=torch.int32)
+    BM, BN, BK, W, S = cfg
+    _STAGES[0] = S
+    E.emulate(int8_matmul_kernel, (-(-M // BM), -(-N // BN)), a, b, c, M, N, K, *a.stride(),
+              *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK, num_warps=W, num_stages=S)
+    assert len(E.build.last_maps) == (2 if b_along_k and K % 16 == 0 else 0)
+    assert _kinds(E.build.last_source) == {"s8"}
+    assert torch.equal(c, (a.long() @ b.long()).to(torch.int32))

@@ -120,3 +120,37 @@ def test_tutorial_matmul_broadcast_rows(target, device):
     b = rand((1, N), torch.float16, device).expand(K, N)
     assert b.stride(0) == 0
     _check_matmul(a, b, (64, 64, 32), stages=3)
+
+
+@newt.jit
+def int8_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+                       BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    rm = nl.program_id(0) * BM + nl.arange(0, BM)
+    rn = nl.program_id(1) * BN + nl.arange(0, BN)
+    rk = nl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :] * sak
+    b_ptrs = b_ptr + rk[:, None] * sbk + rn[None, :] * sbn
+    acc = nl.zeros((BM, BN), dtype=nl.int32)
+    for k in range(0, nl.cdiv(K, BK)):
+        a = nl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0)
+        b = nl.load(b_ptrs, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0)
+        acc = nl.dot(a, b, acc)
+        a_ptrs += BK * sak
+        b_ptrs += BK * sbk
+    nl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc,
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("b_along_k", [False, True], ids=["b", "w_t"])
+@pytest.mark.parametrize("M,N,K", [(100, 90, 200), (130, 64, 96)])
+def test_int8_matmul(target, device, M, N, K, b_along_k):
+    """int8 in, int32 accumulated exactly; B row-major or contiguous along K (x @ W.T: on
+    sm_90a 8-bit wgmma, tiles by TMA when rows are 16-byte aligned); masked tails."""
+    a = rand((M, K), torch.int8, device, -128, 128)
+    b = rand((N, K), torch.int8, device, -128, 128).t() if b_along_k else \
+        rand((K, N), torch.int8, device, -128, 128)
+    c = poison((M, N), torch.int32, device)
+    BM, BN, BK = (16, 16, 32) if target == "interp" else (64, 64, 64)
+    int8_matmul_kernel[(newt.cdiv(M, BM), newt.cdiv(N, BN))](
+        a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK)
+    check(c, (a.cpu().long() @ b.cpu().long()).to(torch.int32))

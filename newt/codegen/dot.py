@@ -16,7 +16,7 @@ Tensor-core schedule (synchronous form):
                                  value in the accumulator layout: mma.sync, or on sm_90a
                                  wgmma.mma_async with A in registers, `_wgmma_rs`)
     fence.proxy.async; barrier   (wgmma reads shared memory through the async proxy)
-    sm_90a, num_warps % 4 == 0, 16-bit/tf32 inputs:
+    sm_90a, num_warps % 4 == 0, 16-bit/tf32/fp8/int8 inputs:
         wgmma.mma_async per warpgroup, per 64-row sub-tile, per <=256-column chunk, per
         32-byte k-step; commit; wait 0
     otherwise: per warp, per k-step ldmatrix A (x4) and B (x4, .trans for 16-bit MN-major B),
@@ -30,7 +30,7 @@ wg_defer, rotate).
 Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
-wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32 and int8, and for 16-bit B
+wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32, fp8 and int8, and for 16-bit B
 loaded along K (attrs["b_kmajor"], newt/passes/dot_loads.py). Regions come from the
 shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
 

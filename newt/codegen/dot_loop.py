@@ -37,15 +37,20 @@ def pin_registers(em, name, nslots):
     wgmma wait: the wait is an asm statement with no register operands, so without it NVVM
     may move reads of the accumulator (an epilogue's conversions) above the wait, and ptxas
     then serializes every wgmma of the kernel (C7514)."""
-    _helpers(em, ("newt_pin_f32", _PIN))
+    _helpers(em, ("newt_pin", _PIN))
     with em.slots(nslots) as s:
-        em.emit(f"newt_pin_f32({name}[{s}]);")
+        em.emit(f"newt_pin({name}[{s}]);")
 
 
 # (the CPU emulator of generated code compiles the same text: no register constraint there)
-_PIN = """NT_INLINE void newt_pin_f32(float& x) {
+_PIN = """NT_INLINE void newt_pin(float& x) {
 #ifdef __CUDA_ARCH__
   asm volatile("" : "+f"(x));
+#endif
+}
+NT_INLINE void newt_pin(int& x) {   // int8 products accumulate in int32
+#ifdef __CUDA_ARCH__
+  asm volatile("" : "+r"(x));
 #endif
 }
 """

@@ -8,7 +8,7 @@ records the decision in `op.attrs["dot_plan"]` (a DotPlan, shown by the printer)
 (newt/codegen/dot.py) follows it.
 
 Engines:
-  "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit, tf32 or fp8 inputs
+  "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit, tf32, fp8 or int8 inputs
           codegen uses wgmma.mma_async (warpgroups); otherwise ldmatrix + mma.sync (sm_80+).
           Both produce the same accumulator layout (AccLayout), so the layout does not depend
           on the arch. fp8 reaches a plan only where wgmma takes it (passes/dot_fp8.py).
@@ -195,10 +195,11 @@ def acc_layout(plan: "DotPlan", num_threads: int):
 
 def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
     """Whether codegen computes a tensor-core dot with wgmma (else mma.sync): sm_90a, whole
-    warpgroups, 16-bit, tf32 or fp8 inputs; A from registers (a_src "regs") only for 16-bit."""
+    warpgroups, 16-bit, tf32, fp8 or int8 inputs; A from registers (a_src "regs") only for
+    16-bit."""
     if plan.engine != "mma" or not (arch.startswith("sm_9") and arch.endswith("a")):
         return False
-    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32") + FP8_KINDS
+    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32", "s8") + FP8_KINDS
     return num_threads % 128 == 0 and plan.kind in kinds
 
 

@@ -37,7 +37,8 @@ from .dot_loads import k_contiguous
 
 # attrs that make two ops compute different things (the rest are analysis facts)
 _SEMANTIC_ATTRS = ("op", "value", "start", "end", "axis", "bitcast", "fp_rounding", "kind", "order")
-_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8"}
+_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8",
+         "int8": "u8"}
 
 
 @dataclasses.dataclass
