@@ -2,7 +2,7 @@
 # One command for the GPU machine: versions, the whole test suite on the GPU, the benchmarks
 # twice (so a margin can be told from noise), and a summary table printed last.
 # Installs nothing; runs from the checkout. Logs and results go under $OUT (a temp folder if
-# unset). Budget: under ~9 minutes (pytest <= 240 s, examples <= 90 s, benchmarks <= 210 s
+# unset). Budget: under ~10 minutes (pytest <= 200 s, examples <= 90 s, benchmarks <= 300 s
 # by default); --sanitize adds up to a few minutes: pair it with --no-tests or --no-bench.
 #
 #   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--deuteron] [--no-tests] [--no-examples]
@@ -18,8 +18,8 @@
 # error count per tool. Without compute-sanitizer the stage is skipped with a note.
 #
 # Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (200;
-# 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (240 s),
-# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (210 s), DT_BUDGET (240 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
+# 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (200 s),
+# EXAMPLES_BUDGET (90 s), BENCH_BUDGET (300 s), DT_BUDGET (240 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
 # SANITIZE_TIMEOUT (120 s per sanitizer run), SANITIZE_BUDGET (420 s for the whole stage),
 # SANITIZE_TESTS (the test files of the subset),
 # SANITIZE_K (the pytest -k expression that picks the subset's GPU tests).
@@ -81,7 +81,7 @@ if [ "$TESTS" = 1 ]; then
   fi
   # in a session of its own, so that everything it started (xdist workers, compile workers) is
   # killed with it: leftovers would load the CPU and GPU while the benchmarks run
-  setsid timeout -k 10 "${PYTEST_BUDGET:-240}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1 &
+  setsid timeout -k 10 "${PYTEST_BUDGET:-200}" "$PY" -m pytest "${args[@]}" >"$OUT/pytest.log" 2>&1 &
   pgid=$!
   wait "$pgid"
   rc=$?
@@ -91,7 +91,7 @@ if [ "$TESTS" = 1 ]; then
     | sort | uniq -c | sort -rn | head -n 15
   tail -n 30 "$OUT/pytest.log"
   pytest_status="$(grep -E '[0-9]+ (passed|failed|error)' "$OUT/pytest.log" | tail -n 1) (rc=$rc)"
-  [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-240} s; $pytest_status"
+  [ "$rc" = 124 ] && pytest_status="TIMED OUT after ${PYTEST_BUDGET:-200} s; $pytest_status"
   # tests that ran past TEST_TIMEOUT: pytest-timeout's banner, xdist's crashed-worker line
   grep -oE "(crashed while running|Timeout \(>[0-9.]+s\) from pytest-timeout|Timeout).*" \
     "$OUT/pytest.log" | head -n 20 >"$OUT/pytest_timeouts.txt"
@@ -120,12 +120,12 @@ if [ "$BENCH" = 1 ]; then
   section "benchmarks, ${BENCH_RUNS:-2} runs (log: $OUT/bench.log)"
   only=()
   [ -n "${BENCH_ONLY:-}" ] && only=(--only "$BENCH_ONLY")
-  timeout -k 10 "${BENCH_BUDGET:-210}" "$PY" benchmarks/run_all.py --runs "${BENCH_RUNS:-2}" \
+  timeout -k 10 "${BENCH_BUDGET:-300}" "$PY" benchmarks/run_all.py --runs "${BENCH_RUNS:-2}" \
     --out "$OUT/bench" "${only[@]}" >"$OUT/bench.log" 2>&1
   rc=$?
   tail -n 25 "$OUT/bench.log"
   bench_status="rc=$rc"
-  [ "$rc" = 124 ] && bench_status="TIMED OUT after ${BENCH_BUDGET:-210} s"
+  [ "$rc" = 124 ] && bench_status="TIMED OUT after ${BENCH_BUDGET:-300} s"
 fi
 
 dt_status=()

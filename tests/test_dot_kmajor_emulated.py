@@ -169,7 +169,8 @@ def test_tutorial_matmul_b_along_k_emulated(monkeypatch, arch, dt, M, N, K, cfg)
     (True, 100, 90, 208, (64, 64, 64, 4, 3)),        # TMA, B's boxes transposed
     (True, 70, 130, 100, (64, 128, 32, 4, 2)),       # rows not aligned: cp.async ring
     (False, 100, 90, 208, (128, 64, 64, 8, 3)),      # B along N: copied transposed
-], ids=["w_t-tma", "w_t-cp-async", "b-w8"])
+    (False, 130, 64, 96, (64, 64, 64, 4, 3)),        # ... also when its rows are aligned
+], ids=["w_t-tma", "w_t-cp-async", "b-w8", "b-aligned"])
 def test_int8_matmul_wgmma_emulated(monkeypatch, b_along_k, M, N, K, cfg):
     """int8 on sm_90a: 8-bit wgmma into an s32 accumulator (B's tile K-major as ever)."""
     from test_ops_dot import int8_matmul_kernel

@@ -480,6 +480,9 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     try:
         if any(s is None for s in steps):
             raise _No("a pointer does not advance by a loop-invariant step")
+        if plan.esize == 1 and not kcontig:
+            # 8-bit wgmma reads B only K-major and a box along N would land N-major
+            raise _No("8-bit B contiguous along N is copied transposed by cp.async")
         if swap and not SwappedAccLayout.fits(plan.M, plan.N, num_threads):
             raise _No("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
         ops = []
