@@ -172,9 +172,9 @@ def language_md() -> str:
            "8-bit floats `nl.float8e4nv` (e4m3, max 448, no infinities: `torch.float8_e4m3fn`) "
            "and `nl.float8e5` (e5m2, max 57344: `torch.float8_e5m2`): loads, stores, casts "
            "(to fp8: round to nearest even, saturating to the largest finite value, as "
-           "`cvt.rn.satfinite` does), `nl.where` and `nl.dot` (8-bit wgmma on sm_90a, "
-           "accumulating as the tensor cores do, like Triton's default there; elsewhere "
-           "computed exactly through fp16). "
+           "`cvt.rn.satfinite` does), `nl.where` and `nl.dot` (8-bit wgmma on sm_90a when B is "
+           "contiguous along K, accumulating as the tensor cores do, like Triton's default "
+           "there; otherwise computed exactly through fp16). "
            "Arithmetic on them is an error: cast to a wider float first (Triton rejects it too).\n",
            f"#### `nl.constexpr`\n\n{_doc(nl.constexpr)}\n",
            f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n"]

@@ -12,14 +12,11 @@ Why the conditions: wgmma.mma_async reads 8-bit operands from shared memory only
 transpose operand for them, PTX ISA "wgmma: matrix descriptor"). A's tile is always [M][K]; B's
 is [N][K], which TMA fills straight from memory when B's pointer block is contiguous along K
 (the tutorial's `b.T`, or weights stored [N, K]) -- dot_tma.py's transposed box. A B contiguous
-along N is transposed byte by byte by the cp.async ring on its way there: slower, but still
-faster than the fp16 path, whose casts keep the loads out of the ring (H200, int8 8192^3 with
-B along N, the same copies: 155 TOPS; fp8 through fp16: 61 TFLOP/s). Operands must be loads:
-an A computed in registers (attention's P) would ask for wgmma with A from registers, which
-newt builds for 16-bit inputs only. Other archs have no 8-bit wgmma (mma.sync on fp8 exists
-from sm_89 but is not built): fp16 there. Every fp8 value is exact in fp16, so both paths
-compute the same products; the native one accumulates them with the tensor cores' fp8
-precision, as Triton's does.
+along N would have to be transposed byte by byte on its way to shared memory; there the fp16
+path (one cast per element in registers, ldmatrix.trans / transposed wgmma B) is the faster of
+the two. Other archs have no 8-bit wgmma (mma.sync on fp8 exists from sm_89 but is not built):
+fp16 there too. Every fp8 value is exact in fp16, so both paths compute the same products; the
+native one accumulates them with the tensor cores' fp8 precision, as Triton's does.
 """
 from __future__ import annotations
 
@@ -27,6 +24,7 @@ from .. import dtypes as D
 from ..ir.builder import type_like
 from ..ir.core import Op
 from .dot import plan_dot, uses_wgmma
+from .dot_loads import k_contiguous
 
 
 def _is_fp8_dot(op) -> bool:
@@ -44,8 +42,11 @@ def native(op, options) -> tuple[bool, str]:
     plan = plan_dot(op, options.num_threads)
     if not uses_wgmma(options.arch, options.num_threads, plan):
         return False, "8-bit wgmma needs sm_90a, num_warps % 4 == 0 and a tensor-core shape"
-    if any(_loaded(v) is None for v in op.operands[:2]):
+    a, b = (_loaded(v) for v in op.operands[:2])
+    if a is None or b is None:
         return False, "an operand is not loaded from memory"
+    if not k_contiguous(b.operands[0]):
+        return False, "B is not contiguous along K"
     return True, ""
 
 
