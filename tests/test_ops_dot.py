@@ -134,7 +134,7 @@ def int8_matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, sc
     for k in range(0, nl.cdiv(K, BK)):
         a = nl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0)
         b = nl.load(b_ptrs, mask=(rk[:, None] < K - k * BK) & (rn[None, :] < N), other=0)
-        acc = nl.dot(a, b, acc)
+        acc = nl.dot(a, b, acc, out_dtype=nl.int32)   # Triton asserts out_dtype == acc's
         a_ptrs += BK * sak
         b_ptrs += BK * sbk
     nl.store(c_ptr + rm[:, None] * scm + rn[None, :] * scn, acc,
