@@ -151,7 +151,7 @@ _LIBS: dict = {}
 
 def build(cfg):
     import test_codegen_emulator as E
-    import test_dot_emulated as DE
+    import emu_dot as DE
     from newt.codegen.header import PORTABLE, TYPES
     src = wgmma.matmul_source(cfg)
     for text in (dot_ptx.PRELUDE, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC, TMA_HELPERS):
