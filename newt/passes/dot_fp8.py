@@ -16,8 +16,9 @@ along N would have to be transposed byte by byte by the cp.async ring on its way
 memory; measured on the H200 (2026-11-30, fp8 4096^3, B row-major) that runs at 50-95 TFLOP/s
 over four configs, the fp16 path (one cast per element in registers, ldmatrix.trans /
 transposed wgmma B) at 61 in the one config measured: no faster, so fp16 stays. (Triton reaches
-95-281 there; int8, which has no fp16 path, takes the transposed copies: 155 TOPS at 8192^3.) Other archs have no 8-bit wgmma (mma.sync on fp8 exists from sm_89 but is not built):
-fp16 there too. Every fp8 value is exact in fp16, so both paths compute the same products; the
+95-281 there; int8, which has no fp16 path, takes the transposed copies: 155 TOPS at 8192^3.)
+Other archs have no 8-bit wgmma (mma.sync on fp8 exists from sm_89 but is not built): fp16
+there too. Every fp8 value is exact in fp16, so both paths compute the same products; the
 native one accumulates them with the tensor cores' fp8 precision, as Triton's does.
 """
 from __future__ import annotations
