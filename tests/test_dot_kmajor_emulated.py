@@ -187,3 +187,32 @@ def test_int8_matmul_wgmma_emulated(monkeypatch, b_along_k, M, N, K, cfg):
     assert len(E.build.last_maps) == (2 if b_along_k and K % 16 == 0 else 0)
     assert _kinds(E.build.last_source) == {"s8"}
     assert torch.equal(c, (a.long() @ b.long()).to(torch.int32))
+
+
+@pytest.mark.parametrize("arch,dt,M,N,K,W", [
+    ("sm_90a", torch.float16, 100, 90, 208, 4),      # TMA: the boxes of the transposed block
+    ("sm_90a", torch.bfloat16, 70, 45, 100, 4),      # rows not aligned: the cp.async ring
+    ("sm_80", torch.float16, 100, 90, 208, 4),
+    ("sm_90a", E4, 100, 90, 208, 4),                 # fp8: 8-bit wgmma on the K-major tile
+], ids=["f16-tma", "bf16-cp-async", "f16-sm80", "e4m3-tma"])
+def test_dot_of_transposed_load_emulated(monkeypatch, arch, dt, M, N, K, W):
+    """nl.dot(a, nl.trans(w)): the transposed load becomes a load of the transposed block, so
+    the tiles go through the ring (and TMA) as for B = W.T written with strides."""
+    from test_ops_dot import matmul_wt_kernel
+    E = _emulator(monkeypatch, arch)
+    torch.manual_seed(6)
+    a = torch.randn(M, K).to(dt)
+    w = torch.randn(N, K).to(dt)
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    E.emulate(matmul_wt_kernel, (-(-M // 64), -(-N // 64)), a, w, c, M, N, K, a.stride(0),
+              w.stride(0), c.stride(0), BM=64, BN=64, BK=32, num_warps=W)
+    aligned = (K * a.element_size()) % 16 == 0
+    assert len(E.build.last_maps) == (2 if arch == "sm_90a" and aligned else 0)
+    src = E.build.last_source
+    assert "ring_it" in src, "the tiles did not go through the ring"
+    if arch == "sm_90a":
+        assert _kinds(src) == {"e4m3" if dt == E4 else {torch.float16: "f16"}.get(dt, "bf16")}
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    ref = a.double() @ w.double().t()
+    err = float((c.double() - ref).norm() / ref.norm())
+    assert err < 8e-3, err

@@ -154,3 +154,38 @@ def test_int8_matmul(target, device, M, N, K, b_along_k):
     int8_matmul_kernel[(newt.cdiv(M, BM), newt.cdiv(N, BN))](
         a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride(), BM=BM, BN=BN, BK=BK)
     check(c, (a.cpu().long() @ b.cpu().long()).to(torch.int32))
+
+
+@newt.jit
+def matmul_wt_kernel(a_ptr, w_ptr, c_ptr, M, N, K, sam, swn, scm, BM: nl.constexpr,
+                     BN: nl.constexpr, BK: nl.constexpr):
+    """c = a @ w.T with w [N, K] row-major, written with nl.trans of the loaded w tile."""
+    rm = nl.program_id(0) * BM + nl.arange(0, BM)
+    rn = nl.program_id(1) * BN + nl.arange(0, BN)
+    rk = nl.arange(0, BK)
+    a_ptrs = a_ptr + rm[:, None] * sam + rk[None, :]
+    w_ptrs = w_ptr + rn[:, None] * swn + rk[None, :]
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, nl.cdiv(K, BK)):
+        a = nl.load(a_ptrs, mask=(rm[:, None] < M) & (rk[None, :] < K - k * BK), other=0.0)
+        w = nl.load(w_ptrs, mask=(rn[:, None] < N) & (rk[None, :] < K - k * BK), other=0.0)
+        acc = nl.dot(a, nl.trans(w), acc)
+        a_ptrs += BK
+        w_ptrs += BK
+    nl.store(c_ptr + rm[:, None] * scm + rn[None, :], acc.to(c_ptr.dtype.element_ty),
+             mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+
+@pytest.mark.parametrize("M,N,K", [(100, 90, 208), (70, 45, 100)])
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=name)
+def test_dot_of_transposed_load(target, device, dt, M, N, K):
+    """nl.dot(a, nl.trans(w)) over tiles of a row-major w [N, K] (x @ W.T); compiled, the
+    transposed load is rewritten as a load of the transposed block (passes/trans_loads.py):
+    16-byte aligned rows (K = 208) take TMA on sm_90a, K = 100 the cp.async ring."""
+    a, w = rand((M, K), dt, device), rand((N, K), dt, device)
+    c = poison((M, N), dt, device)
+    BM, BN, BK = (16, 16, 16) if target == "interp" else (64, 64, 32)
+    matmul_wt_kernel[(newt.cdiv(M, BM), newt.cdiv(N, BN))](a, w, c, M, N, K, a.stride(0),
+                                                           w.stride(0), c.stride(0), BM=BM,
+                                                           BN=BN, BK=BK)
+    check(c, (a.cpu().double() @ w.cpu().double().t()).to(dt), rtol=2e-2, atol=2e-2)

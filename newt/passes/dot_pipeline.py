@@ -9,6 +9,9 @@ Consumes the frontend's IR; produces:
    becomes a carried *scalar* offset o (i64): inside the body P is `I + splat(o)`, which is
    index-computable, so no thread keeps 2 registers per element alive across iterations (the
    tutorial matmul at 128x128x64 otherwise carries 96 pointers per thread and spills).
+   Then two rewrites that make more dot operands plain loads or keep them narrow:
+   `dot(a, trans(load(p)))` loads the transposed block instead (trans_loads.py), and fp8 dots
+   keep 8-bit operands where wgmma takes them, or cast to fp16 (dot_fp8.py).
 2. Ring loads. In a `for` body, a `load` whose only user is a `dot` operand, with `other`
    absent or 0, becomes opcode `dot_ring_load` (attrs ring_role "a"/"b", ring_first on the
    first of the body; the opcode changes when the layout pass reaches the dot, so that vector
@@ -45,6 +48,7 @@ from ..ir.core import BlockType, Op, ScalarType, is_block
 from .dot import plan_dot, uses_wgmma
 from .dot_fp8 import lower_fp8_dots
 from .dot_loads import k_contiguous
+from .trans_loads import load_transposed_operands
 
 
 @dataclasses.dataclass
@@ -229,6 +233,7 @@ def pipeline_dots(fn, options):
              and any(o.opcode == "dot" for o in op.regions[0].ops)]
     for loop in loops:
         _reduce_pointers(loop)
+    load_transposed_operands(fn)     # dot(a, trans(load)) -> dot(a, load of the transpose)
     lower_fp8_dots(fn, options)      # reads the strides of the reduced pointer blocks
     for loop in loops:
         _mark_ring(loop, options)
