@@ -244,3 +244,45 @@ def test_deuteron_attention_compiles_with_the_ring(tmp_path):
                                       BLOCK_SIZE_N=64), arch="sm_90a", num_warps=8, num_stages=3)
     assert "dot_tile_prefetch" in kern.ir and kern.ir.count("tile_ring=3") == 2
     assert kern.n_spills == 0
+
+
+def _trans_variant(tmp_path):
+    """examples/06_fused_attention.py with K loaded as stored ([keys, D] tiles) and multiplied
+    through nl.trans, the other common way to write Q K^T."""
+    src = open(os.path.join(HERE, "..", "examples", "06_fused_attention.py")).read()
+    old = ("        k_ptrs = K + offs_d[:, None] * stride_kk + "
+           "(start_n + offs_n)[None, :] * stride_kn\n"
+           "        k = nl.load(k_ptrs, mask=(start_n + offs_n)[None, :] < N_CTX, other=0.0)\n"
+           "        qk = nl.dot(q, k)\n")
+    new = ("        k_ptrs = K + (start_n + offs_n)[:, None] * stride_kn + "
+           "offs_d[None, :] * stride_kk\n"
+           "        k = nl.load(k_ptrs, mask=(start_n + offs_n)[:, None] < N_CTX, other=0.0)\n"
+           "        qk = nl.dot(q, nl.trans(k))\n")
+    assert src.count(old) == 1
+    path = tmp_path / "attention_trans_k.py"
+    path.write_text(src.replace(old, new))
+    return common.load_file(str(path), "newt_attention_trans_k")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_attention_with_transposed_k_emulated(monkeypatch, tmp_path, arch):
+    """`nl.dot(q, nl.trans(k))`: the transposed load becomes a load of K^T's block
+    (passes/trans_loads.py), the key tiles copied straight into the dot's K-major tile as for
+    the example's own strides; correct against SDPA, and no transpose left in the IR."""
+    import test_dot_emulated as T
+    E = T._emulator(monkeypatch, arch)
+    mod = _trans_variant(tmp_path)
+    torch.manual_seed(7)
+    q, k, v = (torch.randn(1, 2, 70, 32).to(torch.float16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    grid, args, kwargs = mod.launch_args(q, k, v, o, True, config=CFG4)
+    kwargs = dict(kwargs)
+    nw = kwargs.pop("num_warps")
+    kwargs.pop("num_stages")
+    E.emulate(mod._attn_fwd, grid, *args, num_warps=nw, **kwargs)
+    assert torch.isfinite(o).all(), int((~torch.isfinite(o)).sum())
+    assert float((o.float() - mod.reference(q, k, v, True)).abs().max()) <= 2e-2
+    ops = list(E.build.last_fn.walk())
+    assert not any(o.opcode == "permute" for o in ops)
+    dots = [o for o in ops if o.opcode == "dot"]
+    assert dots[0].attrs.get("b_kmajor") and dots[0].attrs.get("b_src") == "loaded"

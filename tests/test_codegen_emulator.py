@@ -224,6 +224,7 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
         _LIBS[key] = ctypes.CDLL(lib)
     build.last_maps = maps    # the TMA map recipes of the last build (emulate() encodes them)
     build.last_source = source   # the generated CUDA C++ (before the emulator's swaps)
+    build.last_fn = fn           # the IR after the passes
     return _LIBS[key], params
 
 
