@@ -200,7 +200,8 @@ def broadcast(input, other):
 
 @builtin
 def trans(input, *dims):
-    """Transpose (2-D: swap the axes; with `dims`: permute)."""
+    """Transpose (2-D: swap the axes; with `dims`: permute). A transposed load read only by
+    `nl.dot` moves no data: it is compiled as the load of the transposed block."""
 
 
 @builtin
