@@ -293,9 +293,9 @@ def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
 
     The operand's tile lands in the order of memory: rows of the box set are the block's axis
     whose stride is the row stride, columns the contiguous one. That is the block's own order,
-    except for a B operand that must land K-major (k_major_b: 8-bit wgmma) and is contiguous
-    along K (axis 0): its box set is [N][K], the transposed block, in the TmaOperand's
-    coordinates (rows N, columns K, advancing along the columns)."""
+    except for a B operand contiguous along K (axis 0; k_major_b), whose ring tile is K-major:
+    its box set is [N][K], the transposed block, in the TmaOperand's coordinates (rows N,
+    columns K, advancing along the columns)."""
     from ..codegen.dot_ring import _split_ptr
     ptr = ld.operands[0]
     R, C = ld.result.shape
