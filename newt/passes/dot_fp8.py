@@ -56,8 +56,7 @@ def native(op, options) -> tuple[bool, str]:
 def lower_fp8_dots(fn, options):
     for op in [o for o in fn.walk() if _is_fp8_dot(o)]:
         ok, why = native(op, options)
-        if ok:
-            op.attrs["dot_plan"] = plan_dot(op, options.num_threads)
+        if ok:       # the plan (an fp8 kind) is made where every dot's is (passes/dot.py)
             continue
         op.attrs["fp8_via_fp16"] = why      # printed: why the dot runs on fp16 tensor cores
         blk = op.parent

@@ -480,16 +480,18 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     try:
         if any(s is None for s in steps):
             raise _No("a pointer does not advance by a loop-invariant step")
-        if plan.esize == 1 and not kcontig:
-            # 8-bit wgmma reads B only K-major and a box along N would land N-major
-            raise _No("8-bit B contiguous along N is copied transposed by cp.async")
+        k_major_b = ring.b_kmajor and not swap
+        if k_major_b and not kcontig:
+            # the ring's B tile is K-major (8-bit inputs) and a box along N lands N-major
+            raise _No("a B contiguous along N is copied transposed into the K-major tile")
         if swap and not SwappedAccLayout.fits(plan.M, plan.N, num_threads):
             raise _No("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
-            # B contiguous along K lands K-major ([N][K]), as the ring's B tile is then
+            # B's boxes land in the order of the ring's B tile: K-major ([N][K]) ones are
+            # the transposed block
             ops.append(_operand(fn, loop, ld, role, s, plan.kind == "tf32",
-                                role == "b" and kcontig))
+                                role == "b" and k_major_b))
         (ta, ra, wa), (tb, rb, wb) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []
