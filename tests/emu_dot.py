@@ -35,12 +35,31 @@ static void newt_fence_proxy_async() {
   }
   nt_my_dirty.clear();
 }
-static void newt_cp_async16(newt_u32 dst, const void* src, int n) {
-  nt_generic_write(dst, 16); memset(nt_smem + dst, 0, 16); if (n) memcpy(nt_smem + dst, src, n); }
-static void newt_cp_async4(newt_u32 dst, const void* src, int n) {
-  nt_generic_write(dst, 4); memset(nt_smem + dst, 0, 4); if (n) memcpy(nt_smem + dst, src, n); }
-static void newt_cp_async_commit() {}
-template <int N> static void newt_cp_async_wait() {}
+// cp.async lands as late as the PTX ISA allows: a copy is pending until a wait_group retires
+// its commit group (wait_group N: all but the N most recent groups). A read of a tile before
+// its wait sees the buffer's old bytes, so a wait count one too small fails a test instead of
+// passing by luck. The source is read at issue (global memory does not change under a kernel).
+struct nt_copy { unsigned group; newt_u32 dst; int size, n; unsigned char bytes[16]; };
+static thread_local std::vector<nt_copy> nt_pending;
+static thread_local unsigned nt_groups;       // commit groups closed by this thread
+static void nt_cp_async(newt_u32 dst, const void* src, int size, int n) {
+  nt_copy c{nt_groups, dst, size, n, {}};
+  if (n) memcpy(c.bytes, src, n);
+  nt_pending.push_back(c);
+}
+static void newt_cp_async16(newt_u32 dst, const void* src, int n) { nt_cp_async(dst, src, 16, n); }
+static void newt_cp_async4(newt_u32 dst, const void* src, int n) { nt_cp_async(dst, src, 4, n); }
+static void newt_cp_async_commit() { ++nt_groups; }
+template <int N> static void newt_cp_async_wait() {
+  std::vector<nt_copy> keep;
+  for (const nt_copy& c : nt_pending) {
+    if (c.group + N >= nt_groups) { keep.push_back(c); continue; }   // among the N newest
+    nt_generic_write(c.dst, c.size);
+    memset(nt_smem + c.dst, 0, c.size);
+    memcpy(nt_smem + c.dst, c.bytes, c.n);
+  }
+  nt_pending.swap(keep);
+}
 static void newt_st_shared_v4(newt_u32 dst, uint4 v) {
   nt_generic_write(dst, 16); memcpy(nt_smem + dst, &v, 16); }
 template <int B> static void nt_sts(newt_u32 dst, newt_u32 v) {
