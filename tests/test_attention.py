@@ -144,8 +144,9 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     assert "__shfl_xor_sync" in k.source and "dot_row_reduce" in k.ir
     assert "reduce.max" not in k.ir and "reduce.sum" not in k.ir
     # K and V run through a ring of buffers: the tiles of a later key block are copied
-    # while Q K^T runs, one barrier per key block; on sm_90a P @ V stays in flight into the
-    # next key block (accumulating in place into the carried accumulator)
+    # while Q K^T runs, one barrier per key block (on sm_90a at D=64: after Q K^T's wait and
+    # a second barrier, one block further ahead); on sm_90a P @ V stays in flight
+    # into the next key block (accumulating in place into the carried accumulator)
     assert k.ir.count("dot_tile_prefetch") == (2 if causal else 1)
     assert k.ir.count(f"tile_ring={cfg['num_stages']}") == (4 if causal else 2)
     # K's and V's pointers move by one stride per key block: each chunk's copy reads a
@@ -154,7 +155,15 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     assert len(re.findall(r"const i64 rp\d+_d = ", k.source)) == k.ir.count("iv_slope")
     body = k.source[k.source.index("for (i32 start_n"):]
     body = body[:body.index("\n  }\n")]
-    assert body.count("__syncthreads") == 1, body
+    late = "late_copies" in k.ir
+    assert late == (arch == "sm_90a" and D == 64)   # (D=128: rotated, or one CTA per SM)
+    assert body.count("__syncthreads") == (2 if late else 1), body
+    if late:    # copies of block i + stages - 1 once Q K^T (and P @ V of i - 1) retired
+        R = cfg["num_stages"]
+        assert f"newt_cp_async_wait<{R - 2}>();" in body
+        assert body.index("newt_wgmma_wait<0>") < body.index("__syncthreads();\n", body.index(
+            "newt_wgmma_wait<0>")) < body.index("newt_cp_async16"), body
+        assert f"start_n_" in body and f" + {R - 1} * v_" in body, body
     if arch == "sm_90a":
         # (a rotated loop, D=128 at 4 stages, also waits for the next block's scores)
         per_loop = 2 if "rotate" in k.ir else 1

@@ -241,17 +241,25 @@ def emit_dot(em, op):
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     wait = None if defer is not None else 0
+    # late copies (passes/dot_loads.py): after the mma's wait and a barrier, every warp is
+    # done with the buffer the copies overwrite
+    late = op.attrs.get("late_copies")
+    during = None if late else copies
     with em.scope(""):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
         if use_wg and a_src == "regs":
-            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, copies, wait)
+            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, during, wait)
         elif use_wg:
             from .dot_loop import in_loop, staged_a_desc
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
-            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, copies, wait, a_desc=ad)
+            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad)
         else:       # (copies after the mma: its fragments are dead by then)
             _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
+        if late:
+            assert wait == 0, "late copies follow a waited mma"
+            em.barrier()
+        if late or not use_wg:
             copies()
     rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
     if rnd:
