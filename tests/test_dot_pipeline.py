@@ -175,3 +175,29 @@ def test_swapped_tf32_loads_fragments_only_after_their_wgmma_retired(cfg):
                 s in lines[j] for s in ("newt_wgmma_wait<", "newt_wgmma_rs_", "newt_wgmma_fence")):
             j -= 1
         assert "newt_wgmma_wait<" in lines[j], "\n".join(lines[j:i + 1])
+
+
+@pytest.mark.parametrize("dt", ["fp16", "bf16"])
+def test_trans_benchmark_kernel_compiles_like_strided_wt(dt):
+    """benchmarks/bench_matmul_trans.py's kernel, `nl.dot(a, nl.trans(w))` over a row-major W
+    [N, K], at each of its configs: the transposed load becomes the K-major ring of the strided
+    x @ W.T (passes/trans_loads.py), TMA boxes on sm_90a, no spills."""
+    import bench_matmul_trans as bt
+    import newt
+    sig = {p: "i32" for p in ("M", "N", "K", "stride_am", "stride_ak", "stride_wn", "stride_wk",
+                              "stride_cm", "stride_cn")}
+    sig.update(a_ptr="*" + dt, w_ptr="*" + dt, c_ptr="*" + dt)
+    spec = {p: {"divisible_by_16": True} for p in ("a_ptr", "w_ptr", "c_ptr", "M", "N", "K",
+                                                   "stride_am", "stride_wn", "stride_cm")}
+    spec.update({p: {"equal_to_1": True} for p in ("stride_ak", "stride_wk", "stride_cn")})
+    for BM, BN, BK, W, S in bt.CFGS:
+        k = newt.compile(bt.matmul_t_kernel, sig, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+                         BLOCK_SIZE_K=BK, GROUP_SIZE_M=8), arch="sm_90a", num_warps=W,
+                         num_stages=S, specialization=spec)
+        assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255
+        assert not re.search(r"\(C75\d\d\)", k.log), k.log
+        assert " trans " not in k.ir and "tma)" in k.ir
+        assert "cp.async.bulk.tensor" in k.ptx and len(k.tma_maps) == 2
+        # B's tile is K-major: every wgmma reads it without the transpose flag (imm-trans-b 0)
+        wg = re.findall(r"wgmma\.mma_async[^;]*;", k.ptx)
+        assert wg and all(w.endswith(", 0, 0;") for w in wg), wg[:2]
