@@ -179,10 +179,10 @@ def test_swapped_tf32_loads_fragments_only_after_their_wgmma_retired(cfg):
 
 @pytest.mark.parametrize("dt", ["fp16", "bf16"])
 def test_trans_benchmark_kernel_compiles_like_strided_wt(dt):
-    """benchmarks/bench_matmul_trans.py's kernel, `nl.dot(a, nl.trans(w))` over a row-major W
+    """benchmarks/matmul_trans.py's kernel, `nl.dot(a, nl.trans(w))` over a row-major W
     [N, K], at each of its configs: the transposed load becomes the K-major ring of the strided
     x @ W.T (passes/trans_loads.py), TMA boxes on sm_90a, no spills."""
-    import bench_matmul_trans as bt
+    import matmul_trans as bt
     import newt
     sig = {p: "i32" for p in ("M", "N", "K", "stride_am", "stride_ak", "stride_wn", "stride_wk",
                               "stride_cm", "stride_cn")}

@@ -8,7 +8,7 @@ strided `B = W.T` rows of bench_matmul.py. Each config is checked first (an odd 
 1500 x 777, NaN-poisoned output, against fp32 torch), then every (compiler, config) and cuBLAS
 is timed in three interleaved rounds (median); the best config of each compiler is reported.
 
-    PYTHONPATH=. python benchmarks/bench_matmul_trans.py
+    PYTHONPATH=. python benchmarks/matmul_trans.py
 """
 import os
 import statistics
