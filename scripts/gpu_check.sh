@@ -5,14 +5,17 @@
 # unset). Budget: under ~10 minutes (pytest <= 200 s, examples <= 90 s, benchmarks <= 300 s
 # by default); --sanitize adds up to a few minutes: pair it with --no-tests or --no-bench.
 #
-#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--deuteron] [--no-tests] [--no-examples]
-#                                          [--no-bench]
+#   PYTHONPATH=. bash scripts/gpu_check.sh [--sanitize] [--deuteron] [--profile] [--no-tests]
+#                                          [--no-examples] [--no-bench]
 #
 # Every test runs under a per-test timeout (pytest-timeout, thread method: a test stuck in a
 # CUDA call is still caught; its name and stack are printed and listed in the summary). Without
 # pytest-timeout, faulthandler dumps the stacks of a test that runs past the same limit.
 # --deuteron runs examples/dt_*.py --bench, each with empty deuteron and newt caches (cold
 # tuning time, deuteron vs the hand-written kernel), under DT_BUDGET seconds in all.
+# --profile runs benchmarks/ncu_compare.py (Nsight Compute, newt next to Triton) on each of
+# PROFILE_WORKLOADS (default attention64,matmul8192) under PROFILE_BUDGET seconds in all (240);
+# without ncu the stage is skipped with a note.
 # --sanitize runs compute-sanitizer's memcheck, racecheck and synccheck over the examples
 # (--small) and over a GPU test subset, each run under its own timeout; the summary gives the
 # error count per tool. Without compute-sanitizer the stage is skipped with a note.
@@ -30,16 +33,17 @@ export NEWT_CACHE_DIR="${NEWT_CACHE_DIR:-${TMPDIR:-/tmp}/newt-gpu-check-cache}"
 OUT="${OUT:-$(mktemp -d -t newt-gpu-check-XXXXXX)}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
-SANITIZE=0 TESTS=1 BENCH=1 EXAMPLES=1 DEUTERON=0
+SANITIZE=0 TESTS=1 BENCH=1 EXAMPLES=1 DEUTERON=0 PROFILE=0
 for a in "$@"; do
   case "$a" in
     --sanitize) SANITIZE=1 ;;
     --deuteron) DEUTERON=1 ;;
+    --profile) PROFILE=1 ;;
     --no-tests) TESTS=0 ;;
     --no-bench) BENCH=0 ;;
     --no-examples) EXAMPLES=0 ;;
-    *) echo "unknown flag: $a (use --sanitize, --deuteron, --no-tests, --no-examples," \
-         "--no-bench)"; exit 2 ;;
+    *) echo "unknown flag: $a (use --sanitize, --deuteron, --profile, --no-tests," \
+         "--no-examples, --no-bench)"; exit 2 ;;
   esac
 done
 t0=$(date +%s)
@@ -145,6 +149,29 @@ if [ "$DEUTERON" = 1 ]; then
   done
 fi
 
+prof_status=()
+if [ "$PROFILE" = 1 ]; then
+  section "Nsight Compute, newt next to Triton (logs: $OUT/ncu_*.log)"
+  for d in "${CUDA_HOME:-}" /usr/local/cuda /usr/local/cuda-13.0; do
+    [ -n "$d" ] && [ -x "$d/bin/ncu" ] && PATH="$PATH:$d/bin"
+  done
+  if command -v ncu >/dev/null; then
+    deadline=$(( $(date +%s) + ${PROFILE_BUDGET:-240} ))
+    IFS=, read -r -a workloads <<<"${PROFILE_WORKLOADS:-attention64,matmul8192}"
+    for w in "${workloads[@]}"; do
+      left=$(( deadline - $(date +%s) ))
+      if [ "$left" -le 10 ]; then prof_status+=("$w: skipped (PROFILE_BUDGET spent)"); continue; fi
+      timeout -k 5 "$left" "$PY" benchmarks/ncu_compare.py "$w" --out "$OUT/ncu" \
+        >"$OUT/ncu_$w.log" 2>&1
+      rc=$?
+      prof_status+=("$w: rc=$rc")
+      cat "$OUT/ncu_$w.log"
+    done
+  else
+    prof_status+=("skipped: ncu (Nsight Compute) not found")
+  fi
+fi
+
 sanitize_status=()
 sanitize_line="not run"
 if [ "$SANITIZE" = 1 ]; then
@@ -219,6 +246,7 @@ fi
 for s in "${example_status[@]}"; do echo "example:    $s"; done
 echo "benchmarks: $bench_status"
 for s in "${dt_status[@]}"; do echo "deuteron:   $s"; done
+for s in "${prof_status[@]}"; do echo "profile:    $s"; done
 [ -f "$OUT/dt_summary.txt" ] && cat "$OUT/dt_summary.txt"
 for s in "${sanitize_status[@]}"; do echo "sanitize:   $s"; done
 [ "$SANITIZE" = 1 ] && echo "sanitizer:  $sanitize_line"
