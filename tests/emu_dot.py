@@ -35,10 +35,12 @@ static void newt_fence_proxy_async() {
   }
   nt_my_dirty.clear();
 }
-// cp.async lands as late as the PTX ISA allows: a copy is pending until a wait_group retires
-// its commit group (wait_group N: all but the N most recent groups). A read of a tile before
-// its wait sees the buffer's old bytes, so a wait count one too small fails a test instead of
-// passing by luck. The source is read at issue (global memory does not change under a kernel).
+// cp.async is adversarial about when it lands. At issue its 16 (4) bytes become all-ones (a NaN
+// in every float format): a buffer overwritten while some warp may still read it (a barrier
+// missing before the copies) is caught when that read comes later. The data lands only at the
+// wait_group that retires the copy's commit group (wait_group N: all but the N most recent
+// groups): a read before that wait (a wait count one too small) sees the all-ones bytes. The
+// source is read at issue (global memory does not change under a kernel).
 struct nt_copy { unsigned group; newt_u32 dst; int size, n; unsigned char bytes[16]; };
 static thread_local std::vector<nt_copy> nt_pending;
 static thread_local unsigned nt_groups;       // commit groups closed by this thread
@@ -46,6 +48,8 @@ static void nt_cp_async(newt_u32 dst, const void* src, int size, int n) {
   nt_copy c{nt_groups, dst, size, n, {}};
   if (n) memcpy(c.bytes, src, n);
   nt_pending.push_back(c);
+  nt_generic_write(dst, size);
+  memset(nt_smem + dst, 0xff, size);
 }
 static void newt_cp_async16(newt_u32 dst, const void* src, int n) { nt_cp_async(dst, src, 16, n); }
 static void newt_cp_async4(newt_u32 dst, const void* src, int n) { nt_cp_async(dst, src, 4, n); }
