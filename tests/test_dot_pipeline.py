@@ -73,6 +73,9 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
         # (passes/dot_tma.py), no per-thread copy loop; tf32 computed swapped (C^T = B^T A^T,
         # B^T's fragments read from B's N-major box with 8-byte loads)
         assert "cp.async.bulk.tensor" in k.ptx and len(k.tma_maps) == 2
+        # both maps prefetched by thread 0 at entry, before any index math
+        assert k.ptx.count("prefetch.tensormap") == 2
+        assert src.index("newt_tma_prefetch(&nt_tmap1)") < src.index("blockIdx.x")
         assert "q0 + g * dist" not in src and "ring(S=" in k.ir and ", tma)" in k.ir
         assert (" swapped" in k.ir) == (dt == "fp32")
         # fp8: 8-bit wgmma, B's boxes transposed into its K-major tile (passes/dot_fp8.py)

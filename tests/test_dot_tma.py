@@ -75,6 +75,7 @@ static nt_mbar& nt_mbar_at(newt_u32 bar) {
   if (it == nt_mbars.end() || !it->second.count) nt_emu_fail("mbarrier used before init");
   return nt_mbars[bar];
 }
+static void newt_tma_prefetch(const newt_tmap*) {}
 static void newt_mbar_init(newt_u32 bar, int count) {
   pthread_mutex_lock(&nt_mu); nt_mbars[bar] = nt_mbar(); nt_mbars[bar].count = count;
   nt_mbars[bar].pending = count; pthread_mutex_unlock(&nt_mu);

@@ -43,6 +43,10 @@ def generate(fn, options) -> tuple[str, str]:
         params.append(f"{em.ctype(p.value)} {em.name(p.value)}")
     em.emit("const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;")
     em.emit("(void)lane; (void)warp;")
+    n_maps = len(fn.attrs.get("tma_maps", ()))
+    if n_maps:   # first thing: the descriptor fetch overlaps the kernel's index math
+        em.emit("if (tid == 0) { " + " ".join(f"newt_tma_prefetch(&nt_tmap{k});"
+                                              for k in range(n_maps)) + " }")
     if fn.attrs.get("smem_bytes", 0):
         em.emit("extern __shared__ __align__(16) unsigned char nt_smem[];")
     for p in fn.params:

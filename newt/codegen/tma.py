@@ -57,6 +57,11 @@ NEWT_DEV bool newt_mbar_try_wait(newt_u32 bar, newt_u32 parity) {
 NEWT_DEV void newt_mbar_wait(newt_u32 bar, newt_u32 parity) {
   while (!newt_mbar_try_wait(bar, parity)) {}
 }
+// fetch a map into the TMA unit's descriptor cache ahead of its first copy (a hint: the first
+// copy of every CTA otherwise waits for the 128-byte descriptor itself)
+NEWT_DEV void newt_tma_prefetch(const newt_tmap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" :: "l"((newt_u64)map) : "memory");
+}
 // box at coordinates (c0 innermost, c1) of the map's tensor -> shared memory at dst; its bytes
 // complete on the mbarrier at bar
 NEWT_DEV void newt_tma_load_2d(newt_u32 dst, const newt_tmap* map, int c0, int c1, newt_u32 bar) {
