@@ -42,6 +42,7 @@ from __future__ import annotations
 
 from ..ir.core import is_block
 from ..passes.dot import AccLayout, plan_dot, uses_wgmma
+from ..passes.dot_loads import b_tile_kmajor
 from ..passes.layouts import CyclicLayout, coords_of
 from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
 
@@ -400,12 +401,12 @@ def dot_bytes(op, plan) -> int:
 
 def dot_tiles(em, op, plan, iv=None):
     """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
-    (or a late one). B is K-major for 4- and 1-byte inputs, and for 16-bit ones when the
-    dot-loads pass chose it (attrs["b_kmajor"]). A ring of R B tiles (attrs["tile_ring"]) gives
+    (or a late one). B is K-major as passes/dot_loads.py's `b_tile_kmajor` says: for 4- and
+    1-byte inputs, and where the dot-loads pass found it (attrs["b_kmajor"]). A ring of R B tiles (attrs["tile_ring"]) gives
     the buffer of the loop iteration whose induction variable is the C expression `iv`
     (default: the dot's own iteration): iteration i uses buffer i % R."""
     M, N, K, es = plan.M, plan.N, plan.K, plan.esize
-    b_kmajor = es != 2 or bool(op.attrs.get("b_kmajor"))
+    b_kmajor = b_tile_kmajor(es) or bool(op.attrs.get("b_kmajor"))
     off = op.attrs.get("smem_offset")
     if off is None:
         off = op.attrs["smem_offset_late"] = op.attrs.get("smem_offset_late") or \

@@ -148,16 +148,13 @@ def wgmma_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
     the transpose flags, which only 16-bit inputs have.
     """
     nreg = n // 2
-    if kind in ("f16", "bf16", "tf32", "s8"):
-        k, types, c, t = {
-            "f16": (16, "f32.f16.f16", "f", "float"),
-            "bf16": (16, "f32.bf16.bf16", "f", "float"),
-            "tf32": (8, "f32.tf32.tf32", "f", "float"),
-            "s8": (32, "s32.s8.s8", "r", "int"),
-        }[kind]
-    else:
-        ta, _, tb = kind.partition("_")
-        k, types, c, t = 32, f"f32.{ta}.{tb or ta}", "f", "float"
+    ta, _, tb = kind.partition("_")     # fp8: A's type, then B's when they differ
+    k, types, c, t = {
+        "f16": (16, "f32.f16.f16", "f", "float"),
+        "bf16": (16, "f32.bf16.bf16", "f", "float"),
+        "tf32": (8, "f32.tf32.tf32", "f", "float"),
+        "s8": (32, "s32.s8.s8", "r", "int"),
+    }.get(kind, (32, f"f32.{ta}.{tb or ta}", "f", "float"))
     regs = ",".join(f"%{i}" for i in range(nreg))
     a, b, s = nreg, nreg + 1, nreg + 2
     tail = f"p, 1, 1, 0, {int(trans_b)}" if kind in ("f16", "bf16") else (

@@ -40,6 +40,14 @@ def k_contiguous(ptr) -> bool:
     return axis_stride(ptr, 0) == 1 and axis_stride(ptr, 1) != 1
 
 
+def b_tile_kmajor(esize: int, b_ptr=None) -> bool:
+    """Whether a dot's B tile is K-major ([N][K]) in shared memory, the one rule every path
+    follows (tile copies, rings, TMA boxes, codegen): always for 4- and 1-byte inputs (wgmma
+    reads them only K-major; ldmatrix.trans moves 16-bit elements only), and for 16-bit ones
+    whose pointer block `b_ptr` is contiguous along K (x @ W.T: no transpose on the way)."""
+    return esize != 2 or (b_ptr is not None and k_contiguous(b_ptr))
+
+
 def axis_stride(v, axis):
     """The constant element stride of block `v` along `axis`, or None when unknown."""
     if not is_block(v.type):
@@ -252,7 +260,7 @@ def plan_tile_loads(fn, options):
             ld.opcode = "dot_tile_load"
             ld.attrs["tile"] = TileRef(dot, role)
             dot.attrs[f"{role}_src"] = "loaded"
-            if role == "b" and plan.esize == 2 and k_contiguous(ptr):
+            if role == "b" and b_tile_kmajor(plan.esize, ptr):
                 dot.attrs["b_kmajor"] = True
     return fn
 

@@ -47,7 +47,7 @@ from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
 from .dot import plan_dot, uses_wgmma
 from .dot_fp8 import lower_fp8_dots
-from .dot_loads import k_contiguous
+from .dot_loads import b_tile_kmajor
 from .trans_loads import load_transposed_operands
 
 
@@ -187,7 +187,7 @@ def _mark_ring(loop, options):
         a_bytes = -(-plan.M * plan.K * plan.esize // 1024) * 1024
         b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
         ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg,
-                        b_kmajor=plan.esize != 2 or k_contiguous(loads[1].operands[0]))
+                        b_kmajor=b_tile_kmajor(plan.esize, loads[1].operands[0]))
         op.attrs["dot_plan"] = plan
         op.attrs["ring"] = ring
         for role, ld in zip("ab", loads):
