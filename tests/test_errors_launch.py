@@ -11,24 +11,13 @@ import torch
 
 import newt
 import newt.language as nl
-
-
-@pytest.fixture(scope="module")
-def fake_lib(tmp_path_factory):
-    from runtime_fakes import build_fake_libcuda
-    return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
+from test_runtime_launch import fake_lib_path, gpu  # noqa: F401  (fixtures: the stand-in GPU)
 
 
 @pytest.fixture
-def stand_in(fake_lib, monkeypatch, tmp_cache):
-    import newt.compiler
-    from newt.runtime import driver
-    from runtime_fakes import FakeCompile, install_fake_gpu
-    cu = driver.load_library(fake_lib)
-    install_fake_gpu(cu, monkeypatch)
-    fc = FakeCompile()
-    monkeypatch.setattr(newt.compiler, "compile", fc)
-    return fc
+def stand_in(gpu):
+    """The stand-in GPU; returns its fake compile()."""
+    return gpu[1]
 
 
 @newt.jit
