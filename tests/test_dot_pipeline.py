@@ -185,18 +185,22 @@ def test_trans_benchmark_kernel_compiles_like_strided_wt(dt):
     """benchmarks/matmul_trans.py's kernel, `nl.dot(a, nl.trans(w))` over a row-major W
     [N, K], at each of its configs: the transposed load becomes the K-major ring of the strided
     x @ W.T (passes/trans_loads.py), TMA boxes on sm_90a, no spills."""
+    import torch
+
     import matmul_trans as bt
     import newt
-    sig = {p: "i32" for p in ("M", "N", "K", "stride_am", "stride_ak", "stride_wn", "stride_wk",
-                              "stride_cm", "stride_cn")}
-    sig.update(a_ptr="*" + dt, w_ptr="*" + dt, c_ptr="*" + dt)
-    spec = {p: {"divisible_by_16": True} for p in ("a_ptr", "w_ptr", "c_ptr", "M", "N", "K",
-                                                   "stride_am", "stride_wn", "stride_cm")}
-    spec.update({p: {"equal_to_1": True} for p in ("stride_ak", "stride_wk", "stride_cn")})
+    from newt.runtime import specialize
+    n = 4096
+    t = torch.empty(n, n, dtype={"fp16": torch.float16, "bf16": torch.bfloat16}[dt])
     for BM, BN, BK, W, S in bt.CFGS:
-        k = newt.compile(bt.matmul_t_kernel, sig, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
-                         BLOCK_SIZE_K=BK, GROUP_SIZE_M=8), arch="sm_90a", num_warps=W,
-                         num_stages=S, specialization=spec)
+        # the specialization the launcher derives for the benchmark's operands (bt.launch)
+        args = (t, t, t, n, n, n, *t.stride(), *t.stride(), *t.stride())
+        kw = dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
+                  num_warps=W, num_stages=S)
+        arguments, nw, ns = specialize.bind(bt.matmul_t_kernel, args, kw)
+        sig, cx, spec, _ = specialize.specialize(bt.matmul_t_kernel, arguments, allow_cpu=True)
+        k = newt.compile(bt.matmul_t_kernel, sig, cx, arch="sm_90a", num_warps=nw,
+                         num_stages=ns, specialization=spec)
         assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255
         assert not re.search(r"\(C75\d\d\)", k.log), k.log
         assert " trans " not in k.ir and "tma)" in k.ir
