@@ -1,0 +1,286 @@
+"""Experiments on the H200: the tutorial matmul's generated code, hand-transformed, timed
+against itself, Triton and cuBLAS in one process (each variant checked first on odd shapes with
+NaN-poisoned outputs). A place to try a codegen idea before building it into the passes.
+
+    PYTHONPATH=. [VARIANTS=base,mc] [L2PROM=3] [ROUNDS=5] python benchmarks/matmul_variants.py
+
+Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks them):
+  base    the generated code
+  drain1  the ring's drain keeps one wgmma group in flight (wait<1>) instead of none
+  lag2    a 4-stage ring consumes the tile copied two iterations before, not three: the copy of
+          iteration i reuses a stage released one iteration earlier
+  cl      cluster launch (pairs of CTAs) with multicast off: the cost of the pairing alone
+  mc      clusters of two CTAs (pids 2c, 2c+1); when both CTAs of a pair read the same B tile
+          (same column base, checked at run time through distributed shared memory), each
+          copies half of its B boxes by TMA multicast into both CTAs' stages, and the stages'
+          empty barriers count both CTAs' warps; otherwise each copies its own
+  mclag2  mc + lag2
+  dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
+L2PROM sets the tensor maps' L2 promotion (0 none, 2 128-byte, 3 256-byte: newt's default).
+
+Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4, TFLOP/s
+(fp16 2048 / 4096 / 8192; Triton in the same process):
+  base 587 / 657 / 640, Triton 592 / 645 / 643
+  drain1 472 / 531 / 528: ptxas serializes every wgmma of the kernel (C7515), -20%
+  lag2 585 / 639 / 639; cl 570 / 631 / 632 (the pairing alone costs 1-3%)
+  mc 406 / 459 / 475, mclag2 402 / 465 / 483: multicast as built here is 28-32% slower
+    (with 128x128 tiles half the speed); correct on every check shape. Not understood; the
+    copies are issued by thread 0 of a consumer warp, which CUTLASS's multicast kernels do not
+  dgroup 596 / 631 / 627 against base 596 / 634 / 640: no gain
+  L2 promotion, three processes: 256-byte 595 / 646 / 639 (bf16 2048 / 8192: 609 / 670),
+    128-byte 593 / 639 / 633 (603 / 664), none 591 / 643 / 639 (597 / 670): 256-byte is
+    ahead in all five rows by 0.3-1.1% and became the default (newt/runtime/tensormap.py)
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import re
+import struct
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+import torch  # noqa: E402
+
+import newt  # noqa: E402
+import newt.codegen  # noqa: E402
+from newt.runtime import launch as nlaunch  # noqa: E402
+
+HELPERS = r"""
+NEWT_DEV newt_u32 nt_cl_rank() { newt_u32 r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+NEWT_DEV newt_u32 nt_cl_n() { newt_u32 r; asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r)); return r; }
+NEWT_DEV newt_u32 nt_mapa(newt_u32 a, newt_u32 rank) {
+  newt_u32 r; asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(rank)); return r; }
+NEWT_DEV newt_u32 nt_ld_cluster(newt_u32 a) {
+  newt_u32 r; asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(r) : "r"(a) : "memory"); return r; }
+NEWT_DEV void nt_arrive_remote(newt_u32 a) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(a) : "memory"); }
+NEWT_DEV void nt_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
+NEWT_DEV void nt_tma_load_2d_mc(newt_u32 dst, const newt_tmap* map, int c0, int c1, newt_u32 bar, unsigned short mask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;\n"
+               :: "r"(dst), "l"((newt_u64)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory"); }
+"""
+
+
+def drain1(src):
+    # the drain loop's per-iteration wait<0> (the one followed by the loop's closing brace and
+    # the final wait<0>)
+    new, n = re.subn(r"newt_wgmma_wait<0>\(\);\n  }\n  newt_wgmma_wait<0>\(\);",
+                     "newt_wgmma_wait<1>();\n  }\n  newt_wgmma_wait<0>();", src)
+    assert n == 1, "drain not found"
+    return new
+
+
+def mc(src):
+    if "&nt_tmap1" not in src:
+        return src          # the cp.async ring (rows not 16-byte aligned): unchanged
+    src = src.replace('extern "C" __global__', HELPERS + '\nextern "C" __global__', 1)
+    # barrier init: exchange B's column base first, decide, init with the right count
+    m = re.search(r"  if \(tid == 0\) \{ for \(int s = 0; s < (\d+); \+\+s\) \{ newt_mbar_init\((.*?), 1\); "
+                  r"newt_mbar_init\((.*?), 8\); \} newt_fence_mbar_init\(\); \}\n  __syncthreads\(\);\n", src)
+    assert m, "init not found"
+    nst, full, empty = m.group(1), m.group(2), m.group(3)
+    bvar = re.search(r"&nt_tmap1, \(int\)(v_\d+) \+ 0,", src).group(1)
+    init = (
+        "  __shared__ newt_u32 nt_xchg;\n"
+        "  const newt_u32 nt_rank = nt_cl_rank(), nt_ncl = nt_cl_n();\n"
+        f"  if (tid == 0) nt_xchg = (newt_u32){bvar};\n"
+        "  nt_cluster_sync();\n"
+        f"  const bool nt_mc = nt_ncl == 2 && nt_ld_cluster(nt_mapa(newt_smem_addr(&nt_xchg), nt_rank ^ 1)) == (newt_u32){bvar};\n"
+        f"  if (tid == 0) {{ for (int s = 0; s < {nst}; ++s) {{ newt_mbar_init({full}, 1); "
+        f"newt_mbar_init({empty}, nt_mc ? 16 : 8); }} newt_fence_mbar_init(); }}\n"
+        "  nt_cluster_sync();\n")
+    src = src[:m.start()] + init + src[m.end():]
+    # consumer release: also arrive on the partner's empty barrier
+    m = re.search(r"if \(c >= 1 && lane == 0\) newt_mbar_arrive\((.*)\);\n", src)
+    assert m
+    e = m.group(1)
+    src = src[:m.start()] + (f"if (c >= 1 && lane == 0) {{ const newt_u32 nt_e = {e}; newt_mbar_arrive(nt_e); "
+                             "if (nt_mc) nt_arrive_remote(nt_mapa(nt_e, nt_rank ^ 1)); }\n") + src[m.end():]
+    # producer: B boxes split between the pair, multicast
+    boxes = re.findall(r"      newt_tma_load_2d\(st \+ \d+u, &nt_tmap1, .*\);\n", src)
+    assert boxes and len(boxes) % 2 == 0, boxes
+    half = len(boxes) // 2
+    block = "".join(boxes)
+    mcb = []
+    for i, b in enumerate(boxes):
+        call = b.strip().replace("newt_tma_load_2d(", "nt_tma_load_2d_mc(").replace(", fb);", ", fb, 3);")
+        mcb.append(f"        if (nt_rank == {i // half}u) {call}\n")
+    new = ("      if (!nt_mc) {\n" + "".join("  " + b for b in boxes) + "      } else {\n"
+           + "".join(mcb) + "      }\n")
+    src = src.replace(block, new, 1)
+    # the end: no CTA leaves while its partner may still arrive on its barriers
+    assert src.rstrip().endswith("}")
+    src = src.rstrip()[:-1] + "  nt_cluster_sync();\n}\n"
+    return src
+
+
+def lag2(src):
+    """Consume the tile copied two iterations ago instead of num_stages - 1 (rings of 4+
+    stages): the copy of iteration i then reuses a stage released one iteration earlier, so the
+    issuing thread does not wait for this iteration's slowest warp."""
+    m = re.search(r"if \((ring_it\d+) >= (\d+)\) \{\n      const int c = \1 - \2;", src)
+    if not m or int(m.group(2)) < 3:
+        return src
+    it, lag = m.group(1), int(m.group(2))
+    src = src.replace(m.group(0), f"if ({it} >= {lag - 1}) {{\n      const int c = {it} - {lag - 1};")
+    m2 = re.search(rf"\((ring_n\d+) - 1\) - {lag} \+ 1", src)
+    assert m2, "drain not found"
+    return src.replace(m2.group(0), f"({m2.group(1)} - 1) - {lag - 1} + 1")
+
+
+def drain_group(src):
+    """the last lag stages: all their wgmmas in one commit group (one wait at the end), when
+    the loop ran at least lag times; the old drain otherwise"""
+    m = re.search(r"  for \(int ring_c = max\(\((ring_n\d+) - 1\) - (\d+) \+ 1, 0\); ring_c <= \(\1 - 1\); \+\+ring_c\) \{\n(.*?)\n    newt_wgmma_commit\(\);\n    newt_wgmma_wait<0>\(\);\n  \}\n", src, re.S)
+    if not m:
+        return src
+    n, lag, body = m.group(1), int(m.group(2)), m.group(3)
+    steps = "".join(f"    {{\n    const int ring_c = {n} - {lag - j};\n{body}\n    }}\n" for j in range(lag))
+    new = (f"  if ({n} >= {lag}) {{\n{steps}    newt_wgmma_commit();\n    newt_wgmma_wait<0>();\n  }} else {{\n"
+           + src[m.start():m.end()] + "  }\n")
+    return src[:m.start()] + new + src[m.end():]
+
+
+def cl(src):
+    return mc(src).replace("const bool nt_mc = nt_ncl == 2 && ", "const bool nt_mc = false && ")
+
+
+ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
+       "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group}
+VARIANTS = {v: ALL[v] for v in os.environ.get("VARIANTS", "base,dgroup").split(",")}
+CLUSTER = {"cl", "mc", "mclag2"}
+CURRENT = ["base"]
+_generate = newt.codegen.generate
+
+
+def generate(fn, options):
+    src, name = _generate(fn, options)
+    if name == "matmul_kernel":
+        src = VARIANTS[CURRENT[0]](src)
+    return src, name
+
+
+
+# cluster launch: a CUlaunchAttribute (id 4 = CLUSTER_DIMENSION, value (2, 1, 1)) in the config
+_ATTR = ctypes.create_string_buffer(72)
+struct.pack_into("<I4xIII", _ATTR, 0, 4, 2, 1, 1)
+_ATTR_ADDR = ctypes.addressof(_ATTR)
+_init = nlaunch.Launcher.__init__
+
+
+def _launcher_init(self, binary, device, positions):
+    _init(self, binary, device, positions)
+    if binary.meta["name"] == "matmul_kernel" and CURRENT[0] in CLUSTER:
+        pack = self.pack
+
+        def pk(buf, off, *a):
+            pack(buf, off, *a)
+            if a[0] % 2 == 0:     # an odd grid launches without clusters (nt_cl_n() == 1)
+                struct.pack_into("<QI", buf, 40, _ATTR_ADDR, 1)
+        self.pack = pk
+        f = list(self.fast)
+        f[0] = pk
+        self.fast = tuple(f)
+
+
+
+def install():
+    """Route newt's codegen through the variant transforms and cluster launches (this process
+    only: called by main, never on import)."""
+    newt.codegen.generate = generate
+    nlaunch.Launcher.__init__ = _launcher_init
+    if "L2PROM" in os.environ:   # tensor maps' L2 promotion (0 none, 1 64B, 2 128B, 3 256B)
+        from newt.runtime import tensormap
+        tensormap.L2_PROMOTION = int(os.environ["L2PROM"])
+
+SIZES = [(torch.float16, 2048), (torch.float16, 4096), (torch.float16, 8192), (torch.bfloat16, 8192),
+         (torch.bfloat16, 2048)]
+CFGS = [(128, 256, 64, 8, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 4)]
+# (M, N, K, dtypes): TMA-able strides; partial tiles; 129x520 has an odd grid at 256x128 (no
+# cluster) and pairs that straddle pid_n; 4224x2560 ends with a one-row group (pairs differ)
+CHECK = [(1008, 1520, 784, "h"), (1008, 1520, 112, "h"), (129, 520, 200, "h"), (4224, 2560, 512, "h"), (2048, 2048, 2048, "hb")]
+
+
+def launch(k, a, b, c, cfg):
+    BM, BN, BK, W, S = cfg
+    M, K = a.shape
+    N = b.shape[1]
+    grid = (-(-M // BM) * -(-N // BN),)
+    k[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0),
+            c.stride(1), BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN, BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
+            ACTIVATION="", num_warps=W, num_stages=S)
+
+
+def main():
+    install()
+    root = tempfile.mkdtemp()
+    path = os.path.join(common.ROOT, "examples", "05_matmul.py")
+    kernels = {}
+    for v in VARIANTS:
+        CURRENT[0] = v
+        os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
+        k = common.load_file(path, f"mm_{v}").matmul_kernel
+        kernels[v] = k
+        for cfg in CFGS:
+            for (M, N, K, dts) in CHECK:
+                for dt in [{"h": torch.float16, "b": torch.bfloat16}[x] for x in dts]:
+                    a = torch.randn(M, K, device="cuda").to(dt)
+                    b = torch.randn(K, N, device="cuda").to(dt)
+                    c = torch.full((M, N), float("nan"), device="cuda", dtype=dt)
+                    try:
+                        launch(k, a, b, c, cfg)
+                        torch.cuda.synchronize()
+                    except Exception as e:  # noqa: BLE001
+                        print(f"{v} {cfg} {M}x{N}x{K} FAILED to launch: {str(e)[:300]}", flush=True)
+                        raise
+                    ref = a.double() @ b.double()
+                    err = float((c.double() - ref).norm() / ref.norm())
+                    ok = bool(torch.isfinite(c).all()) and err < 1e-2
+                    if not ok:
+                        print(f"CHECK FAIL {v} {cfg} {dt} {M}x{N}x{K}: err {err}", flush=True)
+        print(f"variant {v} checked", flush=True)
+    tk = common.triton_twin(kernels["base"])
+    import triton.testing
+    results = {}
+    for dt, n in SIZES:
+        a = torch.randn(n, n, device="cuda").to(dt)
+        b = torch.randn(n, n, device="cuda").to(dt)
+        c = torch.empty(n, n, device="cuda", dtype=dt)
+        calls = {}
+        for v, k in list(kernels.items()) + [("triton", tk)]:
+            for cfg in CFGS:
+                CURRENT[0] = v if v != "triton" else "base"
+                os.environ["NEWT_CACHE_DIR"] = os.path.join(root, CURRENT[0])
+                fn = (lambda k=k, cfg=cfg: launch(k, a, b, c, cfg))
+                fn()
+                calls[(v, cfg)] = fn
+        calls[("cublas", None)] = lambda: torch.matmul(a, b)
+        torch.cuda.synchronize()
+        ms, _ = common.timed_in_rounds(
+            calls, lambda fn: (triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"), None),
+            rounds=int(os.environ.get("ROUNDS", 5)))
+        flop = 2.0 * n ** 3
+        for key, t in ms.items():
+            results[(str(dt)[6:], n) + key] = flop / t / 1e9
+    print(f"\n== matmul_variants L2PROM={os.environ.get('L2PROM', 3)} {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} {torch.cuda.get_device_name()}")
+    names = list(VARIANTS) + ["triton"]
+    print(f"{'dtype':9} {'n':>5} {'config':22} " + " ".join(f"{x:>7}" for x in names) + "  cublas")
+    for dt, n in SIZES:
+        d = str(dt)[6:]
+        for cfg in CFGS:
+            row = [results.get((d, n, v, cfg), float("nan")) for v in names]
+            print(f"{d:9} {n:5d} {str(cfg):22} " + " ".join(f"{x:7.0f}" for x in row)
+                  + f"  {results[(d, n, 'cublas', None)]:6.0f}")
+        best = [max(results.get((d, n, v, cfg), 0) for cfg in CFGS) for v in names]
+        print(f"{d:9} {n:5d} {'best':22} " + " ".join(f"{x:7.0f}" for x in best)
+              + "   vs triton: " + " ".join(f"{x / best[-1]:.3f}" for x in best[:-1]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
