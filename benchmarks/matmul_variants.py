@@ -15,6 +15,8 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
           copies half of its B boxes by TMA multicast into both CTAs' stages, and the stages'
           empty barriers count both CTAs' warps; otherwise each copies its own
   mclag2  mc + lag2
+  mccta   mc with the remote arrive at the default semantics (.release.cta, as CUTLASS's
+          cluster barrier arrives) instead of .release.cluster
   dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
 L2PROM sets the tensor maps' L2 promotion (0 none, 2 128-byte, 3 256-byte: newt's default).
 
@@ -23,9 +25,12 @@ Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4,
   base 587 / 657 / 640, Triton 592 / 645 / 643
   drain1 472 / 531 / 528: ptxas serializes every wgmma of the kernel (C7515), -20%
   lag2 585 / 639 / 639; cl 570 / 631 / 632 (the pairing alone costs 1-3%)
-  mc 406 / 459 / 475, mclag2 402 / 465 / 483: multicast as built here is 28-32% slower
-    (with 128x128 tiles half the speed); correct on every check shape. Not understood; the
-    copies are issued by thread 0 of a consumer warp, which CUTLASS's multicast kernels do not
+  mc 406 / 459 / 475, mclag2 402 / 465 / 483: 28-32% slower (128x128 tiles: half the
+    speed); correct on every check shape. The cause is the remote arrive's .release.cluster:
+  mccta (19:41, 3 rounds) 561 / 603 / 629 (bf16 2048 / 8192: 584 / 659) against base 588 /
+    642 / 633 (601 / 671), Triton 584 / 621 / 613 (615 / 657): level with base at 8192 with 3
+    stages (629 / 628, bf16 659 / 658), 1-6% behind elsewhere, the cluster launch's own 1-3%
+    included. Halving B's L2 reads does not pay for the pairing here.
   dgroup 596 / 631 / 627 against base 596 / 634 / 640: no gain
   L2 promotion, three processes: 256-byte 595 / 646 / 639 (bf16 2048 / 8192: 609 / 670),
     128-byte 593 / 639 / 633 (603 / 664), none 591 / 643 / 639 (597 / 670): 256-byte is
@@ -58,6 +63,8 @@ NEWT_DEV newt_u32 nt_ld_cluster(newt_u32 a) {
   newt_u32 r; asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(r) : "r"(a) : "memory"); return r; }
 NEWT_DEV void nt_arrive_remote(newt_u32 a) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(a) : "memory"); }
+NEWT_DEV void nt_arrive_remote_cta(newt_u32 a) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];" :: "r"(a) : "memory"); }
 NEWT_DEV void nt_cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory"); }
 NEWT_DEV void nt_tma_load_2d_mc(newt_u32 dst, const newt_tmap* map, int c0, int c1, newt_u32 bar, unsigned short mask) {
@@ -147,14 +154,20 @@ def drain_group(src):
     return src[:m.start()] + new + src[m.end():]
 
 
+def mccta(src):
+    """mc with the remote release at the default (.release.cta) semantics, as CUTLASS's
+    cluster barrier arrives, instead of .release.cluster"""
+    return mc(src).replace("nt_arrive_remote(nt_mapa", "nt_arrive_remote_cta(nt_mapa")
+
+
 def cl(src):
     return mc(src).replace("const bool nt_mc = nt_ncl == 2 && ", "const bool nt_mc = false && ")
 
 
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
-       "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group}
+       "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta}
 VARIANTS = {v: ALL[v] for v in os.environ.get("VARIANTS", "base,dgroup").split(",")}
-CLUSTER = {"cl", "mc", "mclag2"}
+CLUSTER = {"cl", "mc", "mclag2", "mccta"}
 CURRENT = ["base"]
 _generate = newt.codegen.generate
 
