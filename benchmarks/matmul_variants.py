@@ -18,7 +18,8 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   mccta   mc with the remote arrive at the default semantics (.release.cta, as CUTLASS's
           cluster barrier arrives) instead of .release.cluster
   dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
-L2PROM sets the tensor maps' L2 promotion (0 none, 2 128-byte, 3 256-byte: newt's default).
+L2PROM sets the tensor maps' L2 promotion (0 none, 2 128-byte, 3 256-byte: newt's default) for
+the whole run; the variants p0..p3 compare promotions in one process (VARIANTS=p2,p3).
 
 Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4, TFLOP/s
 (fp16 2048 / 4096 / 8192; Triton in the same process):
@@ -34,7 +35,10 @@ Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4,
   dgroup 596 / 631 / 627 against base 596 / 634 / 640: no gain
   L2 promotion, three processes: 256-byte 595 / 646 / 639 (bf16 2048 / 8192: 609 / 670),
     128-byte 593 / 639 / 633 (603 / 664), none 591 / 643 / 639 (597 / 670): 256-byte is
-    ahead in all five rows by 0.3-1.1% and became the default (newt/runtime/tensormap.py)
+    ahead in all five rows by 0.3-1.1% (across processes). In one process (19:45, VARIANTS=p2,p3,
+    7 interleaved rounds): 256-byte 598 / 626 / 633 (606 / 670) against 128-byte 595 / 626 /
+    633 (601 / 661), Triton 591 / 619 / 631 (617 / 656): level or ahead by up to 1.4%. It became
+    the default (newt/runtime/tensormap.py)
 """
 from __future__ import annotations
 
@@ -166,6 +170,9 @@ def cl(src):
 
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta}
+# pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
+# one process: each such variant gets its own copies of the operands, so its own maps)
+ALL.update({f"p{n}": ALL["base"] for n in range(4)})
 VARIANTS = {v: ALL[v] for v in os.environ.get("VARIANTS", "base,dgroup").split(",")}
 CLUSTER = {"cl", "mc", "mclag2", "mccta"}
 CURRENT = ["base"]
@@ -175,7 +182,7 @@ _generate = newt.codegen.generate
 def generate(fn, options):
     src, name = _generate(fn, options)
     if name == "matmul_kernel":
-        src = VARIANTS[CURRENT[0]](src)
+        src = ALL[CURRENT[0]](src)
     return src, name
 
 
@@ -230,6 +237,15 @@ def launch(k, a, b, c, cfg):
             ACTIVATION="", num_warps=W, num_stages=S)
 
 
+def _promotion(v):
+    """Set the L2 promotion the tensor maps built next get, for variant v."""
+    from newt.runtime import tensormap
+    if not hasattr(_promotion, "default"):
+        _promotion.default = tensormap.L2_PROMOTION
+        tensormap.default_maps().capacity = 1 << 20     # no map rebuilt under another setting
+    tensormap.L2_PROMOTION = int(v[1]) if re.fullmatch(r"p\d", v) else _promotion.default
+
+
 def main():
     install()
     root = tempfile.mkdtemp()
@@ -237,6 +253,7 @@ def main():
     kernels = {}
     for v in VARIANTS:
         CURRENT[0] = v
+        _promotion(v)
         os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
         k = common.load_file(path, f"mm_{v}").matmul_kernel
         kernels[v] = k
@@ -258,7 +275,7 @@ def main():
                     if not ok:
                         print(f"CHECK FAIL {v} {cfg} {dt} {M}x{N}x{K}: err {err}", flush=True)
         print(f"variant {v} checked", flush=True)
-    tk = common.triton_twin(kernels["base"])
+    tk = common.triton_twin(next(iter(kernels.values())))
     import triton.testing
     results = {}
     for dt, n in SIZES:
@@ -267,10 +284,12 @@ def main():
         c = torch.empty(n, n, device="cuda", dtype=dt)
         calls = {}
         for v, k in list(kernels.items()) + [("triton", tk)]:
+            av, bv = (a.clone(), b.clone()) if re.fullmatch(r"p\d", v) else (a, b)
+            _promotion(v)
             for cfg in CFGS:
                 CURRENT[0] = v if v != "triton" else "base"
                 os.environ["NEWT_CACHE_DIR"] = os.path.join(root, CURRENT[0])
-                fn = (lambda k=k, cfg=cfg: launch(k, a, b, c, cfg))
+                fn = (lambda k=k, cfg=cfg, av=av, bv=bv: launch(k, av, bv, c, cfg))
                 fn()
                 calls[(v, cfg)] = fn
         calls[("cublas", None)] = lambda: torch.matmul(a, b)

@@ -27,8 +27,8 @@ from ..codegen.tma import DTYPE_CODE, TmaBox, tile_boxes
 # pair around it. A tile's rows are 128 bytes (the swizzle span), so the other half is the next
 # k-step's slice of the same rows (A) or the box beside it (B): an L2 prefetch of data the
 # ring asks for next. Measured on the H200 (2026-12-01, tutorial matmul, best of three configs,
-# fp16 2048/4096/8192, bf16 2048/8192): 595/646/639/670/609 TFLOP/s against 593/639/633/664/
-# 603 with 128-byte promotion, higher in all five rows (0.3-1.1%).
+# fp16 2048/4096/8192, bf16 2048/8192, both in one process, 7 interleaved rounds): 598/626/633/
+# 670/606 TFLOP/s against 595/626/633/661/601 with 128-byte promotion: level or ahead (<= 1.4%).
 L2_PROMOTION = 3
 OOB_FILL_ZERO = 0          # CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE: out-of-bounds elements read 0
 ESIZE = {"u8": 1, "u16": 2, "u32": 4, "f16": 2, "bf16": 2, "f32": 4, "tf32": 4}
