@@ -154,7 +154,9 @@ def test_large_tensors_use_64_bit_offsets():
     # (an offsets array, or offsets evaluated where the accesses use them)
     big_body, small_body = (k.source.split('extern "C"')[1] for k in (big, small))
     assert re.search(r"i64 offs_\d+\[", big_body) or "(i64)(" in big_body
-    assert re.search(r"i64 v_\d+ = \(\(i64\)\(pid_\d+\) \* \(i64\)\(v_\d+\)\)", big.source)
+    # (a 64-bit multiply, on u64 so that it wraps as Triton's does: codegen/elementwise.py)
+    assert re.search(r"i64 v_\d+ = \(i64\)\(\(u64\)\(pid_\d+\) \* \(u64\)\(v_\d+\)\)",
+                     big.source)
     assert re.search(r"i32 offs_\d+\[", small_body) or "i64" not in small_body
     assert "mul.wide.s32" in big.ptx or "mul.lo.s64" in big.ptx
 

@@ -233,3 +233,73 @@ def test_six_masked_loads_compile(tmp_path):
     except subprocess.TimeoutExpired:
         pytest.fail("compiling six masked loads did not finish in 120 s")
     assert r.returncode == 0 and "compiled" in r.stdout, r.stderr[-3000:]
+
+
+# --------------------------------------------------------------------------- signed overflow
+# Found by the fuzzer on the H200 (case seed 2029120337, depth 5): `abs(x1 << s) % d` on int64
+# differed from the interpreter wherever the shift gave INT64_MIN. Signed arithmetic was emitted
+# as signed C++, whose overflow is undefined: NVRTC took abs() to be non-negative (an unsigned
+# remainder), folded `x + 1 > x` to true and `(x * 4) // 4` to x. Triton and the interpreter
+# wrap. Fixed: +, -, *, <<, negation and abs of 32- and 64-bit signed values are computed on
+# the unsigned type (newt/codegen/elementwise.py).
+
+@newt.jit
+def _wrap_kernel(x_ptr, d_ptr, out_ptr, N, BLOCK: nl.constexpr):
+    r = nl.arange(0, BLOCK)
+    m = r < N
+    x = nl.load(x_ptr + r, mask=m)
+    d = nl.load(d_ptr + r, mask=m)
+    nl.store(out_ptr + r, nl.where(x + 1 > x, 1, 0), mask=m)
+    nl.store(out_ptr + N + r, (x * 4) // 4, mask=m)
+    nl.store(out_ptr + 2 * N + r, nl.abs(x) % ((d & 63) + 1), mask=m)
+    nl.store(out_ptr + 3 * N + r, nl.where(-x < 0, 1, 0), mask=m)
+    nl.store(out_ptr + 4 * N + r, (x << (d & 7)) - d * x, mask=m)
+
+
+def _wrap_reference(x, d, bits):
+    """What Triton computes: two's-complement wrap at `bits`, C's truncating / and %."""
+    def wrap(v):
+        if bits == 64:
+            return v                      # torch's int64 arithmetic wraps already
+        return (v + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)
+    x, d = x.to(torch.int64), d.to(torch.int64)
+    one = (wrap(x + 1) > x).to(torch.int64)
+    quarter = torch.div(wrap(x * 4), 4, rounding_mode="trunc")
+    rem = torch.fmod(wrap(torch.abs(x)), (d & 63) + 1)
+    neg = (wrap(-x) < 0).to(torch.int64)
+    mix = wrap(wrap(x << (d & 7)) - wrap(d * x))
+    return torch.cat([one, quarter, rem, neg, mix])
+
+
+@pytest.mark.parametrize("dt", [torch.int32, torch.int64])
+def test_signed_overflow_wraps(target, device, dt):
+    info = torch.iinfo(dt)
+    n = 301
+    x = torch.randint(info.min, info.max, (n,), dtype=dt)
+    x[:8] = torch.tensor([info.max, info.min, info.max - 1, info.min + 1, -1, 0, 1,
+                          info.max // 4 + 1], dtype=dt)
+    d = torch.randint(-1000, 1000, (n,), dtype=dt)
+    out = torch.full((5 * n,), 12345, dtype=dt, device=device)
+    _wrap_kernel[(1,)](x.to(device), d.to(device), out, n, BLOCK=512)
+    want = _wrap_reference(x, d, info.bits)
+    got = out.cpu().to(torch.int64)
+    bad = (got != want).nonzero().flatten()
+    assert bad.numel() == 0, [(int(i) // n, int(x[int(i) % n]), int(got[i]), int(want[i]))
+                              for i in bad[:6]]
+
+
+@pytest.mark.parametrize("t", ["i32", "i64"])
+def test_signed_overflow_not_assumed_away_by_nvrtc(t):
+    """CPU view (the emulator compiles at -O0, where nothing is assumed): NVRTC's PTX keeps the
+    comparison of `x + 1 > x` and a signed remainder after abs."""
+    k = newt.compiler.compile(_wrap_kernel, {"x_ptr": f"*{t}", "d_ptr": f"*{t}",
+                                             "out_ptr": f"*{t}", "N": "i32"},
+                              {"BLOCK": 512}, arch="sm_90a", num_warps=4)
+    body = k.ptx[k.ptx.index(".entry"):]
+    bits = t[1:]
+    assert f"rem.s{bits}" in body and f"rem.u{bits}" not in body, "abs() % d: unsigned rem"
+    # the first store's value depends on x: a compare against the type's maximum, not a
+    # constant 1 (signed: `x + 1 > x` is true; wrapping: false at the maximum)
+    assert re.search(rf"setp\.(eq|ne)\.[su]{bits}\s+%p\d+, %r[d]?\d+, "
+                     rf"({2 ** (int(bits) - 1) - 1}|{-(2 ** (int(bits) - 1))})", body) or \
+        re.search(rf"setp\.\w+\.s{bits}.*\n.*\n?.*selp", body), body[:3000]

@@ -6,6 +6,12 @@ the IR value they define, so shapes.value_at can reuse them to recompute index-c
 values anywhere. C semantics as ops.py specifies: integer division truncates, % is the C
 remainder (fmod for floats), >> is arithmetic for signed types. Integers narrower than 32 bits
 are computed in 32 bits and truncated back; fp16/bf16 are computed in fp32 and rounded back.
+
+Signed integers wrap on overflow, as in Triton (LLVM adds without `nsw`) and the interpreter:
++, -, *, <<, negation and abs of 32- and 64-bit signed values are computed on the unsigned type
+of the same width and converted back. In C++ a signed overflow is undefined, and NVRTC uses
+that: written signed, `x + 1 > x` compiled to `true` and `abs(x) % d` to an unsigned remainder
+(wrong for INT64_MIN, found by the differential fuzzer on the H200).
 """
 from __future__ import annotations
 
@@ -70,9 +76,16 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
         return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
     if op in ("idiv", "mod"):
         e = f"nt_{'div' if op == 'idiv' else 'mod'}(({ct})({a}), ({ct})({b}))"
+    elif op in _WRAP and ct in _UNSIGNED:     # the unsigned type's arithmetic wraps
+        u = _UNSIGNED[ct]
+        return f"({rt})(({u})({a}) {_C_BIN[op]} ({u})({b}))"
     else:
         e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
     return e if ct == rt else f"({rt}){e}"
+
+
+_WRAP = {"add", "sub", "mul", "shl"}
+_UNSIGNED = {"i32": "u32", "i64": "u64"}
 
 
 _CMP = {"eq", "ne", "lt", "le", "gt", "ge"}
@@ -89,10 +102,12 @@ def unary_expr(op: str, dt, x: str, wide=False) -> str:
         return f"(!{x})"
     if op == "invert":
         return f"({rt})(~{x})" if not dt.is_bool() else f"(!{x})"
+    ct = _int_compute_type(dt, wide)
+    neg = f"(0 - ({_UNSIGNED[ct]})({x}))" if ct in _UNSIGNED else f"(-({ct})({x}))"
     if op == "neg":
-        return f"({rt})(-({_int_compute_type(dt, wide)})({x}))"
+        return f"({rt}){neg}"
     if op == "abs":
-        return x if dt.kind in ("uint", "bool") else f"({rt})({x} < 0 ? -{x} : {x})"
+        return x if dt.kind in ("uint", "bool") else f"({x} < 0 ? ({rt}){neg} : ({rt})({x}))"
     raise NotImplementedError(f"unary {op} on {dt}")
 
 
