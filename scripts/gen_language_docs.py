@@ -32,6 +32,7 @@ TRITON_DIFFERENCES = """\
   ([newt/frontend/semantic.py](../newt/frontend/semantic.py)). Signed `+`, `-`, `*`, `<<`,
   negation and `nl.abs` wrap on overflow (`nl.abs` of the minimum is the minimum), as in
   Triton and the interpreter ([newt/codegen/elementwise.py](../newt/codegen/elementwise.py)).
+  Open: on the GPU, `nl.abs(x) % d` of the int32 minimum comes out positive (ptxas).
 - **Python integer constants that do not fit their type wrap** (two's complement) where Triton
   raises an overflow error; a constant that does not fit 64 bits is an error
   (`_wrap_int` in [newt/frontend/semantic.py](../newt/frontend/semantic.py)).
