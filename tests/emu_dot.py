@@ -411,8 +411,9 @@ def emulated_source(src: str) -> str:
     drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC,
             dot_ring._CP4, dot_swap._LDS64] + [dot_ptx.mma_sync_instr(k)
                                                for k in ("f16", "bf16", "tf32", "s8")]
+    from newt.codegen.ring_tma import load_nd_helper
     tma = TMA_HELPERS in src
-    for text in drop + [TMA_HELPERS]:
+    for text in drop + [TMA_HELPERS] + [load_nd_helper(r) for r in (3, 4, 5)]:
         src = src.replace(text, "")
     src, rs = rs_models(src)
     src, wg = wgmma_models(src)

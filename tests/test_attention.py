@@ -45,7 +45,7 @@ def _qkv(B, H, N, D, dt, device):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("B,H,N,D", [(1, 2, 1, 16), (2, 1, 17, 16), (1, 2, 45, 32),
-                                     (1, 1, 64, 64), (1, 2, 100, 16)])
+                                     (1, 1, 64, 64), (1, 2, 100, 16), (2, 3, 200, 128)])
 def test_attention_fp16(target, device, B, H, N, D, causal):
     _check(*_qkv(B, H, N, D, torch.float16, device), causal, target)
 
@@ -103,15 +103,24 @@ TRITON_CONFIG = {64: dict(BLOCK_M=128, BLOCK_N=64, num_warps=4, num_stages=3),
 _compiled: dict = {}
 
 
-def _compile(arch, D, causal, config=None, spec=True):
+def _compile(arch, D, causal, config=None, spec=True, ring_tma=True):
+    """The kernel for sm_80 / sm_90a; ring_tma=False compiles it with passes/ring_tma.py off
+    (K and V through the cp.async ring, as where TMA cannot read them)."""
+    from newt.passes import ring_tma as RT
     cfg = dict(config or ex.config_for(D, causal))
-    key = (arch, D, causal, tuple(sorted(cfg.items())), spec)
+    key = (arch, D, causal, tuple(sorted(cfg.items())), spec, ring_tma)
     if key not in _compiled:
         nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
-        _compiled[key] = newt.compile(
-            ex._attn_fwd, _signature(), dict(HEAD_DIM=D, STAGE=3 if causal else 1, EVEN_N=True,
-                                             **cfg), arch=arch, num_warps=nw, num_stages=ns,
-            specialization=_SPEC if spec else None)
+        plan = RT.plan_ring_tma
+        if not ring_tma:
+            RT.plan_ring_tma = lambda fn, options: None
+        try:
+            _compiled[key] = newt.compile(
+                ex._attn_fwd, _signature(), dict(HEAD_DIM=D, STAGE=3 if causal else 1,
+                                                 EVEN_N=True, **cfg),
+                arch=arch, num_warps=nw, num_stages=ns, specialization=_SPEC if spec else None)
+        finally:
+            RT.plan_ring_tma = plan
     return _compiled[key]
 
 
@@ -144,31 +153,57 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     assert "__shfl_xor_sync" in k.source and "dot_row_reduce" in k.ir
     assert "reduce.max" not in k.ir and "reduce.sum" not in k.ir
     # K and V run through a ring of buffers: the tiles of a later key block are copied
-    # while Q K^T runs, one barrier per key block (on sm_90a at D=64: after Q K^T's wait and
-    # a second barrier, one block further ahead); on sm_90a P @ V stays in flight
-    # into the next key block (accumulating in place into the carried accumulator)
+    # while Q K^T runs, one barrier per key block (on sm_90a at D=64: after Q K^T's wait, one
+    # block further ahead); on sm_90a P @ V stays in flight into the next key block
+    # (accumulating in place into the carried accumulator)
     assert k.ir.count("dot_tile_prefetch") == (2 if causal else 1)
     assert k.ir.count(f"tile_ring={cfg['num_stages']}") == (4 if causal else 2)
-    # K's and V's pointers move by one stride per key block: each chunk's copy reads a
-    # pointer advanced by a delta instead of recomputing its address
-    assert k.ir.count("iv_slope") == (4 if causal else 2)
-    assert len(re.findall(r"const i64 rp\d+_d = ", k.source)) == k.ir.count("iv_slope")
     body = k.source[k.source.index("for (i32 start_n"):]
     body = body[:body.index("\n  }\n")]
     late = "late_copies" in k.ir
     assert late == (arch == "sm_90a" and D == 64)   # (D=128: rotated, or one CTA per SM)
-    assert body.count("__syncthreads") == (2 if late else 1), body
-    if late:    # copies of block i + stages - 1 once Q K^T (and P @ V of i - 1) retired
-        R = cfg["num_stages"]
-        assert f"newt_cp_async_wait<{R - 2}>();" in body
-        assert body.index("newt_wgmma_wait<0>") < body.index("__syncthreads();\n", body.index(
-            "newt_wgmma_wait<0>")) < body.index("newt_cp_async16"), body
-        assert f"start_n_" in body and f" + {R - 1} * v_" in body, body
+    R = cfg["num_stages"]
+    if arch == "sm_90a":
+        # K and V by TMA (passes/ring_tma.py): 4-D boxes (head dim, key, head, batch), the
+        # maps of both loops shared, no per-thread copy, no proxy fence in the loop; each
+        # thread waits on the buffer's mbarrier, and the one barrier left guards buffer reuse
+        assert k.ir.count("tma=[box(map") == (2 if causal else 1), k.ir
+        assert len(k.tma_maps) == 2 and all(len(r["outer"]) == 2 for r in k.tma_maps)
+        assert "cp.async.bulk.tensor.4d" in k.ptx and "cp.async.cg" not in k.ptx
+        assert "fence.proxy.async" not in body and "newt_mbar_wait" in body
+        assert body.count("__syncthreads") == 1, body
+        if late:    # copies of block i + stages - 1 once Q K^T (and P @ V of i - 1) retired
+            w = body.index("newt_wgmma_wait<0>")
+            assert w < body.index("__syncthreads();\n", w) < body.index("newt_tma_load_4d"), body
+            assert f" + {R - 1} * v_" in body, body
+    else:
+        # K's and V's pointers move by one stride per key block: each chunk's copy reads a
+        # pointer advanced by a delta instead of recomputing its address
+        assert k.ir.count("iv_slope") == (4 if causal else 2)
+        assert len(re.findall(r"const i64 rp\d+_d = ", k.source)) == k.ir.count("iv_slope")
+        assert body.count("__syncthreads") == 1, body
     if arch == "sm_90a":
         # (a rotated loop, D=128 at 4 stages, also waits for the next block's scores)
         per_loop = 2 if "rotate" in k.ir else 1
         assert k.ir.count("dot_async_wait") == (2 if causal else 1) * per_loop
         assert body.count("newt_wgmma_wait<0>") == 1
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_cp_async_ring_on_sm90a_without_ring_tma(causal):
+    """Where TMA cannot read K and V (passes/ring_tma.py off here), sm_90a keeps the cp.async
+    ring: at D=64 late copies after Q K^T's wait and a second barrier, a proxy fence before
+    the wgmma reads the copied tiles."""
+    k = _compile("sm_90a", 64, causal, ring_tma=False)
+    assert "tma=[" not in k.ir and not k.tma_maps and k.n_spills == 0
+    body = k.source[k.source.index("for (i32 start_n"):]
+    body = body[:body.index("\n  }\n")]
+    R = ex.config_for(64, causal)["num_stages"]
+    assert "late_copies" in k.ir and body.count("__syncthreads") == 2, body
+    assert f"newt_cp_async_wait<{R - 2}>();" in body and "newt_fence_proxy_async" in body
+    assert body.index("newt_wgmma_wait<0>") < body.index("__syncthreads();\n", body.index(
+        "newt_wgmma_wait<0>")) < body.index("newt_cp_async16"), body
+    assert f" + {R - 1} * v_" in body, body
 
 
 def _ptx_loops(ptx):
@@ -185,13 +220,14 @@ def _ptx_loops(ptx):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("D", [64, 128])
 def test_key_loop_copies_and_descriptors_stay_out_of_the_loop(D, causal):
-    """Inside the key loop (sm_90a), the copies of a later K / V block read no thread index:
-    each 16-byte chunk's place in its tile is the same every iteration and stays in a register
-    (recomputing its swizzle from the thread index cost about 20 instructions per key block,
-    5% of the loop). Q's descriptor is built before the loop from a warp index read through
-    shfl.sync.idx, which ptxas knows is the same in every lane, so it lives in uniform
-    registers (from a plain thread index: 8 register-to-uniform moves per key block)."""
-    k = _compile("sm_90a", D, causal)
+    """Inside the key loop (sm_90a), the copies of a later K / V block read no thread index.
+    cp.async ring (ring TMA off): each 16-byte chunk's place in its tile is the same every
+    iteration and stays in a register (recomputing its swizzle from the thread index cost
+    about 20 instructions per key block, 5% of the loop). TMA ring: one thread issues one box
+    per 128-byte panel of K and of V. Q's descriptor is built before the loop from a warp index
+    read through shfl.sync.idx, which ptxas knows is the same in every lane, so it lives in
+    uniform registers (from a plain thread index: 8 register-to-uniform moves per key block)."""
+    k = _compile("sm_90a", D, causal, ring_tma=False)
     loops = [b for b in _ptx_loops(k.ptx) if "cp.async.cg" in b and "wgmma.mma_async" in b]
     assert len(loops) == (2 if causal else 1), len(loops)
     for body in loops:
@@ -201,6 +237,15 @@ def test_key_loop_copies_and_descriptors_stay_out_of_the_loop(D, causal):
         assert "%tid.x" not in window, window
     before = k.ptx[:k.ptx.index(loops[0])]
     assert re.search(r"shfl\.sync\.idx\.b32", before)
+    k = _compile("sm_90a", D, causal)
+    loops = [b for b in _ptx_loops(k.ptx) if "cp.async.bulk.tensor" in b and "wgmma" in b]
+    assert len(loops) == (2 if causal else 1), len(loops)
+    for body in loops:
+        assert body.count("cp.async.bulk.tensor.4d") == 2 * D // 64, body
+        assert "mbarrier.try_wait.parity" in body
+        w = body[body.index("mbarrier.arrive.expect_tx"):body.rindex("cp.async.bulk.tensor")]
+        assert "%tid.x" not in w, w             # the copies: coordinates only
+        assert "cp.async.cg" not in body and "fence.proxy.async" not in body
 
 
 ROTATED_CONFIG = dict(BLOCK_M=128, BLOCK_N=64, num_warps=8, num_stages=4)

@@ -45,8 +45,9 @@ EMU_TMA = r"""
 #include <map>
 struct newt_tmap { alignas(64) newt_u64 opaque[16]; };
 // the model's map encoding: base, element bytes, dim0, dim1, row stride (bytes), box0, box1,
-// swizzle code (0 none, 1 32-byte, 2 64-byte, 3 128-byte)
-struct nt_tma_copy { newt_u32 dst; newt_tmap map; int c0, c1; };
+// swizzle code (0 none, 1 32-byte, 2 64-byte, 3 128-byte), rank; outer dimension k (2..4):
+// extent at 7 + k, stride (bytes) at 10 + k, one index per box
+struct nt_tma_copy { newt_u32 dst; newt_tmap map; int c0, c1; int c[3]; };
 struct nt_mbar { int count = 0, pending = 0; long long tx = 0; int phase = 0;
                  std::vector<nt_tma_copy> lazy; };
 static std::map<newt_u32, nt_mbar> nt_mbars;     // by shared-memory address, under nt_mu
@@ -56,12 +57,19 @@ static void nt_tma_do(const nt_tma_copy& c) {
   const newt_u64* f = c.map.opaque;
   int es = (int)f[1], b0 = (int)f[5], b1 = (int)f[6], sw = (int)f[7];
   if (c.dst % 128) nt_emu_fail("TMA destination not 128-byte aligned");
+  long long outer = 0;
+  bool inside = true;
+  for (int k = 2; k < (int)f[8]; ++k) {
+    long long ck = c.c[k - 2];
+    inside = inside && ck >= 0 && ck < (long long)f[7 + k];
+    outer += ck * (long long)f[10 + k];
+  }
   for (int y = 0; y < b1; ++y)
     for (int x = 0; x < b0; ++x) {
       long long gx = (long long)c.c0 + x, gy = (long long)c.c1 + y;
       unsigned char v[8] = {0};
-      if (gx >= 0 && gy >= 0 && gx < (long long)f[2] && gy < (long long)f[3])
-        memcpy(v, (const unsigned char*)f[0] + gy * (long long)f[4] + gx * es, es);
+      if (inside && gx >= 0 && gy >= 0 && gx < (long long)f[2] && gy < (long long)f[3])
+        memcpy(v, (const unsigned char*)f[0] + outer + gy * (long long)f[4] + gx * es, es);
       newt_u32 a = c.dst + (newt_u32)((y * b0 + x) * es);
       if (sw) a = nt_swz_addr(a, 4 - sw);       // TMA codes 3/2/1 = wgmma modes 1/2/3
       memcpy(nt_smem + a, v, es);
@@ -109,14 +117,24 @@ static void newt_mbar_wait(newt_u32 bar, newt_u32 parity) {
   while (!newt_mbar_try_wait(bar, parity))
     if (time(0) - t0 > 5) { nt_emu_fail("mbarrier wait never completed"); return; }
 }
-static void newt_tma_load_2d(newt_u32 dst, const newt_tmap* map, int c0, int c1, newt_u32 bar) {
+static void nt_tma_load(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
+                        int c4, newt_u32 bar, int rank) {
+  if ((int)map->opaque[8] != rank) nt_emu_fail("TMA copy of another rank than its map's");
   pthread_mutex_lock(&nt_mu);
   nt_mbar& b = nt_mbar_at(bar);
-  nt_tma_copy c{dst, *map, c0, c1};
+  nt_tma_copy c{dst, *map, c0, c1, {c2, c3, c4}};
   if (nt_tma_lazy) b.lazy.push_back(c);
   else { nt_tma_do(c); b.tx -= nt_box_bytes(*map); nt_mbar_settle(b); }
   pthread_mutex_unlock(&nt_mu);
 }
+static void newt_tma_load_2d(newt_u32 dst, const newt_tmap* map, int c0, int c1, newt_u32 bar) {
+  nt_tma_load(dst, map, c0, c1, 0, 0, 0, bar, 2); }
+static void newt_tma_load_3d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2,
+                             newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, 0, 0, bar, 3); }
+static void newt_tma_load_4d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
+                             newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, 0, bar, 4); }
+static void newt_tma_load_5d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
+                             int c4, newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, c4, bar, 5); }
 """
 
 EMU_STANDALONE = r"""
@@ -138,12 +156,17 @@ def model_encode(dtype_code, rank, address, dims, strides, box, elem_strides, in
     """cuTensorMapEncodeTiled's stand-in: the model's encoding of the same arguments."""
     from newt.codegen.tma import DTYPE_CODE
     from newt.runtime.driver import CUtensorMap
-    assert rank == 2 and list(elem_strides) == [1, 1] and interleave == 0 and oob == 0
+    assert 2 <= rank <= 5 and list(elem_strides) == [1] * rank and interleave == 0 and oob == 0
+    assert len(dims) == len(box) == rank and len(strides) == rank - 1
+    assert list(box[2:]) == [1] * (rank - 2)     # outer dimensions: one index per box
     esize = {c: k for k, c in DTYPE_CODE.items()}[dtype_code]
     esize = {"u8": 1, "u16": 2, "f16": 2, "bf16": 2}.get(esize, 4)
     m = CUtensorMap()
-    for i, v in enumerate([address, esize, dims[0], dims[1], strides[0], box[0], box[1], swizzle]):
+    for i, v in enumerate([address, esize, dims[0], dims[1], strides[0], box[0], box[1], swizzle,
+                           rank]):
         m.opaque[i] = v
+    for k in range(2, rank):            # outer dimension k: extent at 7 + k, stride at 10 + k
+        m.opaque[7 + k], m.opaque[10 + k] = dims[k], strides[k - 1]
     return m
 
 

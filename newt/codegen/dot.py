@@ -219,15 +219,23 @@ def emit_dot(em, op):
     # iteration's tiles and copies those of a later one while its mma runs; the second finds
     # its tile landed and visible
     cp_wait = op.attrs.get("cp_wait")
+    rt = op.attrs.get("ring_tma")       # the ring's tiles are TMA boxes (passes/ring_tma.py)
     if not op.attrs.get("ring_ready"):
-        if cp_wait is not None:
+        if rt is not None:
+            from . import ring_tma
+            ring_tma.wait(em, rt.x, em.name(op.parent.args[0]))
+        elif cp_wait is not None:
             em.emit(f"newt_cp_async_wait<{cp_wait}>();")
         elif "loaded" in (a_src, b_src):
             em.emit("newt_cp_async_commit();")
             em.emit("newt_cp_async_wait<0>();")
-        if use_wg:
+        staged_here = a_src is None or b_src is None      # st.shared in this dot (_stage)
+        if use_wg and (rt is None or staged_here):
             em.emit("newt_fence_proxy_async();")
-        em.barrier()
+        # with TMA each thread's wait publishes the tiles; a barrier remains where the copies
+        # issued next rely on it (not with late copies: their own barrier follows the mma)
+        if rt is None or staged_here or not op.attrs.get("late_copies"):
+            em.barrier()
     # what runs while the mma is in flight: the ring's copies of a later iteration (first
     # dot), or, after a rotated first dot, its next iteration's scores (retired by the
     # dot_async_wait before this dot) becoming the current ones

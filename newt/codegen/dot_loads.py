@@ -17,11 +17,13 @@ it, passes/smem.py).
 Tile rings (passes/dot_loads.py, plan_prefetch): both tiles of iteration i + ahead are issued
 by the body's first dot while its mma runs (emit_ahead_tiles: the induction variable replaced
 by iv + ahead * step in the index math, the tiles into that iteration's ring buffers), those of
-the first `ahead` iterations by `dot_tile_prefetch` before the loop.
+the first `ahead` iterations by `dot_tile_prefetch` before the loop. A ring whose tiles are
+TMA boxes (passes/ring_tma.py: prefetch attrs "tma") is copied by ring_tma.py instead.
 """
 from __future__ import annotations
 
 from ..passes.dot_loads import axis_stride, chunk_divisor, uniform_along
+from . import ring_tma
 from .dot import _OPAQUE_TID, Tile, _helpers, dot_tiles, opaque_thread
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
@@ -49,24 +51,34 @@ def _prefetch(em, op):
     loop = op.attrs["loop"].x
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     ahead = op.attrs["ahead"]
-    em.barrier()
-    for load in op.attrs["loads"].x:
-        _declare_ring_pointers(em, load, lb)
+    tma = op.attrs.get("tma")           # the tiles arrive by TMA (passes/ring_tma.py)
+    if tma:
+        ring_tma.prologue(em, op)       # (its barrier is this one)
+    else:
+        em.barrier()
+        for load in op.attrs["loads"].x:
+            _declare_ring_pointers(em, load, lb)
     for t in range(ahead):
         it = f"({lb} + {t} * {step})" if t else lb
         with em.scope(f"if ({_in_range(em, loop, it)})"):
-            for load in op.attrs["loads"].x:
+            if tma:
+                ring_tma.issue(em, op, it)
+            for load in op.attrs["loads"].x if not tma else ():
                 emit_tile_copy(em, load, it)
-        em.emit("newt_cp_async_commit();")
+        if not tma:
+            em.emit("newt_cp_async_commit();")
     first = op.attrs["loads"].x[0].attrs["tile"].dot
     if first.attrs.get("rotate"):       # the first dot of iteration 0, before the loop
         from .dot_loop import declare_rotated, emit_rotated, staged_a_desc
         declare_rotated(em, first)
         staged_a_desc(em, first)        # (declared here, before the loop's header exists)
         with em.scope(f"if ({_in_range(em, loop, lb)})"):
-            em.emit(f"newt_cp_async_wait<{ahead - 1}>();")
-            em.emit("newt_fence_proxy_async();")
-            em.barrier()
+            if tma:
+                ring_tma.wait(em, op, lb)
+            else:
+                em.emit(f"newt_cp_async_wait<{ahead - 1}>();")
+                em.emit("newt_fence_proxy_async();")
+                em.barrier()
             emit_rotated(em, first, lb, "cur")
             em.emit("newt_wgmma_wait<0>();")
 
@@ -86,13 +98,22 @@ def emit_ahead_tiles(em, loads, loop):
     group either way."""
     iv = em.name(loop.regions[0].args[0])
     step = em.name(loop.operands[2])
-    ahead = next(op for op in loop.parent.ops if op.opcode == "dot_tile_prefetch"
-                 and op.attrs["loop"].x is loop).attrs["ahead"]
+    pre = ring_prefetch(loop)
+    ahead = pre.attrs["ahead"]
     nxt = f"({iv} + {ahead} * {step})" if ahead != 1 else f"({iv} + {step})"
     with em.scope(f"if ({_in_range(em, loop, nxt)})"):
+        if pre.attrs.get("tma"):
+            ring_tma.issue(em, pre, nxt)
+            return
         for load in loads:
             emit_tile_copy(em, load, nxt)
     em.emit("newt_cp_async_commit();")
+
+
+def ring_prefetch(loop):
+    """The dot_tile_prefetch op of a tile ring's loop."""
+    return next(op for op in loop.parent.ops if op.opcode == "dot_tile_prefetch"
+                and op.attrs["loop"].x is loop)
 
 
 def _geometry(em, op):

@@ -91,10 +91,15 @@ def emit_rotated_dot(em, op):
     loop = op.parent.parent
     cur = op.attrs["rotated_names"][0]
     em.names[op.result.id] = cur
-    em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
-    em.emit("newt_fence_proxy_async();")
-    em.barrier()
     nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
+    rt = op.attrs.get("ring_tma")
+    if rt is not None:          # TMA boxes (passes/ring_tma.py): wait for the next tiles
+        from . import ring_tma
+        ring_tma.wait(em, rt.x, nxt, guard=_in_range(em, loop, nxt))
+    else:
+        em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
+        em.emit("newt_fence_proxy_async();")
+    em.barrier()                # (buffer i - 1 is free for the copies below)
     with em.scope(f"if ({_in_range(em, loop, nxt)})"):
         emit_rotated(em, op, nxt, "next")
     emit_ahead_tiles(em, op.attrs["ring_issue"].x, loop)

@@ -501,6 +501,7 @@ def _uniform(v):
 
 def fuse_dot_rows(fn, options):
     from .dot_loads import plan_prefetch, plan_tile_loads
+    from .ring_tma import plan_ring_tma
     T = options.num_threads
     _keep_acc_between_loops(fn)
     _fuse_rows(fn, T)
@@ -509,6 +510,7 @@ def fuse_dot_rows(fn, options):
     _plan_operands(fn, T)
     plan_tile_loads(fn, options)
     plan_prefetch(fn, options)
+    plan_ring_tma(fn, options)
     _recompute_index(fn)
     return fn
 

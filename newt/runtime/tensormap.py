@@ -53,33 +53,40 @@ class TensorMaps:
         self.built = 0            # encodes done (tests: a repeated launch builds nothing)
 
     def matrix(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
-               box: TmaBox):
+               box: TmaBox, outer=()):
         """The map of a rows x cols row-major matrix (row_stride elements apart) read in
-        `box`-sized boxes."""
-        return self._entry(address, kind, rows, cols, row_stride, box)[0]
+        `box`-sized boxes; `outer`: (extent, stride in elements) of further dimensions (a
+        head, a batch), read one index at a time."""
+        return self._entry(address, kind, rows, cols, row_stride, box, tuple(outer))[0]
 
     def address(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
-                box: TmaBox) -> int:
+                box: TmaBox, outer=()) -> int:
         """matrix()'s map as the host address a kernel parameter slot points at."""
-        return self._entry(address, kind, rows, cols, row_stride, box)[1]
+        return self._entry(address, kind, rows, cols, row_stride, box, tuple(outer))[1]
 
-    def _entry(self, address, kind, rows, cols, row_stride, box):
-        key = (address, kind, rows, cols, row_stride, box)
+    def _entry(self, address, kind, rows, cols, row_stride, box, outer=()):
+        key = (address, kind, rows, cols, row_stride, box, outer)
         e = self._maps.get(key)
         if e is not None:
             return e
         esize = ESIZE[kind]
-        if not can_map(address, esize, rows, cols, row_stride, 1):
+        if not can_map(address, esize, rows, cols, row_stride, 1) or not all(
+                0 < n < 2 ** 32 and 0 < (st * esize) < 2 ** 40 and (st * esize) % 16 == 0
+                for n, st in outer):
             raise ValueError(f"TMA cannot read this {rows}x{cols} {kind} matrix (address "
-                             f"{address:#x}, row stride {row_stride} elements): the address and "
-                             "the row stride in bytes must be multiples of 16")
+                             f"{address:#x}, row stride {row_stride} elements"
+                             + (f", outer dimensions {list(outer)}" if outer else "")
+                             + "): the address and the strides in bytes must be positive "
+                             "multiples of 16")
         assert box.esize == esize, (box, kind)
         encode = self._encode
         if encode is None:
             from .driver import encode_tensor_map_tiled as encode
-        m = encode(DTYPE_CODE[kind], 2, address, [cols, rows], [row_stride * esize],
-                   [box.inner, box.outer], [1, 1], 0, box.swizzle_code, L2_PROMOTION,
-                   OOB_FILL_ZERO)
+        rank = 2 + len(outer)
+        m = encode(DTYPE_CODE[kind], rank, address, [cols, rows] + [n for n, _ in outer],
+                   [row_stride * esize] + [st * esize for _, st in outer],
+                   [box.inner, box.outer] + [1] * len(outer), [1] * rank, 0,
+                   box.swizzle_code, L2_PROMOTION, OOB_FILL_ZERO)
         self.built += 1
         e = self._maps[key] = (m, map_address(m))
         if len(self._maps) > self.capacity:
@@ -108,31 +115,42 @@ def _source(src, vals):
 
 
 def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
-    """For a kernel's TMA recipes (passes/dot_tma.py, fn.attrs["tma_maps"]), a function of the
-    launch's packed values (in runtime-parameter order) returning the host address of each
-    recipe's map. `slot_of` maps a Python parameter index to its position in those values.
-    A launch with the same tensors and sizes as an earlier one finds its maps in the cache.
-    (A map an evicted entry held is only read by the launch that follows its lookup.)"""
+    """For a kernel's TMA recipes (passes/dot_tma.py and passes/ring_tma.py,
+    fn.attrs["tma_maps"]), a function of the launch's packed values (in runtime-parameter
+    order) returning the host address of each recipe's map. `slot_of` maps a Python parameter
+    index to its position in those values. A launch with the same tensors and sizes as an
+    earlier one finds its maps in the cache. (A map an evicted entry held is only read by the
+    launch that follows its lookup.)"""
+    def loc(x):
+        x = list(x)
+        if x[0] == "param":
+            x[1] = slot_of[x[1]]
+        return tuple(x)
+
     plans = []
     for r in recipes:
         box = TmaBox(r["box_inner"], r["box_outer"], r["esize"], r["swizzle"])
-        loc = [list(x) for x in (r["rows"], r["cols"], r["row_stride"])]
-        for x in loc:
-            if x[0] == "param":
-                x[1] = slot_of[x[1]]
-        plans.append((slot_of[r["ptr"]], r["kind"], *[tuple(x) for x in loc], box,
-                      r.get("ptr_name", "?")))
+        outer = tuple((loc(o["extent"]), loc(o["stride"])) for o in r.get("outer", ()))
+        plans.append((slot_of[r["ptr"]], r["kind"], loc(r["rows"]), loc(r["cols"]),
+                      loc(r["row_stride"]), box, outer,
+                      tuple(loc(p) for p in r.get("positive", ())), r.get("ptr_name", "?")))
 
     def build(vals):
+        from ..errors import LaunchError
         m = maps if maps is not None else default_maps()
         out = []
-        for slot, kind, rows, cols, stride, box, name in plans:
+        for slot, kind, rows, cols, stride, box, outer, positive, name in plans:
+            for p in positive:          # passes/ring_tma.py: an offset index's divisor
+                if _source(p, vals) < 1:
+                    raise LaunchError(f"argument '{p[2]}' is {_source(p, vals)}: the TMA copies "
+                                      f"of '{name}' divide by it and need it >= 1")
             try:
                 # an empty extent reads nothing (no iteration runs): any valid map will do
                 out.append(m.address(vals[slot], kind, max(1, _source(rows, vals)),
-                                     max(1, _source(cols, vals)), _source(stride, vals), box))
+                                     max(1, _source(cols, vals)), _source(stride, vals), box,
+                                     tuple((max(1, _source(e, vals)), _source(st, vals))
+                                           for e, st in outer)))
             except ValueError as e:
-                from ..errors import LaunchError
                 raise LaunchError(f"argument '{name}': {e}") from None
         return out
     return build

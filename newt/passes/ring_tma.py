@@ -1,0 +1,272 @@
+"""Ring TMA pass: the two tiles of a tile ring (attention's K and V, passes/dot_loads.py,
+plan_prefetch) arrive as TMA boxes on mbarriers instead of per-thread cp.async copies.
+
+Where it sits: called by the dot-rows pass right after plan_prefetch; it only adds facts. On
+sm_90a with wgmma, a ring load becomes boxes of an N-D tensor map when the pass can prove that
+the boxes read exactly what the pointer block and mask read:
+
+    pointer = P + u1 * s1 + ... + uk * sk       P a 16-byte aligned pointer parameter; each
+              + rows[:, None] * s + cols[None, :]   u a non-negative 32-bit scalar computed
+                                                    before the loop (a head, a batch), each s
+                                                    (and the row stride s) a parameter
+                                                    divisible by 16 or a constant whose bytes
+                                                    are a multiple of 16 (k <= 3)
+    rows    = iv + arange(R)     the loop's induction variable plus an arange (either axis
+                                 may be the rows: K loaded transposed has them on axis 1)
+    cols    = c + arange(C)      c a constant; stride 1 (the tile's contiguous axis)
+    mask    = none, or `rows < bound` with bound a parameter: rows past it read 0 (the TMA
+              map's extent along rows), as the masked load's other=0 does
+
+The map's dimensions, innermost first: cols (extent c + C), rows (extent: the bound, else
+2^31 - 1), then one per u term (extent: H where u = x % H, else 2^31 - 1, with its stride).
+A u term `x // H` or `x % H` is non-negative only for H >= 1: such parameters are listed in
+the recipe and the launcher checks them (a LaunchError otherwise). Negative coordinates read
+zeros where the pointer program would read before the tensor: the pass accepts only terms it
+proves non-negative (program ids, constants, casts, sums, products, // and % of those).
+
+What it buys (H200, 2026-12-01, attention B=4 H=32 N=4096 fp16, hand-transformed generated
+code first, benchmarks/attention_variants.py): D=64 404 -> 428 TFLOP/s, D=128 434 -> 469
+(Triton 408 / 435): no per-thread address, predicate and copy instructions in the key loop,
+no proxy fence, one block barrier fewer per key block at D=64.
+
+Facts: prefetch op attrs "tma" = [RingBox per load] and fn.attrs["tma_maps"] recipes (the
+launcher encodes them: runtime/tensormap.py); the first dot "ring_tma". Or "tma_why" with the
+reason on the prefetch op (printed IR). Codegen: codegen/ring_tma.py.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from .. import dtypes as D
+from ..codegen.tma import tile_boxes
+from ..ir.core import Block, Op
+from .dot import uses_wgmma
+from .dot_loads import _Ref
+from .dot_tma import _KIND, _No, _binop, _const, _index, _iv_affine, _lt_term, _mask_terms, \
+    _op, _param, _ptr_terms, same
+
+BIG = (1 << 31) - 1      # extent of an axis nothing bounds: every int32 coordinate is inside
+
+
+@dataclasses.dataclass(repr=False)
+class RingBox:
+    """How one ring load's tile is copied: boxes of map `map_index` (rank 2 + len(coords))."""
+    map_index: int
+    rows: int                 # the tile: rows x cols elements, cols contiguous
+    cols: int
+    esize: int
+    col0: int                 # first column
+    row_rest: object          # the first row at iteration iv: row_rest + iv * row_c
+    row_c: int                # (row_rest None, an int or a Value defined before the loop)
+    coords: list              # the u terms' scalar Values, outer map dimensions in order
+
+    def __repr__(self):     # (the printed IR: prefetch attrs tma=[...])
+        return f"box(map {self.map_index}, {self.rows}x{self.cols}, rank {2 + len(self.coords)})"
+
+
+def _stride(fn, v, es, what):
+    """("const", n) / ("param", index, name) of a stride in elements (a Value or an int) whose
+    bytes TMA can take."""
+    c = v if isinstance(v, int) else _const(v)
+    if c is not None:
+        if c <= 0 or (c * es) % 16:
+            raise _No(f"{what} ({c} elements) is not a positive multiple of 16 bytes")
+        return ("const", int(c))
+    p = _param(fn, _uncast(v))
+    if p is None or not p.divisible_by_16 or p.dtype not in (D.int32, D.int64):
+        raise _No(f"{what} is not a parameter divisible by 16")
+    return ("param", p.index, p.name)
+
+
+def _uncast(v):
+    o = _op(v, "cast")
+    while o is not None and v.dtype.is_int() and o.operands[0].dtype.is_int():
+        v = o.operands[0]
+        o = _op(v, "cast")
+    return v
+
+
+def _nonneg(fn, v, positive) -> bool:
+    """v >= 0 whenever the parameters in `positive` (added here) are >= 1."""
+    v = _uncast(v)
+    o = _op(v)
+    if o is None:
+        return False
+    if o.opcode == "program_id":
+        return True
+    c = _const(v)
+    if c is not None:
+        return c >= 0
+    k = o.attrs.get("op") if o.opcode == "binary" else None
+    if k in ("add", "mul"):
+        return all(_nonneg(fn, x, positive) for x in o.operands)
+    if k in ("idiv", "mod"):
+        a, b = o.operands
+        cb = _const(b)
+        if cb is not None:
+            return cb >= 1 and _nonneg(fn, a, positive)
+        p = _param(fn, _uncast(b))
+        if p is None or not _nonneg(fn, a, positive):
+            return False
+        positive.append(("param", p.index, p.name))
+        return True
+    return False
+
+
+def _offset_terms(fn, v, out):
+    """Split a scalar element offset into (coordinate, stride) products."""
+    a = _binop(v, "add")
+    if a is not None:
+        return all(_offset_terms(fn, x, out) for x in a.operands)
+    m = _binop(v, "mul")
+    if m is None:
+        raise _No("the base pointer's offset is not a sum of index * stride products")
+    x, y = m.operands
+    # the stride is the parameter (or constant) side; with two parameters, the one divisible
+    # by 16
+    def is_stride(w):
+        p = _param(fn, _uncast(w))
+        return _const(w) is not None or (p is not None and p.divisible_by_16)
+    if is_stride(x) and not is_stride(y):
+        x, y = y, x
+    elif not is_stride(y):
+        raise _No("a term of the base pointer's offset has no stride parameter")
+    out.append((x, y))
+    return True
+
+
+def _scalar_base(fn, ptr):
+    """(pointer parameter, [(coordinate, stride)]) of P + u1 * s1 + ... (through addptr)."""
+    terms = []
+    while True:
+        o = _op(ptr, "addptr")
+        if o is None:
+            break
+        _offset_terms(fn, o.operands[1], terms)
+        ptr = o.operands[0]
+    p = _param(fn, ptr)
+    if p is None or not p.divisible_by_16:
+        raise _No("the base pointer is not a 16-byte aligned parameter")
+    return p, terms
+
+
+def _before_loop(v, body) -> bool:
+    """v is defined outside the loop body `body` (and not one of its block arguments)."""
+    o = v.owner
+    blk = o if isinstance(o, Block) else getattr(o, "parent", None)
+    while blk is not None:
+        if blk is body:
+            return False
+        up = blk.parent
+        blk = up.parent if isinstance(up, Op) else None
+    return True
+
+
+def _ring_box(fn, loop, ld, transposed, positive):
+    """RingBox + map recipe of one ring load, or raise _No."""
+    body = loop.regions[0]
+    iv = body.args[0]
+    ptr = ld.operands[0]
+    kind = _KIND.get(ld.result.dtype.name)
+    if kind is None:
+        raise _No(f"{ld.result.dtype.name} tiles stay on cp.async")
+    es = ld.result.dtype.bits // 8
+    shape = ld.result.shape
+    terms = []
+    P = _ptr_terms(ptr, shape, terms)
+    if P is None or sorted(t[0] for t in terms) != [0, 1]:
+        raise _No("the pointer block is not `pointer + rows * stride + cols`")
+    by_axis = {t[0]: t for t in terms}
+    cax = 0 if transposed else 1            # the tile's contiguous columns
+    rax = 1 - cax
+    if by_axis[cax][2] != 1:
+        raise _No("the tile's columns are not contiguous")
+    row_stride = by_axis[rax][2]
+    row_src = _stride(fn, row_stride, es, "the row stride")
+    P, uterms = _scalar_base(fn, P)
+    if len(uterms) > 3:
+        raise _No("more than three index * stride terms in the base pointer (TMA rank <= 5)")
+    ri, ci = _index(by_axis[rax][1]), _index(by_axis[cax][1])
+    if ri is None or ci is None or ri[2] is not None or ci[2] is not None:
+        raise _No("an axis index is not `start + arange` (or wraps)")
+    if not isinstance(ci[0], int) or ci[0] < 0:
+        raise _No("the first column is not a constant")
+    rest, c = (None, 0) if isinstance(ri[0], int) else _iv_affine(ri[0], iv)
+    if isinstance(ri[0], int):
+        rest = ri[0]
+    elif rest is not None and not _before_loop(rest, body):
+        raise _No("the first row is not the induction variable plus a loop invariant")
+    if c == 0 and not isinstance(rest, int):
+        raise _No("the tile does not move with the loop")
+    extent = ("const", BIG)
+    if ld.attrs.get("has_mask"):
+        conj = []
+        _mask_terms(ld.operands[1], conj)
+        if len(conj) != 1:
+            raise _No("the mask is not one `rows < bound` term")
+        got = _lt_term(conj[0], shape)
+        if got is None or got[0] != rax or not same(got[1], ri[3]):
+            raise _No("the mask does not bound the rows")
+        b = got[2]
+        cb = _const(b)
+        bp = _param(fn, _uncast(b))
+        if cb is not None:
+            extent = ("const", max(int(cb), 0))
+        elif bp is not None and bp.dtype in (D.int32, D.int64):
+            extent = ("param", bp.index, bp.name)
+        else:
+            raise _No("the rows' bound is not a parameter")
+    outer = []
+    for u, s in uterms:
+        if not u.dtype.is_int() or _uncast(u).dtype.bits > 32 or not _before_loop(u, body):
+            raise _No("an offset index is not a 32-bit scalar computed before the loop")
+        if not _nonneg(fn, u, positive):
+            raise _No("an offset index is not provably non-negative")
+        m = _binop(_uncast(u), "mod")
+        mp = _param(fn, _uncast(m.operands[1])) if m is not None else None
+        ext = ("param", mp.index, mp.name) if mp is not None else ("const", BIG)
+        outer.append((ext, _stride(fn, s, es, "an offset stride")))
+    R, C = shape[rax], shape[cax]
+    box, _ = tile_boxes(R, C, es)
+    recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=extent,
+                  cols=("const", ci[0] + C), row_stride=row_src, box_inner=box.inner,
+                  box_outer=box.outer, swizzle=box.swizzle, esize=es,
+                  outer=[dict(extent=list(e), stride=list(s)) for e, s in outer])
+    rb = RingBox(-1, R, C, es, ci[0], rest, c, [u for u, _ in uterms])
+    return rb, recipe
+
+
+def plan_ring_tma(fn, options):
+    """Decide TMA for every tile ring of plan_prefetch (dot_tile_prefetch ops)."""
+    if not (options.arch.startswith("sm_9") and options.arch.endswith("a")):
+        return
+    for pre in [op for op in fn.walk() if op.opcode == "dot_tile_prefetch"]:
+        loads = pre.attrs["loads"].x
+        loop = pre.attrs["loop"].x
+        dots = [ld.attrs["tile"].dot for ld in loads]
+        positive = []
+        try:
+            if not all(uses_wgmma(options.arch, options.num_threads, d.attrs["dot_plan"],
+                                  d.attrs.get("a_src")) for d in dots):
+                raise _No("the dots are not wgmma")
+            boxes = []
+            for ld, d in zip(loads, dots):
+                # (ring buffers are B tiles, each at a 1024-byte aligned offset: codegen/dot.py)
+                if ld.attrs["tile"].role != "b":
+                    raise _No("a ring tile is not a dot's B")
+                rb, recipe = _ring_box(fn, loop, ld, bool(d.attrs.get("b_kmajor")), positive)
+                boxes.append((rb, recipe))
+        except _No as e:
+            pre.attrs["tma_why"] = str(e)
+            continue
+        maps = fn.attrs.setdefault("tma_maps", [])
+        for rb, recipe in boxes:
+            if positive:
+                recipe["positive"] = [list(p) for p in dict.fromkeys(map(tuple, positive))]
+            if recipe in maps:          # the same tensor in another ring (causal attention)
+                rb.map_index = maps.index(recipe)
+            else:
+                rb.map_index = len(maps)
+                maps.append(recipe)
+        pre.attrs["tma"] = [rb for rb, _ in boxes]
+        dots[0].attrs["ring_tma"] = _Ref(pre)
