@@ -24,7 +24,8 @@
 # 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (200 s),
 # EXAMPLES_BUDGET (90 s), BENCH_BUDGET (300 s), DT_BUDGET (240 s), BENCH_ONLY (e.g. memory,launch), BENCH_RUNS (2),
 # SANITIZE_TIMEOUT (120 s per sanitizer run), SANITIZE_BUDGET (420 s for the whole stage),
-# SANITIZE_TESTS (the test files of the subset),
+# SANITIZE_TESTS (the test files of the subset), SANITIZE_EXAMPLES (more examples, e.g.
+# "05_matmul 06_fused_attention"),
 # SANITIZE_K (the pytest -k expression that picks the subset's GPU tests).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
@@ -217,7 +218,7 @@ if [ "$SANITIZE" = 1 ]; then
       tool_errors[$tool]=$(( ${tool_errors[$tool]} + ${n:-0} ))
       echo "${sanitize_status[-1]}"
     }
-    for ex in 01_vector_add 02_fused_softmax 03_layernorm 04_fused_elementwise 07_dropout; do
+    for ex in 01_vector_add 02_fused_softmax 03_layernorm 04_fused_elementwise ${SANITIZE_EXAMPLES:-} 07_dropout; do
       [ -f "examples/$ex.py" ] || continue
       for tool in memcheck racecheck synccheck; do
         sanitize "$tool" "$ex" "$PY" "examples/$ex.py" --small
