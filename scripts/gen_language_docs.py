@@ -31,8 +31,10 @@ TRITON_DIFFERENCES = """\
   rule): `-7 // 2 == -3`, `-7 % 2 == -1` inside a kernel. `//` on floats is an error
   ([newt/frontend/semantic.py](../newt/frontend/semantic.py)). Signed `+`, `-`, `*`, `<<`,
   negation and `nl.abs` wrap on overflow (`nl.abs` of the minimum is the minimum), as in
-  Triton and the interpreter ([newt/codegen/elementwise.py](../newt/codegen/elementwise.py)).
-  Open: on the GPU, `nl.abs(x) % d` of the int32 minimum comes out positive (ptxas).
+  torch and the interpreter ([newt/codegen/elementwise.py](../newt/codegen/elementwise.py)).
+  One difference from Triton's compiled kernels: there `nl.abs(x) % d` of the int32 minimum
+  comes out positive on the H200 (ptxas takes `abs.s32` as non-negative); newt's is negative,
+  as `torch.fmod(torch.abs(x), d)` is.
 - **Python integer constants that do not fit their type wrap** (two's complement) where Triton
   raises an overflow error; a constant that does not fit 64 bits is an error
   (`_wrap_int` in [newt/frontend/semantic.py](../newt/frontend/semantic.py)).

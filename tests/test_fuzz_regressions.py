@@ -21,11 +21,6 @@ from newt import dtypes as D
 # (different promotion from any other value of the argument, and no tensor methods such as .to()).
 
 
-def xfail_on_cuda(request, target, reason):
-    if target == "cuda":
-        request.node.add_marker(pytest.mark.xfail(strict=True, reason=reason))
-
-
 # --------------------------------------------------------------------------- equal_to_1 scalars
 # Found by the fuzzer (case seeds 190, 300+): `(s).to(nl.int8)` on a runtime int that is 1.
 
@@ -300,12 +295,10 @@ def test_signed_overflow_wraps(target, device, dt):
 
 
 @pytest.mark.parametrize("dt", [torch.int32, torch.int64])
-def test_abs_of_the_minimum_keeps_its_sign_in_a_remainder(request, target, device, dt):
-    if dt == torch.int32:
-        # Seen on the H200 (2026-12-01): the PTX is right (abs.s32, then rem.s32), the result is
-        # |INT32_MIN| % d taken as positive, so ptxas treats abs.s32 as non-negative. int64
-        # (rem.s64 is a called routine) is right since the fix above.
-        xfail_on_cuda(request, target, "ptxas: rem.s32 of abs.s32(INT32_MIN) comes out positive")
+def test_abs_of_the_minimum_keeps_its_sign_in_a_remainder(target, device, dt):
+    """abs(INT_MIN) wraps to INT_MIN, and its remainder is negative (torch.fmod). On the H200
+    (2026-12-01) int32 abs as abs.s32 (or shift-xor-subtract in C) came out positive in the
+    remainder (ptxas; Triton's kernel of the same source too): int32 abs is inline PTX now."""
     got, want, x = _wrap_run(device, dt)
     bad = _wrap_mismatches(got, want, x, [2])
     assert not bad, bad
@@ -321,6 +314,8 @@ def test_signed_overflow_not_assumed_away_by_nvrtc(t):
     body = k.ptx[k.ptx.index(".entry"):]
     bits = t[1:]
     assert f"rem.s{bits}" in body and f"rem.u{bits}" not in body, "abs() % d: unsigned rem"
+    if bits == "32":    # int32 abs by the header's inline PTX, never abs.s32 (see above)
+        assert "abs.s32" not in body and re.search(r"shr\.s32 t, %r\d+, 31;", body)
     # the first store's value depends on x: a compare against the type's maximum, not a
     # constant 1 (signed: `x + 1 > x` is true; wrapping: false at the maximum)
     assert re.search(rf"setp\.(eq|ne)\.[su]{bits}\s+%p\d+, %r[d]?\d+, "

@@ -83,6 +83,17 @@ NT_STP(nt_stp64, u64, "l", 64)
 """
 
 PORTABLE = r"""NT_INLINE float nt_b2f(u16 h) { return __uint_as_float(((u32)h) << 16); }
+// int32 abs that wraps (abs(INT32_MIN) == INT32_MIN), as torch and the interpreter compute it.
+// abs.s32, or the same shift-xor-subtract written in C, is taken by ptxas as non-negative: on
+// the H200 abs(INT32_MIN) % 7 came out 2 instead of -2 (Triton's kernels too); inline PTX keeps it.
+NT_INLINE i32 nt_abs32(i32 x) {
+#ifdef __CUDA_ARCH__
+  i32 r; asm("{ .reg .s32 t; shr.s32 t, %1, 31; xor.b32 %0, %1, t; sub.s32 %0, %0, t; }"
+             : "=r"(r) : "r"(x)); return r;
+#else
+  return x < 0 ? (i32)(0u - (u32)x) : x;
+#endif
+}
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 
