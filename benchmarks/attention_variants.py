@@ -48,6 +48,17 @@ CASES = [(64, False), (128, False), (64, True), (128, True)]
 CHECK = [(2, 3, 1000, 64), (1, 2, 777, 128), (2, 2, 1024, 64), (1, 3, 1024, 128)]
 
 
+def _check(m, name, shape, causal, qkv=None):
+    """One variant against SDPA on fresh data (or qkv) of `shape`, NaN-poisoned output."""
+    q, k, v = qkv or [torch.randn(*shape, device="cuda", dtype=torch.float16) for _ in range(3)]
+    o = torch.full_like(q, float("nan"))
+    m.attention(q, k, v, causal, out=o)
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    err = float((o.float() - ref.float()).abs().max())
+    print(f"check {name} D={shape[3]} causal={causal} {'x'.join(map(str, shape[:3]))}: "
+          f"err {err:.2e}" + ("" if err <= 2e-2 else "  FAIL"), flush=True)
+
+
 def main():
     from bench_attention import triton_kernel
     install()
@@ -55,8 +66,7 @@ def main():
     path = os.path.join(common.ROOT, "examples", "06_fused_attention.py")
     mods = {}
     for v in VARIANTS:
-        CURRENT[0] = v
-        os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
+        common.use_variant(root, CURRENT, v)
         mods[v] = common.load_file(path, f"attn_{v}")
     ex = mods[VARIANTS[0]]
     tk = triton_kernel()
@@ -67,31 +77,17 @@ def main():
         out = torch.empty_like(q)
         calls = {}
         for name, m in mods.items():
-            CURRENT[0] = name
-            os.environ["NEWT_CACHE_DIR"] = os.path.join(root, name)
-            for (b, h, nn, dd) in CHECK:
-                if dd != D:
-                    continue
-                for dt in (torch.float16,):
-                    qq, kk, vv = (torch.randn(b, h, nn, dd, device="cuda", dtype=dt) for _ in range(3))
-                    o = torch.full_like(qq, float("nan"))
-                    m.attention(qq, kk, vv, causal, out=o)
-                    ref = torch.nn.functional.scaled_dot_product_attention(qq, kk, vv, is_causal=causal)
-                    err = float((o.float() - ref.float()).abs().max())
-                    print(f"check {name} D={D} causal={causal} {b}x{h}x{nn}: err {err:.2e}"
-                          + ("" if err <= 2e-2 else "  FAIL"), flush=True)
-            o = torch.full_like(q, float("nan"))
-            m.attention(q, k, v_, causal, out=o)
-            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v_, is_causal=causal)
-            err = float((o.float() - ref.float()).abs().max())
-            print(f"check {name} D={D} causal={causal} full: err {err:.2e}"
-                  + ("" if err <= 2e-2 else "  FAIL"), flush=True)
+            common.use_variant(root, CURRENT, name)
+            for shape in [c for c in CHECK if c[3] == D] + [(B, H, N, D)]:
+                _check(m, name, shape, causal, (q, k, v_) if shape[2] == N else None)
             calls[name] = (lambda m=m: m.attention(q, k, v_, causal, out=out))
         calls["triton"] = lambda: ex.attention(q, k, v_, causal, kernel=tk, out=out)
-        calls["sdpa"] = lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v_, is_causal=causal)
+        calls["sdpa"] = lambda: torch.nn.functional.scaled_dot_product_attention(
+            q, k, v_, is_causal=causal)
         import triton.testing
         ms, _ = common.timed_in_rounds(
-            calls, lambda fn: (triton.testing.do_bench(fn, warmup=25, rep=100, return_mode="median"), None),
+            calls, lambda fn: (triton.testing.do_bench(fn, warmup=25, rep=100,
+                                                       return_mode="median"), None),
             rounds=int(os.environ.get("ROUNDS", 5)))
         flop = 4.0 * B * H * N * N * D * (0.5 if causal else 1.0)
         for key, t in ms.items():

@@ -42,6 +42,13 @@ def load_file(path: str, name: str):
     return mod
 
 
+def use_variant(root: str, current: list, v: str):
+    """Experiment scripts (*_variants.py): make `v` the variant codegen sees (current[0]) and
+    give it its own cache folder under `root`, so that variants never share binaries."""
+    current[0] = v
+    os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
+
+
 def example(key: str):
     """The example module of a workload ("add", "softmax", "layernorm", "silu")."""
     stem = EXAMPLES[key]

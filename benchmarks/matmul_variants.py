@@ -242,9 +242,8 @@ def main():
     path = os.path.join(common.ROOT, "examples", "05_matmul.py")
     kernels = {}
     for v in VARIANTS:
-        CURRENT[0] = v
+        common.use_variant(root, CURRENT, v)
         _promotion(v)
-        os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
         k = common.load_file(path, f"mm_{v}").matmul_kernel
         kernels[v] = k
         for cfg in CFGS:
@@ -277,8 +276,7 @@ def main():
             av, bv = (a.clone(), b.clone()) if re.fullmatch(r"p\d", v) else (a, b)
             _promotion(v)
             for cfg in CFGS:
-                CURRENT[0] = v if v != "triton" else "base"
-                os.environ["NEWT_CACHE_DIR"] = os.path.join(root, CURRENT[0])
+                common.use_variant(root, CURRENT, v if v != "triton" else "base")
                 fn = (lambda k=k, cfg=cfg, av=av, bv=bv: launch(k, av, bv, c, cfg))
                 fn()
                 calls[(v, cfg)] = fn

@@ -41,7 +41,7 @@ from .. import dtypes as D
 from ..codegen.tma import tile_boxes
 from ..ir.core import Block, Op
 from .dot import uses_wgmma
-from .dot_loads import _Ref
+from .dot_loads import _inside, _Ref
 from .dot_tma import _KIND, _No, _binop, _const, _index, _iv_affine, _lt_term, _mask_terms, \
     _op, _param, _ptr_terms, same
 
@@ -151,15 +151,11 @@ def _scalar_base(fn, ptr):
 
 
 def _before_loop(v, body) -> bool:
-    """v is defined outside the loop body `body` (and not one of its block arguments)."""
+    """v is defined outside the loop body `body` (and is not a block argument inside it)."""
     o = v.owner
-    blk = o if isinstance(o, Block) else getattr(o, "parent", None)
-    while blk is not None:
-        if blk is body:
-            return False
-        up = blk.parent
-        blk = up.parent if isinstance(up, Op) else None
-    return True
+    if isinstance(o, Block):
+        return o is not body and not (isinstance(o.parent, Op) and _inside(o.parent, body))
+    return o is None or not _inside(o, body)
 
 
 def _ring_box(fn, loop, ld, transposed, positive):
