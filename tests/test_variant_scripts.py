@@ -1,0 +1,54 @@
+"""The experiment scripts benchmarks/matmul_variants.py and attention_variants.py transform or
+re-plan newt's kernels; these CPU checks keep their transforms matching the code newt
+generates today (a transform that no longer finds its pattern would time the base kernel
+under another name)."""
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "benchmarks"))
+
+import common  # noqa: E402
+
+import newt  # noqa: E402
+import newt.codegen  # noqa: E402
+
+_SIG = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp16", "M": "i32", "N": "i32", "K": "i32",
+        "stride_am": "i32", "stride_ak": "i32", "stride_bk": "i32", "stride_bn": "i32",
+        "stride_cm": "i32", "stride_cn": "i32"}
+_UNIT = ("stride_ak", "stride_bn", "stride_cn")
+_SPEC = {p: dict(divisible_by_16=p not in _UNIT, equal_to_1=p in _UNIT, large=False) for p in _SIG}
+
+
+@pytest.mark.parametrize("cfg", [(128, 256, 64, 8, 4), (256, 128, 64, 8, 4)],
+                         ids=["128x256", "256x128"])
+def test_tma_store_variant_applies(monkeypatch, cfg):
+    import matmul_variants as mv
+    monkeypatch.setattr(newt.codegen, "generate", mv.generate)
+    monkeypatch.setattr(mv, "CURRENT", ["tmastore"])
+    mv.TMA_STORE.clear()
+    BM, BN, BK, W, S = cfg
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_variants")
+    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+                                                  BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
+                                                  ACTIVATION=""),
+                     arch="sm_90a", num_warps=W, num_stages=S, specialization=_SPEC)
+    assert mv.TMA_STORE.pop("next") == (BM, BN, 6)
+    body = k.ptx[k.ptx.index(".entry"):]
+    assert body.count("cp.async.bulk.tensor.2d.global.shared::cta") == BN // 64
+    assert "st.global" not in body and k.n_spills == 0
+
+
+def test_cpasync_variant_turns_the_ring_tma_pass_off(monkeypatch):
+    import attention_variants as av
+    import test_attention as TA
+    from newt.passes import ring_tma
+    monkeypatch.setattr(ring_tma, "plan_ring_tma", av._ring_tma)
+    for v, tma in (("cpasync", False), ("base", True)):
+        monkeypatch.setattr(av, "CURRENT", [v])
+        TA._compiled.clear()
+        k = TA._compile("sm_90a", 64, False)
+        assert ("tma=[" in k.ir) == tma and ("cp.async.cg" in k.ptx) != tma
+    TA._compiled.clear()
