@@ -229,12 +229,10 @@ def emit_dot(em, op):
         elif "loaded" in (a_src, b_src):
             em.emit("newt_cp_async_commit();")
             em.emit("newt_cp_async_wait<0>();")
-        staged_here = a_src is None or b_src is None      # st.shared in this dot (_stage)
-        if use_wg and (rt is None or staged_here):
+        # (with TMA: passes/ring_tma.py says whether the fence and the barrier stay)
+        if use_wg and (rt is None or op.attrs["ring_fence"]):
             em.emit("newt_fence_proxy_async();")
-        # with TMA each thread's wait publishes the tiles; a barrier remains where the copies
-        # issued next rely on it (not with late copies: their own barrier follows the mma)
-        if rt is None or staged_here or not op.attrs.get("late_copies"):
+        if rt is None or op.attrs["ring_barrier"]:
             em.barrier()
     # what runs while the mma is in flight: the ring's copies of a later iteration (first
     # dot), or, after a rotated first dot, its next iteration's scores (retired by the

@@ -30,8 +30,9 @@ code first, benchmarks/attention_variants.py): D=64 404 -> 428 TFLOP/s, D=128 43
 no proxy fence, one block barrier fewer per key block at D=64.
 
 Facts: prefetch op attrs "tma" = [RingBox per load] and fn.attrs["tma_maps"] recipes (the
-launcher encodes them: runtime/tensormap.py); the first dot "ring_tma". Or "tma_why" with the
-reason on the prefetch op (printed IR). Codegen: codegen/ring_tma.py.
+launcher encodes them: runtime/tensormap.py); the first dot "ring_tma", and "ring_fence" /
+"ring_barrier" (whether its wait keeps the proxy fence / the block barrier). Or "tma_why"
+with the reason on the prefetch op (printed IR). Codegen: codegen/ring_tma.py.
 """
 from __future__ import annotations
 
@@ -266,3 +267,10 @@ def plan_ring_tma(fn, options):
                 maps.append(recipe)
         pre.attrs["tma"] = [rb for rb, _ in boxes]
         dots[0].attrs["ring_tma"] = _Ref(pre)
+        # the first dot's wait for its tiles: each thread's mbarrier wait publishes them; a
+        # tile it stages itself (st.shared) still needs the proxy fence and the barrier, and
+        # the barrier stays where the copies issued during the mma rely on it to free their
+        # buffer (not with late copies: their own barrier follows the mma's wait)
+        staged_here = dots[0].attrs.get("a_src") is None or dots[0].attrs.get("b_src") is None
+        dots[0].attrs["ring_fence"] = staged_here
+        dots[0].attrs["ring_barrier"] = staged_here or not dots[0].attrs.get("late_copies")
