@@ -286,3 +286,23 @@ def test_attention_with_transposed_k_emulated(monkeypatch, tmp_path, arch):
     assert not any(o.opcode == "permute" for o in ops)
     dots = [o for o in ops if o.opcode == "dot"]
     assert dots[0].attrs.get("b_kmajor") and dots[0].attrs.get("b_src") == "loaded"
+
+
+@pytest.mark.parametrize("layout,D,cfg,causal", [
+    ("bnhd", 32, CFG4, True),       # heads interleaved with keys: map strides (N*H*D, D, H*D)
+    ("bnhd", 64, dict(CFG8, num_stages=3), False),
+    ("padded", 16, dict(CFG8, num_stages=4), True),   # rows padded to 2*D: a row stride != D
+], ids=["bnhd-d32-causal", "bnhd-d64", "padded-d16-causal"])
+def test_attention_sm90a_tma_layouts_emulated(emu90, layout, D, cfg, causal):
+    """The TMA ring (passes/ring_tma.py) over layouts whose 4-D maps are not the contiguous
+    [B, H, N, D] one: [B, N, H, D] storage seen as [B, H, N, D] (the head stride smaller than
+    the key stride), and rows padded to twice the head dim. Two batches, three heads, odd N."""
+    torch.manual_seed(8)
+    B, H, N = 2, 3, 70
+    if layout == "bnhd":
+        q, k, v = (torch.randn(B, N, H, D).half().transpose(1, 2) for _ in range(3))
+        o = torch.full((B, N, H, D), float("nan")).half().transpose(1, 2)
+    else:
+        q, k, v = (torch.randn(B, H, N, 2 * D).half()[..., :D] for _ in range(3))
+        o = torch.full((B, H, N, 2 * D), float("nan")).half()[..., :D]
+    _emulate_and_check(emu90, q, k, v, o, causal, cfg, 2e-2)
