@@ -55,14 +55,14 @@ class TensorMaps:
     def matrix(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
                box: TmaBox, outer=()):
         """The map of a rows x cols row-major matrix (row_stride elements apart) read in
-        `box`-sized boxes; `outer`: (extent, stride in elements) of further dimensions (a
-        head, a batch), read one index at a time."""
-        return self._entry(address, kind, rows, cols, row_stride, box, tuple(outer))[0]
+        `box`-sized boxes; `outer`: a tuple of (extent, stride in elements) of further
+        dimensions (a head, a batch), read one index at a time."""
+        return self._entry(address, kind, rows, cols, row_stride, box, outer)[0]
 
     def address(self, address: int, kind: str, rows: int, cols: int, row_stride: int,
                 box: TmaBox, outer=()) -> int:
         """matrix()'s map as the host address a kernel parameter slot points at."""
-        return self._entry(address, kind, rows, cols, row_stride, box, tuple(outer))[1]
+        return self._entry(address, kind, rows, cols, row_stride, box, outer)[1]
 
     def _entry(self, address, kind, rows, cols, row_stride, box, outer=()):
         key = (address, kind, rows, cols, row_stride, box, outer)
@@ -135,8 +135,9 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
                       loc(r["row_stride"]), box, outer,
                       tuple(loc(p) for p in r.get("positive", ())), r.get("ptr_name", "?")))
 
+    from ..errors import LaunchError
+
     def build(vals):
-        from ..errors import LaunchError
         m = maps if maps is not None else default_maps()
         out = []
         for slot, kind, rows, cols, stride, box, outer, positive, name in plans:
@@ -144,12 +145,13 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
                 if _source(p, vals) < 1:
                     raise LaunchError(f"argument '{p[2]}' is {_source(p, vals)}: the TMA copies "
                                       f"of '{name}' divide by it and need it >= 1")
+            if outer:                   # (the matmul's 2-D maps skip this per launch)
+                outer = tuple((max(1, _source(e, vals)), _source(st, vals)) for e, st in outer)
             try:
                 # an empty extent reads nothing (no iteration runs): any valid map will do
                 out.append(m.address(vals[slot], kind, max(1, _source(rows, vals)),
                                      max(1, _source(cols, vals)), _source(stride, vals), box,
-                                     tuple((max(1, _source(e, vals)), _source(st, vals))
-                                           for e, st in outer)))
+                                     outer))
             except ValueError as e:
                 raise LaunchError(f"argument '{name}': {e}") from None
         return out
