@@ -2,7 +2,8 @@
 against itself, Triton and cuBLAS in one process (each variant checked first on odd shapes with
 NaN-poisoned outputs). A place to try a codegen idea before building it into the passes.
 
-    PYTHONPATH=. [VARIANTS=base,mc] [L2PROM=3] [ROUNDS=5] python benchmarks/matmul_variants.py
+    PYTHONPATH=. [VARIANTS=base,mc] [L2PROM=3] [ROUNDS=5] [CFGS=128x256x64x8x4,...] \
+        python benchmarks/matmul_variants.py
 
 Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks them):
   base    the generated code
@@ -18,9 +19,9 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   mccta   mc with the remote arrive at the default semantics (.release.cta, as CUTLASS's
           cluster barrier arrives) instead of .release.cluster
   dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
-  tmastore the epilogue's tile stored by TMA boxes from shared memory (box format, no read-back,
-          no per-thread stores) instead of padded rows read back into 16-byte stores; not yet
-          run on the GPU (written 2026-12-01 after the device time of that day was spent)
+  perthread the store_tma pass off: the epilogue's tile read back from padded rows into
+          per-thread 16-byte stores, as before the pass (measured first as `tmastore`, a hand
+          transformation of the generated code into TMA stores, 2026-12-01 22:00 UTC: below)
 L2PROM sets the tensor maps' L2 promotion (0 none, 2 128-byte, 3 256-byte: newt's default) for
 the whole run; the variants p0..p3 compare promotions in one process (VARIANTS=p2,p3).
 
@@ -42,6 +43,10 @@ Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4,
     7 interleaved rounds): 256-byte 598 / 626 / 633 (606 / 670) against 128-byte 595 / 626 /
     633 (601 / 661), Triton 591 / 619 / 631 (617 / 656): level or ahead by up to 1.4%. It became
     the default (newt/runtime/tensormap.py)
+  tmastore (22:00 UTC, 5 rounds, best of 128x256x64 s4/s3, 256x128x64 s4, 128x128x64 s3): fp16
+    2048 / 4096 / 8192 601 / 631 / 642 against base 591 / 638 / 637, Triton 604 / 626 / 629;
+    bf16 2048 / 8192 622 / 665 against 603 / 657, Triton 615 / 657. It became the store_tma
+    pass (newt/passes/store_tma.py), with the epilogue's activation computed in the fragment
 """
 from __future__ import annotations
 
@@ -172,59 +177,9 @@ def cl(src):
     return mc(src).replace("const bool nt_mc = nt_ncl == 2 && ", "const bool nt_mc = false && ")
 
 
-_TMA_STORE = r"""
-NEWT_DEV void nt_tma_store_2d(const newt_tmap* map, int c0, int c1, newt_u32 src) {
-  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
-               :: "l"((newt_u64)map), "r"(c0), "r"(c1), "r"(src) : "memory"); }
-NEWT_DEV void nt_bulk_commit_wait_read() {
-  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;" ::: "memory"); }
-NEWT_DEV void nt_sts32(newt_u32 a, newt_u32 v) {
-  asm volatile("st.shared.b32 [%0], %1;" :: "r"(a), "r"(v) : "memory"); }
-"""
-TMA_STORE = {}    # (BM, BN, dtype code) of the kernel just transformed by tmastore, for its launcher
-
-
-def tmastore(src):
-    """The epilogue's tile leaves by TMA: the accumulator fragments are written into shared
-    memory in the box format (64-column panels of BM rows x 128 bytes, 128-byte swizzle)
-    instead of padded rows, and one thread stores each panel as a box of a map of C (extents M
-    and N clip the tile's edges, as the store's mask does); no read-back, no per-thread global
-    stores, address or mask math. 16-bit outputs only."""
-    m = re.search(r"  u16\* (accx\d+) = \(u16\*\)\(nt_dot_smem \+ \((.*?) - "
-                  r"newt_smem_addr\(nt_dot_smem\)\)\);\n  __syncthreads\(\);\n  #pragma unroll\n"
-                  r"  for \(int p = 0; p < (\d+); \+\+p\) \{\n    \*\(u32\*\)&\1\[(.*)\] = "
-                  r"(newt_frag_pack_(b?f16)\(.*\));\n  \}\n", src)
-    if m is None or "&nt_tmap1" not in src:
-        return src
-    base, P, index, pack, kind = m.group(2), int(m.group(3)), m.group(4), m.group(5), m.group(6)
-    pitch = int(re.search(r"\[rr \* (\d+) \+ cc", src).group(1))    # (the read-back's)
-    row, col = index.split(f") * {pitch} + (", 1)
-    row, col, BN = row + ")", "(" + col, pitch - 8
-    T = int(re.search(r"__launch_bounds__\((\d+),", src).group(1))
-    BM = P * 2 * T // BN
-    pm = re.search(r"i32 (pid_m_\d+) =", src).group(1)
-    pn = re.search(r"i32 (pid_n_\d+) =", src).group(1)
-    new = (f"  const newt_u32 nt_cb = {base};\n  __syncthreads();\n  #pragma unroll\n"
-           f"  for (int p = 0; p < {P}; ++p) {{\n"
-           f"    const int r = {row}, c = {col};\n"
-           f"    nt_sts32(nt_cb + (newt_u32)(c / 64) * {BM * 128}u + (newt_u32)r * 128u + "
-           f"(newt_u32)((((c % 64) / 8) ^ (r % 8)) * 16 + (c % 8) * 2), {pack});\n  }}\n"
-           "  newt_fence_proxy_async();\n  __syncthreads();\n  if (tid == 0) {\n"
-           + "".join(f"    nt_tma_store_2d(&nt_tmap2, {pn} * {BN} + {q * 64}, {pm} * {BM}, "
-                     f"nt_cb + {q * BM * 128}u);\n" for q in range(BN // 64))
-           + "    nt_bulk_commit_wait_read();\n  }\n}\n")
-    src = src[:m.start()] + new
-    src = src.replace('extern "C" __global__', _TMA_STORE + 'extern "C" __global__', 1)
-    src = src.replace("const __grid_constant__ newt_tmap nt_tmap1) {",
-                      "const __grid_constant__ newt_tmap nt_tmap1, "
-                      "const __grid_constant__ newt_tmap nt_tmap2) {", 1)
-    TMA_STORE["next"] = (BM, BN, 9 if kind == "bf16" else 6)
-    return src
-
-
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
-       "tmastore": tmastore}
+       "perthread": lambda s: s}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})
@@ -250,9 +205,6 @@ _init = nlaunch.Launcher.__init__
 
 def _launcher_init(self, binary, device, positions):
     _init(self, binary, device, positions)
-    store = TMA_STORE.pop("next", None)
-    if binary.meta["name"] == "matmul_kernel" and store is not None:
-        _add_store_map(self, binary, store)
     if binary.meta["name"] == "matmul_kernel" and CURRENT[0] in CLUSTER:
         pack = self.pack
 
@@ -270,31 +222,10 @@ def _launcher_init(self, binary, device, positions):
 _CMAPS: dict = {}
 
 
-def _add_store_map(self, binary, store):
-    """tmastore's third map (C, box 64 columns x BM rows) after the two the launcher builds."""
-    from newt.runtime import driver
-    BM, BN, code = store
-    n = len(binary.meta["params"])
-    old = self.params
-    self.params = (ctypes.c_void_p * (n + 4))(*list(old)[:n + 2], None, None)
-    self.params_addr = ctypes.addressof(self.params)
-    params, pack = self.params, self.pack
-
-    def pk(buf, off, *a):
-        pack(buf, off, *a)
-        params[n:n + 2] = old[n:n + 2]
-        v = a[8:]           # after grid, block, shared, stream: the 12 parameters in order
-        key = (v[2], v[3], v[4], v[10], BM, code)
-        mp = _CMAPS.get(key)
-        if mp is None:
-            mp = _CMAPS[key] = driver.encode_tensor_map_tiled(
-                code, 2, v[2], [v[4], v[3]], [v[10] * 2], [64, BM], None, 0, 3, 0, 0)
-        params[n + 2] = ctypes.addressof(mp)
-    self.pack = pk
-    self.go, self.go_args = nlaunch._prepared_launch(self.cu_launch, self.config_addr, self.func,
-                                                     self.params_addr)
-    self.fast = (self.pack, self.storage, self.block, self.shared, self.stream,
-                 self.device_index, self.go, *self.go_args, self.name, self)
+def _store_pass(fn, options):
+    """passes/store_tma.py, except for the variant `perthread`."""
+    from newt.passes.store_tma import plan_store_tma
+    return fn if CURRENT[0] == "perthread" else plan_store_tma(fn, options)
 
 
 def install():
@@ -302,6 +233,8 @@ def install():
     only: called by main, never on import)."""
     newt.codegen.generate = generate
     nlaunch.Launcher.__init__ = _launcher_init
+    import newt.passes as P
+    P.PASSES = tuple((n, _store_pass if n == "store_tma" else p) for n, p in P.PASSES)
     if "L2PROM" in os.environ:   # tensor maps' L2 promotion (0 none, 1 64B, 2 128B, 3 256B)
         from newt.runtime import tensormap
         tensormap.L2_PROMOTION = int(os.environ["L2PROM"])
@@ -309,6 +242,9 @@ def install():
 SIZES = [(torch.float16, 2048), (torch.float16, 4096), (torch.float16, 8192), (torch.bfloat16, 8192),
          (torch.bfloat16, 2048)]
 CFGS = [(128, 256, 64, 8, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 4)]
+# CFGS=128x128x64x8x3,... replaces the sweep (the same for every variant and Triton)
+if os.environ.get("CFGS"):
+    CFGS = [tuple(int(x) for x in c.split("x")) for c in os.environ["CFGS"].split(",")]
 # (M, N, K, dtypes): TMA-able strides; partial tiles; 129x520 has an odd grid at 256x128 (no
 # cluster) and pairs that straddle pid_n; 4224x2560 ends with a one-row group (pairs differ)
 CHECK = [(1008, 1520, 784, "h"), (1008, 1520, 112, "h"), (129, 520, 200, "h"), (4224, 2560, 512, "h"), (2048, 2048, 2048, "hb")]

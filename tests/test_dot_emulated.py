@@ -30,6 +30,16 @@ from emu_dot import emulated_source  # noqa: E402  (the instruction models)
 _STAGES = [3]
 
 
+def _load_maps(maps) -> int:
+    """How many of a build's TMA maps feed operand loads (passes/dot_tma.py)."""
+    return sum(not m.get("optional") for m in maps)
+
+
+def _store_maps(maps) -> int:
+    """How many store the epilogue's tile (passes/store_tma.py: optional maps)."""
+    return sum(bool(m.get("optional")) for m in maps)
+
+
 def _emulator(monkeypatch, arch):
     import test_codegen_emulator as E
 
@@ -185,7 +195,10 @@ def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
     """Operand rows 16-byte aligned: the ring's tiles arrive as TMA boxes on mbarriers
     (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""
     _run_tutorial(emu90, dt, M, N, K, cfg, act)
-    assert len(emu90.build.last_maps) == 2, "the ring did not take TMA"
+    assert _load_maps(emu90.build.last_maps) == 2, "the ring did not take TMA"
+    # 16-bit tiles leave by TMA boxes (the activation computed in the fragment); fp32 ones
+    # (the swapped tf32 dot) by per-thread stores
+    assert _store_maps(emu90.build.last_maps) == (dt != torch.float32)
 
 
 @pytest.mark.parametrize("dt,M,N,K,S", [(torch.float16, 100, 112, 80, 3),
@@ -204,7 +217,8 @@ def test_masked_matmul_tma_emulated(emu90, dt, M, N, K, S):
     emu90.emulate(matmul_kernel, grid, a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0),
                   b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32, GROUP_M=2,
                   num_warps=4, num_stages=S)
-    assert len(emu90.build.last_maps) == 2, "the ring did not take TMA"
+    assert _load_maps(emu90.build.last_maps) == 2, "the ring did not take TMA"
+    assert _store_maps(emu90.build.last_maps) == 1, "the store did not take TMA"
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())

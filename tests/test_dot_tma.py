@@ -133,6 +133,40 @@ static void newt_tma_load_3d(newt_u32 dst, const newt_tmap* map, int c0, int c1,
                              newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, 0, 0, bar, 3); }
 static void newt_tma_load_4d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
                              newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, 0, bar, 4); }
+// TMA store (codegen/store_tma.py): the box is read from shared memory, and written where its
+// coordinates are inside the map's extents, only at the issuing thread's wait_group.read, so
+// a missing wait leaves the output unwritten (NaN-poisoned); shared memory the box covers must
+// have been fenced (fence.proxy.async) by its writers before the issue.
+struct nt_tma_st { newt_tmap map; int c0, c1; newt_u32 src; };
+static thread_local std::vector<nt_tma_st> nt_stores;
+static void nt_tma_st_each(const nt_tma_st& s, bool write) {
+  const newt_u64* f = s.map.opaque;
+  int es = (int)f[1], b0 = (int)f[5], b1 = (int)f[6], sw = (int)f[7];
+  for (int y = 0; y < b1; ++y)
+    for (int x = 0; x < b0; ++x) {
+      newt_u32 a = s.src + (newt_u32)((y * b0 + x) * es);
+      if (sw) a = nt_swz_addr(a, 4 - sw);
+      if (!write) {
+        if (__atomic_load_n(&nt_dirty[a / 16], __ATOMIC_RELAXED))
+          nt_emu_fail("TMA store reads shared memory written without fence.proxy.async");
+        continue;
+      }
+      long long gx = (long long)s.c0 + x, gy = (long long)s.c1 + y;
+      if (gx >= 0 && gy >= 0 && gx < (long long)f[2] && gy < (long long)f[3])
+        memcpy((unsigned char*)f[0] + gy * (long long)f[4] + gx * es, nt_smem + a, es);
+    }
+}
+static void newt_tma_store_2d(const newt_tmap* map, int c0, int c1, newt_u32 src) {
+  if ((int)map->opaque[8] != 2) nt_emu_fail("TMA store of another rank than its map's");
+  if (src % 128) nt_emu_fail("TMA store source not 128-byte aligned");
+  nt_tma_st s{*map, c0, c1, src};
+  nt_tma_st_each(s, false);
+  nt_stores.push_back(s);
+}
+static void newt_bulk_wait_read() {
+  for (const nt_tma_st& s : nt_stores) nt_tma_st_each(s, true);
+  nt_stores.clear();
+}
 static void newt_tma_load_5d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
                              int c4, newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, c4, bar, 5); }
 """

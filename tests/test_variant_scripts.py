@@ -24,21 +24,24 @@ _SPEC = {p: dict(divisible_by_16=p not in _UNIT, equal_to_1=p in _UNIT, large=Fa
 
 @pytest.mark.parametrize("cfg", [(128, 256, 64, 8, 4), (256, 128, 64, 8, 4)],
                          ids=["128x256", "256x128"])
-def test_tma_store_variant_applies(monkeypatch, cfg):
+def test_perthread_variant_turns_the_store_tma_pass_off(monkeypatch, cfg):
     import matmul_variants as mv
-    monkeypatch.setattr(newt.codegen, "generate", mv.generate)
-    monkeypatch.setattr(mv, "CURRENT", ["tmastore"])
-    mv.TMA_STORE.clear()
+    import newt.passes as P
+    monkeypatch.setattr(P, "PASSES", P.PASSES)
+    monkeypatch.setattr(newt.codegen, "generate", newt.codegen.generate)
+    monkeypatch.setattr(mv.nlaunch.Launcher, "__init__", mv.nlaunch.Launcher.__init__)
+    mv.install()
     BM, BN, BK, W, S = cfg
     ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_variants")
-    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
-                                                  BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
-                                                  ACTIVATION=""),
-                     arch="sm_90a", num_warps=W, num_stages=S, specialization=_SPEC)
-    assert mv.TMA_STORE.pop("next") == (BM, BN, 6)
-    body = k.ptx[k.ptx.index(".entry"):]
-    assert body.count("cp.async.bulk.tensor.2d.global.shared::cta") == BN // 64
-    assert "st.global" not in body and k.n_spills == 0
+    for v, boxes in (("perthread", 0), ("base", BN // 64)):
+        monkeypatch.setattr(mv, "CURRENT", [v])
+        k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=BM, BLOCK_SIZE_N=BN,
+                                                      BLOCK_SIZE_K=BK, GROUP_SIZE_M=8,
+                                                      ACTIVATION="leaky_relu"),
+                         arch="sm_90a", num_warps=W, num_stages=S, specialization=_SPEC)
+        body = k.ptx[k.ptx.index(".entry"):]
+        assert body.count("cp.async.bulk.tensor.2d.global.shared::cta") == boxes
+        assert ("st.global.v4" in body) == (not boxes) and k.n_spills == 0
 
 
 def test_cpasync_variant_turns_the_ring_tma_pass_off(monkeypatch):

@@ -23,6 +23,7 @@ from __future__ import annotations
 from ..ir.core import Op, is_block
 from ..passes.dot import acc_layout
 from ..passes.layouts import CyclicLayout
+from . import store_tma
 from .dot import _FRAG_PACK, _helpers, _region, planned_base
 from .emitter import handles
 from .memory import NARROW, _bits, _mask_all, _pack_store, _static_group, _utype, to_bits
@@ -180,6 +181,8 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     assert all(src.py_flat(t, 2 * p + 1) == src.py_flat(t, 2 * p) + 1
                and src.py_flat(t, 2 * p) % 2 == 0
                for t in range(T) for p in range(src.nslots // 2)), "fragment pairs"
+    if op.attrs.get("tma_store"):     # passes/store_tma.py: the tile leaves by TMA boxes
+        return store_tma.stage(em, op, src, base, n, pack)
     em.emit(f"u16* {buf} = (u16*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
     with em.slots(src.nslots // 2, "p") as p:
@@ -224,7 +227,9 @@ def _acc_out(em, op):
     nbytes = plan.M * pitch * 4
     ring = op.attrs.get("ring")
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
+    if op.attrs.get("tma_store"):      # (the pass checked that the tile fits the ring)
+        base = ring.state["base"]
+    elif ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
         base = ring.state["base"]
     elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
         base = planned_base(em, op.attrs["smem_offset"])

@@ -71,6 +71,9 @@ class Emitter:
         # 16-bit values staged through shared memory whose storage bits are also held in an
         # array (codegen/dot_epilogue.py): value id -> that array, for stores of the value
         self.staged_bits: dict[int, str] = {}
+        # values staged in the box format for a TMA store (codegen/store_tma.py): value id ->
+        # the name of the tile's shared-space address
+        self.staged_tiles: dict[int, str] = {}
         self._users = None
         self._needed: dict[int, bool] = {}
 

@@ -8,6 +8,7 @@
     layout       a register layout for every block value; how shape ops move data (layout.py)
     dot_rows     dot results' row statistics and the next dot's A operand stay in the
                  fragment layout; loop-invariant A tiles staged once (dot_rows.py)
+    store_tma    a dot epilogue's masked store of a TMA-ring dot as TMA boxes (store_tma.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
     occupancy    the blocks per SM asked of ptxas (smem.py)
 
@@ -22,6 +23,7 @@ from .layout import assign_layouts
 from .masks import drop_true_masks
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
+from .store_tma import plan_store_tma
 from .wide_index import mark_wide_indices
 
 PASSES = (
@@ -31,6 +33,7 @@ PASSES = (
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
     ("dot_rows", fuse_dot_rows),
+    ("store_tma", plan_store_tma),
     ("smem", plan_shared_memory),
     ("occupancy", plan_occupancy),
 )

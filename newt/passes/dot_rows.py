@@ -450,21 +450,63 @@ def _scale_in_fragment(fn):
         _leave_after(out, u, lay, uses)
 
 
+_ELEMENTWISE = ("binary", "unary", "select", "cast", "fma")
+
+
+def _epilogue_ops(out, x, lay, uses):
+    """(the ops computing from out's result, the one whose result leaves them) when all of them
+    are elementwise ops of the tile's shape in out's block, their other operands uniform, and
+    the one leaving is a cast to a 16-bit float; else None."""
+    inside, ops, todo = {out.result.id}, [], [out.result]
+    while todo:
+        for u in uses.get(todo.pop().id, []):
+            if len(u.results) == 1 and u.result.id in inside:
+                continue
+            if u.parent is not out.parent or u.opcode not in _ELEMENTWISE or u.regions \
+                    or u.attrs.get("bitcast") or tuple(u.result.shape) != (lay.M, lay.N):
+                continue            # a use outside the epilogue: its value is `leaving`
+            inside.add(u.result.id)
+            ops.append(u)
+            todo.append(u.result)
+    if any(not (o.id in inside or _uniform(o)) for u in ops for o in u.operands):
+        return None
+    leaving = [u for u in ops if any(len(w.results) != 1 or w.result.id not in inside
+                                     for w in uses.get(u.result.id, []))]
+    if any(len(w.results) != 1 or w.result.id not in inside
+           for w in uses.get(out.result.id, [])):
+        return None                 # the fp32 accumulator itself is read elsewhere too
+    if len(leaving) != 1 or leaving[0].opcode != "cast" \
+            or leaving[0].result.dtype.name not in ("float16", "bfloat16"):
+        return None
+    return ops, leaving[0]
+
+
 def _cast_in_fragment(fn):
-    """8. The epilogue's cast of the accumulator to a 16-bit float (the tutorial's
-    `accumulator.to(fp16)`) happens in the fragment, before the accumulator leaves it: the
-    move through shared memory (dot_acc_out) then carries 2 bytes per element instead of 4,
-    as in the standalone kernels and Triton's epilogue."""
-    for out, x, lay, u, uses in _single_readers(fn):
-        if u.opcode != "cast" or u.attrs.get("bitcast") \
-                or u.result.dtype.name not in ("float16", "bfloat16"):
+    """8. The epilogue's elementwise ops on the accumulator, up to its cast to a 16-bit float
+    (the tutorial's `leaky_relu`, then `accumulator.to(fp16)`), happen in the fragment, on
+    each thread's own elements, before the accumulator leaves it: the move through shared
+    memory (dot_acc_out) then carries 2 bytes per element instead of 4, as in the standalone
+    kernels and Triton's epilogue, and the tile can leave by TMA boxes (store_tma.py)."""
+    uses = fn.uses()
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        x = out.operands[0]
+        lay = x.attrs.get("layout")
+        if not isinstance(lay, AccLayout):
             continue
-        u.operands = [x]
-        _leave_after(out, u, lay, uses)
+        got = _epilogue_ops(out, x, lay, uses)
+        if got is None:
+            continue
+        ops, cast = got
+        for u in ops:
+            u.operands = [x if o is out.result else o for o in u.operands]
+            if u is not cast:
+                u.result.attrs["layout"] = lay
+        _leave_after(out, cast, lay, uses)
         # dot_acc_out stages a 16-bit value as 16-bit pairs, converting (rounding) each
         # element there: the cast itself needs no code. (Rounded here and converted there, the
         # fp16 epilogue made ptxas serialize every wgmma of the kernel, C7514.)
-        u.attrs["rounded_by_user"] = True
+        cast.attrs["rounded_by_user"] = True
+        uses = fn.uses()
 
 
 def _in_loop(op):

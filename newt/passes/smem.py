@@ -265,8 +265,9 @@ def _dot_regions(fn, num_threads):
             if dst == acc_layout(plan, num_threads):
                 continue
             nbytes = plan.M * (plan.N + 8) * 4
-            if ring is not None and ring.stages * ring.stage_bytes >= nbytes:
-                continue                # reuses the ring (dot_epilogue.py)
+            if ring is not None and (ring.stages * ring.stage_bytes >= nbytes
+                                     or op.attrs.get("tma_store")):
+                continue                # reuses the ring (dot_epilogue.py, store_tma.py)
             regs.append((nbytes, i, i,
                          lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
     for op in fn.walk():

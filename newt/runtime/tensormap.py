@@ -115,7 +115,7 @@ def _source(src, vals):
 
 
 def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
-    """For a kernel's TMA recipes (passes/dot_tma.py and passes/ring_tma.py,
+    """For a kernel's TMA recipes (passes/dot_tma.py, passes/ring_tma.py and passes/store_tma.py,
     fn.attrs["tma_maps"]), a function of the launch's packed values (in runtime-parameter
     order) returning the host address of each recipe's map. `slot_of` maps a Python parameter
     index to its position in those values. A launch with the same tensors and sizes as an
@@ -133,14 +133,15 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
         outer = tuple((loc(o["extent"]), loc(o["stride"])) for o in r.get("outer", ()))
         plans.append((slot_of[r["ptr"]], r["kind"], loc(r["rows"]), loc(r["cols"]),
                       loc(r["row_stride"]), box, outer,
-                      tuple(loc(p) for p in r.get("positive", ())), r.get("ptr_name", "?")))
+                      tuple(loc(p) for p in r.get("positive", ())), r.get("ptr_name", "?"),
+                      bool(r.get("optional"))))
 
     from ..errors import LaunchError
 
     def build(vals):
         m = maps if maps is not None else default_maps()
         out = []
-        for slot, kind, rows, cols, stride, box, outer, positive, name in plans:
+        for slot, kind, rows, cols, stride, box, outer, positive, name, optional in plans:
             for p in positive:          # passes/ring_tma.py: an offset index's divisor
                 if _source(p, vals) < 1:
                     raise LaunchError(f"argument '{p[2]}' is {_source(p, vals)}: the TMA copies "
@@ -153,7 +154,11 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
                                      max(1, _source(cols, vals)), _source(stride, vals), box,
                                      outer))
             except ValueError as e:
-                raise LaunchError(f"argument '{name}': {e}") from None
+                if not optional:
+                    raise LaunchError(f"argument '{name}': {e}") from None
+                # passes/store_tma.py: the kernel tests the arguments before it reads this map
+                # and stores without it when they fail; any valid map fills the slot
+                out.append(m.address(vals[slot], kind, 1, box.inner, box.inner, box, outer))
         return out
     return build
 

@@ -1,0 +1,90 @@
+"""Codegen of an epilogue tile stored by TMA boxes (the facts of newt/passes/store_tma.py).
+
+Where it sits: dot_epilogue.py's dot_acc_out of a 16-bit value calls `stage` instead of its
+padded-row staging; the store that passes/store_tma.py renamed `tma_store` is emitted here.
+
+Staging: each thread's column pairs (one 32-bit word) go into the ring's idle region in the
+box format: panel c / 64 of the tile, row r at r * 128 bytes in it, 16-byte chunk (c % 64) / 8
+at chunk ^ (r % 8) (128-byte swizzle; the region is 1024-byte aligned, where the TMA unit's
+swizzle pattern starts). A warp's 8 rows x 4 pairs then hit 32 different banks. The generic
+writes are made visible to the async proxy (fence.proxy.async) before the barrier.
+
+Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
+copies have read shared memory (wait_group.read), so the region outlives them. A box clips at
+the map's extents, which are the mask's bounds: exact for non-negative tile coordinates and
+positive bounds. The kernel tests those once per CTA; when they fail (never for the tutorial's
+grids) every thread stores the staged elements one by one under the user's mask.
+"""
+from __future__ import annotations
+
+from .dot import _helpers
+from .dot_tma import map_param
+from .emitter import handles
+
+STORE_HELPERS = r"""
+// the box at coordinates (c0 innermost, c1) of the map's tensor <- shared memory at src
+NEWT_DEV void newt_tma_store_2d(const newt_tmap* map, int c0, int c1, newt_u32 src) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];\n"
+               :: "l"((newt_u64)map), "r"(c0), "r"(c1), "r"(src) : "memory");
+}
+// the bulk copies issued so far by this thread have read their shared memory
+NEWT_DEV void newt_bulk_wait_read() {
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+"""
+
+
+def _offset(r: str, c: str, rows: int) -> str:
+    """Byte offset of element (r, c) of a 16-bit tile in the box format."""
+    return (f"(u32)(({c}) / 64) * {rows * 128}u + (u32)({r}) * 128u + "
+            f"(u32)((((({c}) % 64) / 8) ^ (({r}) % 8)) * 16 + (({c}) % 8) * 2)")
+
+
+def _scalar(em, v) -> str:
+    return str(v) if isinstance(v, int) else em.name(v)
+
+
+def stage(em, op, src, base, n, pack):
+    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base`."""
+    sb = op.attrs["tma_store"]
+    tile = em.fresh("tile")
+    em.emit(f"const u32 {tile} = {base};")
+    em.barrier()
+    with em.slots(src.nslots // 2, "p") as p:
+        row, col = src.row_col("tid", f"2 * {p}")
+        with em.scope(""):
+            em.emit(f"const int r = {row}, c = {col};")
+            em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"({tile} + '
+                    f'{_offset("r", "c", sb.rows)}), "r"({pack}({n}[2 * {p}], {n}[2 * {p} + 1]))'
+                    ' : "memory");')
+    em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
+    em.barrier()
+    em.staged_tiles[op.result.id] = tile
+
+
+@handles("tma_store")
+def _tma_store(em, op):
+    sb = op.attrs["tma_store"]
+    tile = em.staged_tiles[op.operands[1].id]
+    _helpers(em, ("newt_tma_store", STORE_HELPERS))
+    R, C = sb.rows, sb.cols
+    r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
+    X, Y, s = _scalar(em, sb.bound_r), _scalar(em, sb.bound_c), _scalar(em, sb.stride)
+    exact = [f"{r0} >= 0", f"{c0} >= 0", f"{X} > 0", f"{Y} > 0"]
+    if not isinstance(sb.stride, int):
+        exact.append(f"{s} > 0")      # (the launcher's map is a placeholder otherwise)
+    with em.scope(f"if ({' && '.join(f'({e})' for e in exact)})"):
+        with em.scope("if (tid == 0)"):
+            for q in range(C // 64):
+                em.emit(f"newt_tma_store_2d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}, "
+                        f"{tile} + {q * R * 128}u);")
+            em.emit("newt_bulk_wait_read();")
+    with em.scope("else"):
+        P = em.name(sb.ptr)
+        em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
+        em.emit(f"const unsigned char* st = nt_dot_smem + ({tile} - newt_smem_addr(nt_dot_smem));")
+        with em.scope(f"for (int e = tid; e < {R * C}; e += {em.T})"):
+            em.emit(f"const int r = e / {C}, c = e % {C};")
+            with em.scope(f"if ({r0} + r < {X} && {c0} + c < {Y})"):
+                em.emit(f"*(u16*)({P} + (i32)((u32)({r0} + r) * (u32)({s})) + ({c0} + c)) = "
+                        f"*(const u16*)(st + {_offset('r', 'c', R)});")

@@ -1,0 +1,161 @@
+"""Store TMA pass: a dot's epilogue tile leaves by TMA boxes instead of per-thread stores.
+
+Where it sits: after dot_rows (which moves the epilogue's cast in front of `dot_acc_out`, so
+the value leaving the fragment layout is already 16-bit) and before smem. On sm_90a, for a dot
+whose ring arrives by TMA (passes/dot_tma.py), the masked store of the epilogue
+
+    store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
+    rows = r0 + arange(BM), cols = c0 + arange(BN)      P a 16-byte aligned pointer parameter,
+                                                        s a parameter divisible by 16, X and Y
+                                                        parameters or constants
+
+becomes: dot_acc_out writes the fragments into the idle ring in the box format (64-column
+panels of BM rows x 128 bytes, 128-byte swizzle), and the store, a `tma_store` op, has one
+thread copy each panel out as a box of a map of P with extents X rows and Y columns. A box
+writes exactly the elements whose coordinates lie in [0, X) x [0, Y): the store's mask, as
+long as r0 and c0 are non-negative and X and Y positive. The kernel tests that at run time
+(one comparison per CTA) and otherwise stores the staged tile element by element under the
+user's mask, so the two forms agree for every argument.
+
+What goes away (measured as a hand transformation of the generated code on the H200,
+2026-12-01, benchmarks/matmul_variants.py `tmastore`): the read-back of padded rows into the
+group-cyclic layout, 128 address and mask computations per thread and 16 vector stores; the
+tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf16 2048^3 603
+-> 622 (best of four configs each, one process).
+
+Facts recorded: `dot_acc_out.attrs["tma_store"]` and the store's opcode `tma_store` with
+attrs["tma_store"] (a StoreBox), one more recipe in fn.attrs["tma_maps"] (optional: the
+kernel reads the map only after its run-time test, so arguments no map can describe, such as
+a negative row stride, get a placeholder map instead of a launch error). A TMA-ring dot whose
+store the pass cannot prove keeps the per-thread stores, with the reason in the acc_out's
+attrs["tma_store_why"] (printed IR).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..codegen.tma import tile_boxes
+from .dot_tma import _KIND, _No, _index, _lt_term, _mask_terms, _param, _ptr_terms, _source, same
+
+# ops that may sit between the staging and the store: scalar and index math that codegen
+# emits without shared memory (a layout change through the scratch arena could overwrite the
+# staged tile, which lives in the ring's region)
+_QUIET = {"constant", "binary", "unary", "cast", "arange", "splat", "program_id", "select",
+          "addptr", "num_programs"}
+_MOVES = {"reshape", "broadcast", "expand_dims"}
+
+
+@dataclasses.dataclass
+class StoreBox:
+    map_index: int
+    rows: int                 # the tile: BM x BN elements of `esize` bytes
+    cols: int
+    esize: int
+    row0: object              # scalar Value or int: the tile's first row / column
+    col0: object
+    ptr: object               # the pointer parameter's Value, the row stride (Value or int)
+    stride: object
+    bound_r: object           # the mask's bounds (Value or int)
+    bound_c: object
+
+    def __repr__(self):       # (the printed IR)
+        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
+
+
+def _store_of(fn, out):
+    """The one op reading `out` (a dot_acc_out's result): a masked store of it, in its block."""
+    uses = fn.body.uses().get(out.result.id, [])
+    if len(uses) != 1 or uses[0].opcode != "store" or uses[0].parent is not out.parent:
+        raise _No("the epilogue's value has uses other than one store")
+    st = uses[0]
+    if st.operands[1] is not out.result or st.operands[0] is out.result:
+        raise _No("the epilogue's value is not what the store writes")
+    if not st.attrs.get("has_mask"):
+        raise _No("the store has no mask: its extents are unknown")
+    if st.attrs.get("volatile"):
+        raise _No("the store is volatile")
+    block = out.parent.ops
+    for op in block[block.index(out) + 1:block.index(st)]:
+        quiet = op.opcode in _QUIET or (op.opcode in _MOVES and op.attrs.get("movement")
+                                        in ("none", "recompute"))
+        if not quiet or op.regions:
+            raise _No(f"a {op.opcode} between the epilogue and its store may use shared memory")
+    return st
+
+
+def _box(fn, out, st):
+    """(StoreBox without its map index, map recipe) of the store, or raise _No."""
+    ptr, mask = st.operands[0], st.operands[2]
+    R, C = out.result.shape
+    kind = _KIND.get(out.result.dtype.name)
+    es = out.result.dtype.bits // 8
+    if kind is None or es != 2:
+        raise _No(f"{out.result.dtype.name} tiles are stored per thread (16-bit only)")
+    if (C * es) % 128 or R > 256:
+        raise _No("the tile is not whole 128-byte panels of at most 256 rows")
+    terms = []
+    P = _ptr_terms(ptr, (R, C), terms)
+    P = _param(fn, P) if P is not None else None
+    if P is None or not P.divisible_by_16:
+        raise _No("the pointer block is not `16-byte aligned pointer parameter + offsets`")
+    by_axis = {t[0]: t for t in terms}
+    if sorted(by_axis) != [0, 1] or len(terms) != 2 or by_axis[1][2] != 1:
+        raise _No("the offsets are not rows * stride + contiguous columns")
+    stride = by_axis[0][2]
+    if isinstance(stride, int):
+        if stride <= 0 or (stride * es) % 16:
+            raise _No("the row stride is not a positive multiple of 16 bytes")
+        stride_src = ("const", stride)
+    else:
+        sp = _param(fn, stride)
+        if sp is None or not sp.divisible_by_16:
+            raise _No("the row stride is not a parameter divisible by 16")
+        stride_src = ("param", sp.index, sp.name)
+    idx = []
+    for ax, n in ((0, R), (1, C)):
+        got = _index(by_axis[ax][1])
+        if got is None or got[1] != n or got[2] is not None:
+            raise _No("an axis index is not `start + arange` (a wrap cannot be a box)")
+        idx.append(got)
+    conj, bounds = [], {}
+    _mask_terms(mask, conj)
+    for t in conj:
+        got = _lt_term(t, (R, C))
+        if got is None or got[0] in bounds or not same(got[1], idx[got[0]][3]):
+            raise _No("the mask is not `rows < X` and `cols < Y`")
+        bounds[got[0]] = got[2]
+    if sorted(bounds) != [0, 1]:
+        raise _No("the mask does not bound both axes")
+    ext = [_source(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+    box, _ = tile_boxes(R, C, es)
+    recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
+                  row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
+                  swizzle=box.swizzle, esize=es, optional=True)
+    sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], P.value, stride, bounds[0], bounds[1])
+    return sb, recipe
+
+
+def plan_store_tma(fn, options):
+    if not (options.arch.startswith("sm_9") and options.arch.endswith("a")):
+        return fn
+    for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
+        ring = out.attrs.get("ring")
+        if ring is None or not getattr(ring, "tma", None) or out.attrs["dot_plan"].swap:
+            continue
+        try:
+            if out.operands[0].attrs.get("layout") == out.result.attrs.get("layout"):
+                raise _No("the value does not leave the fragment layout")
+            st = _store_of(fn, out)
+            sb, recipe = _box(fn, out, st)
+            if ring.stages * ring.stage_bytes < sb.rows * sb.cols * sb.esize:
+                raise _No("the ring is smaller than the tile")
+        except _No as e:
+            out.attrs["tma_store_why"] = str(e)
+            continue
+        maps = fn.attrs.setdefault("tma_maps", [])
+        sb.map_index = len(maps)
+        maps.append(recipe)
+        out.attrs["tma_store"] = sb
+        st.opcode = "tma_store"
+        st.attrs["tma_store"] = sb
+    return fn
