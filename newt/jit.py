@@ -95,10 +95,9 @@ def _classify(v, dns: bool):
     import torch
     if isinstance(v, torch.Tensor):  # subclasses (nn.Parameter, ...)
         p = v.data_ptr()
-        dev = v.is_cuda if _one_device() else v.get_device()     # as the launch function's key
         if dns:
-            return (v.dtype, dev), p
-        return (v.dtype, dev, not p & 15, v.numel() >= 2**31), p
+            return (v.dtype, v.get_device()), p
+        return (v.dtype, v.get_device(), not p & 15, v.numel() >= 2**31), p
     if isinstance(v, bool):
         return ("i1",), bool(v)
     if isinstance(v, int):
@@ -108,16 +107,6 @@ def _classify(v, dns: bool):
     if v is None:   # as in Triton: a None argument is the constexpr None (packed as an unused 0)
         return (None,), 0
     return ("bad", type(v).__name__), None
-
-
-@functools.lru_cache(maxsize=None)
-def _one_device() -> bool:
-    """At most one CUDA device is visible (fixed for the process): a tensor's key then holds
-    `is_cuda`, a getter, instead of get_device(), a method call (about 45 ns less per tensor
-    per launch); which device a key's launcher runs on is decided by the slow path
-    (runtime/specialize.py), from the tensors themselves."""
-    import torch
-    return torch.cuda.device_count() <= 1
 
 
 def _launch_site() -> str | None:
@@ -289,9 +278,8 @@ class JITFunction:
             # "2**31+ elements" asks the nbytes getter first and numel() only past 2 GiB: nbytes
             # is numel times a whole number of bytes, so it is never below numel, and a getter
             # costs less than numel(), a method that parses its (empty) argument list
-            dev = f"{a}.is_cuda" if _one_device() else f"{a}.get_device()"
-            tkey = f"{a}.dtype, {dev}" if dns else (
-                f"{a}.dtype, {dev}, not _n_v{i} & 15, "
+            tkey = f"{a}.dtype, {a}.get_device()" if dns else (
+                f"{a}.dtype, {a}.get_device(), not _n_v{i} & 15, "
                 f"{a}.nbytes > 2147483647 and {a}.numel() > 2147483647")
             ikey = (f"0 if -2147483648 <= {a} <= 2147483647 else _n_classify({a}, True)[0]"
                     if dns else

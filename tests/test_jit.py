@@ -132,25 +132,3 @@ def test_exports():
     import importlib
     assert newt.compile is importlib.import_module("newt.compiler").compile
 
-
-@pytest.mark.parametrize("n_devices", [1, 2])
-def test_key_names_the_device_as_the_machine_needs(monkeypatch, n_devices):
-    """One visible device: a tensor's key holds is_cuda (cheaper than get_device()); several:
-    the device index. Either way a subclass (the slow path's _classify) keys like a tensor."""
-    import importlib
-    J = importlib.import_module("newt.jit")       # the module (newt.jit is the decorator)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: n_devices)
-    J._one_device.cache_clear()
-    try:
-        @newt.jit
-        def k(x_ptr, n, BLOCK: nl.constexpr = 64):
-            pass
-        key = k.binder()(torch.randn(64), 64)[0]
-        assert key[1] == (False if n_devices == 1 else -1)     # a CPU tensor: not CUDA / -1
-
-        class Sub(torch.Tensor):
-            pass
-        assert k.binder()(torch.randn(64).as_subclass(Sub), 64)[0] == key
-        assert J._classify(torch.randn(64), False)[0][1] == key[1]
-    finally:
-        J._one_device.cache_clear()
