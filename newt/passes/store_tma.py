@@ -36,6 +36,7 @@ import dataclasses
 
 from ..codegen.tma import tile_boxes
 from .dot_tma import _KIND, _No, _index, _lt_term, _mask_terms, _param, _ptr_terms, _source, same
+from .ring_tma import _stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
@@ -102,15 +103,7 @@ def _box(fn, out, st):
     if sorted(by_axis) != [0, 1] or len(terms) != 2 or by_axis[1][2] != 1:
         raise _No("the offsets are not rows * stride + contiguous columns")
     stride = by_axis[0][2]
-    if isinstance(stride, int):
-        if stride <= 0 or (stride * es) % 16:
-            raise _No("the row stride is not a positive multiple of 16 bytes")
-        stride_src = ("const", stride)
-    else:
-        sp = _param(fn, stride)
-        if sp is None or not sp.divisible_by_16:
-            raise _No("the row stride is not a parameter divisible by 16")
-        stride_src = ("param", sp.index, sp.name)
+    stride_src = _stride(fn, stride, es, "the row stride")
     idx = []
     for ax, n in ((0, R), (1, C)):
         got = _index(by_axis[ax][1])
