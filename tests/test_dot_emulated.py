@@ -189,8 +189,11 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
     (torch.float32, 70, 144, 112, (64, 64, 32, 4, 3), "leaky_relu"),
     (torch.float32, 100, 304, 80, (128, 256, 32, 8, 4), ""),
     (torch.float32, 260, 128, 48, (256, 128, 16, 8, 2), ""),
+    # the benchmark's tiles: 256-row boxes (the TMA limit) and four 64-column panels of C
+    (torch.float16, 300, 144, 80, (256, 128, 32, 8, 3), "leaky_relu"),
+    (torch.bfloat16, 140, 272, 64, (128, 256, 32, 8, 3), ""),
 ], ids=["f16-wrap-w8-s4", "bf16-s3", "f16-s2", "bf16-s5", "tf32-swapped", "tf32-swapped-n256",
-        "tf32-swapped-m256"])
+        "tf32-swapped-m256", "f16-256x128", "bf16-128x256"])
 def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
     """Operand rows 16-byte aligned: the ring's tiles arrive as TMA boxes on mbarriers
     (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""

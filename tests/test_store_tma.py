@@ -77,6 +77,7 @@ def test_the_store_takes_tma_boxes():
 @pytest.mark.parametrize("kw,why", [
     (dict(WRAP=True), "a wrap cannot be a box"),
     (dict(BN=32), "whole 128-byte panels"),
+    (dict(BM=128, BN=128, BK=16), "the ring is smaller than the tile"),   # 24 KB < 32 KB
     (dict(dtype="fp32"), None),                 # tf32: the swapped dot, per-thread stores
     (dict(aligned=False), None),                # the ring itself stays on cp.async
     (dict(arch="sm_80"), None),
