@@ -131,4 +131,3 @@ def test_exports():
     assert newt.cdiv(10, 3) == 4 and newt.next_power_of_2(33) == 64
     import importlib
     assert newt.compile is importlib.import_module("newt.compiler").compile
-
