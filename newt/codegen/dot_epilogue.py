@@ -21,7 +21,7 @@ nothing per-slot but the values outlives its group.
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
-from ..passes.dot import acc_layout
+from ..passes.dot import acc_layout, acc_out_bytes
 from ..passes.layouts import CyclicLayout
 from . import store_tma
 from .dot import _FRAG_PACK, _helpers, _region, planned_base
@@ -224,12 +224,10 @@ def _acc_out(em, op):
         return
     N = plan.N
     pitch = N + 8                      # words per staged row (see the module docstring)
-    nbytes = plan.M * pitch * 4
+    nbytes = acc_out_bytes(op)
     ring = op.attrs.get("ring")
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    if op.attrs.get("tma_store"):      # (the pass checked that the tile fits the ring)
-        base = ring.state["base"]
-    elif ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
+    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
         base = ring.state["base"]
     elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
         base = planned_base(em, op.attrs["smem_offset"])

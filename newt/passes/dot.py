@@ -186,6 +186,17 @@ class DotPlan:
             (" swapped" if self.swap else "")
 
 
+def acc_out_bytes(op) -> int:
+    """Shared-memory bytes a tensor-core dot_acc_out stages its tile through: the tile in the
+    box format when it leaves by TMA (passes/store_tma.py), else rows padded by 8 words
+    (codegen/dot_epilogue.py). It reuses the dot's ring when the ring holds that many."""
+    sb = op.attrs.get("tma_store")
+    if sb is not None:
+        return sb.rows * sb.cols * sb.esize
+    plan = op.attrs["dot_plan"]
+    return plan.M * (plan.N + 8) * 4
+
+
 def acc_layout(plan: "DotPlan", num_threads: int):
     """The register layout of a tensor-core dot's accumulator."""
     if plan.swap:

@@ -213,7 +213,7 @@ def _align(n, a=1024):
 
 def _dot_regions(fn, num_threads):
     """[(bytes, start, end, setter, loc)] in program order (indices of fn.walk())."""
-    from .dot import acc_layout
+    from .dot import acc_layout, acc_out_bytes
     order = {id(op): i for i, op in enumerate(fn.walk())}
 
     def end_of(op):                     # the last index inside op (op itself for plain ops)
@@ -264,10 +264,9 @@ def _dot_regions(fn, num_threads):
             dst = op.result.attrs.get("layout")
             if dst == acc_layout(plan, num_threads):
                 continue
-            nbytes = plan.M * (plan.N + 8) * 4
-            if ring is not None and (ring.stages * ring.stage_bytes >= nbytes
-                                     or op.attrs.get("tma_store")):
-                continue                # reuses the ring (dot_epilogue.py, store_tma.py)
+            nbytes = acc_out_bytes(op)
+            if ring is not None and ring.stages * ring.stage_bytes >= nbytes:
+                continue                # reuses the ring (dot_epilogue.py)
             regs.append((nbytes, i, i,
                          lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
     for op in fn.walk():
