@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -62,12 +61,7 @@ def _check(m, name, shape, causal, qkv=None):
 def main():
     from bench_attention import triton_kernel
     install()
-    root = tempfile.mkdtemp()
-    path = os.path.join(common.ROOT, "examples", "06_fused_attention.py")
-    mods = {}
-    for v in VARIANTS:
-        common.use_variant(root, CURRENT, v)
-        mods[v] = common.load_file(path, f"attn_{v}")
+    root, mods = common.variant_examples("06_fused_attention", VARIANTS, CURRENT)
     ex = mods[VARIANTS[0]]
     tk = triton_kernel()
     res = {}

@@ -55,7 +55,6 @@ import os
 import re
 import struct
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -261,14 +260,12 @@ def _promotion(v):
 
 def main():
     install()
-    root = tempfile.mkdtemp()
-    path = os.path.join(common.ROOT, "examples", "05_matmul.py")
+    root, mods = common.variant_examples("05_matmul", VARIANTS, CURRENT, _promotion)
     kernels = {}
-    for v in VARIANTS:
+    for v, m in mods.items():
         common.use_variant(root, CURRENT, v)
         _promotion(v)
-        k = common.load_file(path, f"mm_{v}").matmul_kernel
-        kernels[v] = k
+        k = kernels[v] = m.matmul_kernel
         for cfg in CFGS:
             for (M, N, K, dts) in CHECK:
                 for dt in [{"h": torch.float16, "b": torch.bfloat16}[x] for x in dts]:

@@ -55,3 +55,16 @@ def test_cpasync_variant_turns_the_ring_tma_pass_off(monkeypatch):
         k = TA._compile("sm_90a", 64, False)
         assert ("tma=[" in k.ir) == tma and ("cp.async.cg" in k.ptx) != tma
     TA._compiled.clear()
+
+
+def test_variant_examples_load_one_module_per_variant(monkeypatch):
+    """The experiment scripts' loader: each variant gets its own module, loaded while it is the
+    current variant, with its own cache folder."""
+    monkeypatch.setenv("NEWT_CACHE_DIR", os.environ.get("NEWT_CACHE_DIR", ""))
+    current, seen = [None], []
+    root, mods = common.variant_examples("05_matmul", ["base", "perthread"], current,
+                                         lambda v: seen.append((v, current[0],
+                                                                os.environ["NEWT_CACHE_DIR"])))
+    assert list(mods) == ["base", "perthread"] and mods["base"] is not mods["perthread"]
+    assert all(hasattr(m, "matmul_kernel") for m in mods.values())
+    assert seen == [(v, v, os.path.join(root, v)) for v in ("base", "perthread")]
