@@ -3,6 +3,7 @@ against itself, Triton and cuBLAS in one process (each variant checked first on 
 NaN-poisoned outputs). A place to try a codegen idea before building it into the passes.
 
     PYTHONPATH=. [VARIANTS=base,mc] [L2PROM=3] [ROUNDS=5] [CFGS=128x256x64x8x4,...] \
+        [SIZES=fp16:2048,bf16:8192] \
         python benchmarks/matmul_variants.py
 
 Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks them):
@@ -19,6 +20,7 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   mccta   mc with the remote arrive at the default semantics (.release.cta, as CUTLASS's
           cluster barrier arrives) instead of .release.cluster
   dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
+  hoistwu the warp-uniform warp index computed once at the start, not per k-step (hoist_wu)
   perthread the store_tma pass off: the epilogue's tile read back from padded rows into
           per-thread 16-byte stores, as before the pass (measured first as `tmastore`, a hand
           transformation of the generated code into TMA stores, 2026-12-01 22:00 UTC: below)
@@ -166,6 +168,20 @@ def drain_group(src):
     return src[:m.start()] + new + src[m.end():]
 
 
+def hoist_wu(src):
+    """the warp index as a warp-uniform value (a shuffle) computed once at the kernel's start
+    instead of in every k-step's descriptor: the shuffle and its move to a uniform register
+    leave the path between a stage's barrier wait and its first wgmma"""
+    k = src.index('extern "C" __global__')
+    pre, body = src[:k], src[k:]
+    if "newt_warp_uniform()" not in body:
+        return src
+    head = "  (void)lane; (void)warp;\n"
+    assert head in body
+    body = body.replace("newt_warp_uniform()", "nt_wu")
+    return pre + body.replace(head, head + "  const int nt_wu = newt_warp_uniform();\n", 1)
+
+
 def mccta(src):
     """mc with the remote release at the default (.release.cta) semantics, as CUTLASS's
     cluster barrier arrives, instead of .release.cluster"""
@@ -178,7 +194,7 @@ def cl(src):
 
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
-       "perthread": lambda s: s}
+       "perthread": lambda s: s, "hoistwu": hoist_wu}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})
@@ -240,6 +256,9 @@ def install():
 
 SIZES = [(torch.float16, 2048), (torch.float16, 4096), (torch.float16, 8192), (torch.bfloat16, 8192),
          (torch.bfloat16, 2048)]
+if os.environ.get("SIZES"):   # e.g. SIZES=fp16:2048,bf16:2048
+    _DT = {"fp16": torch.float16, "bf16": torch.bfloat16}
+    SIZES = [(_DT[d], int(n)) for d, n in (x.split(":") for x in os.environ["SIZES"].split(","))]
 CFGS = [(128, 256, 64, 8, 4), (128, 256, 64, 8, 3), (256, 128, 64, 8, 4)]
 # CFGS=128x128x64x8x3,... replaces the sweep (the same for every variant and Triton)
 if os.environ.get("CFGS"):

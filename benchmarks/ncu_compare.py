@@ -10,8 +10,9 @@ kernels, not the boost behaviour the benchmarks see.
 
     PYTHONPATH=. python benchmarks/ncu_compare.py attention64 [--out DIR] [--hot 12]
 
-Workloads: softmax, layernorm, matmul8192 (fp16, 128x256x64, 8 warps, 4 stages), attention64,
-attention128 (fp16, B=4 H=32 N=4096, non-causal), attention64c (causal).
+Workloads: softmax, layernorm, matmul8192 and matmul2048 (fp16, 128x256x64, 8 warps, 4 stages),
+matmul2048bf16 (the same in bf16), attention64, attention128 (fp16, B=4 H=32 N=4096,
+non-causal), attention64c (causal).
 """
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL = {"softmax": "softmax_kernel", "layernorm": "layernorm_fwd_kernel", "matmul8192": "matmul_kernel",
+          "matmul2048": "matmul_kernel", "matmul2048bf16": "matmul_kernel",
           "attention64": "attn_fwd", "attention128": "attn_fwd", "attention64c": "attn_fwd"}
 DETAILS = ("Duration", "Executed Instructions", "Registers Per Thread", "Achieved Occupancy",
            "Issue Slots Busy", "DRAM Throughput", "L2 Hit Rate", "Dynamic Shared Memory Per Block")
@@ -52,11 +54,13 @@ def _launch(name: str):
             y = torch.empty_like(x)
             mean, rstd = torch.empty(32768, device="cuda"), torch.empty(32768, device="cuda")
             run = lambda k: common.launch_layernorm(k, x, w, b, y, mean, rstd)  # noqa: E731
-    elif name == "matmul8192":
+    elif name.startswith("matmul"):
         import bench_matmul as bm
         ex = bm.example()
         ks = {"newt": ex.matmul_kernel, "triton": common.triton_twin(ex.matmul_kernel)}
-        a, b, c = bm.operands(torch.float16, 8192, 8192, 8192)
+        n = int(re.match(r"matmul(\d+)", name).group(1))
+        dt = torch.bfloat16 if name.endswith("bf16") else torch.float16
+        a, b, c = bm.operands(dt, n, n, n)
         run = lambda k: bm.launch(k, a, b, c, (128, 256, 64, 8, 4))  # noqa: E731
     else:
         import bench_attention as ba
