@@ -68,3 +68,31 @@ def test_variant_examples_load_one_module_per_variant(monkeypatch):
     assert list(mods) == ["base", "perthread"] and mods["base"] is not mods["perthread"]
     assert all(hasattr(m, "matmul_kernel") for m in mods.values())
     assert seen == [(v, v, os.path.join(root, v)) for v in ("base", "perthread")]
+
+
+def test_hoistwu_variant_moves_the_warp_index_out_of_the_loop():
+    """hoist_wu finds today's per-k-step shuffle and leaves one at the kernel's start; the
+    result still compiles (NVRTC, sm_90a) without spills."""
+    import matmul_variants as mv
+    from newt.runtime import nvrtc
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_hoist")
+    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                                  BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                                  ACTIVATION=""),
+                     arch="sm_90a", num_warps=8, num_stages=4, specialization=_SPEC)
+    body = k.source[k.source.index('extern "C" __global__'):]
+    assert body.count("newt_warp_uniform()") >= 2
+    src = mv.hoist_wu(k.source)
+    new = src[src.index('extern "C" __global__'):]
+    assert new.count("newt_warp_uniform()") == 1 and new.count("nt_wu") == body.count(
+        "newt_warp_uniform()") + 1
+    r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
+    assert nvrtc.parse_ptxas_report(r.log)["n_spills"] == 0
+
+
+def test_sustained_script_averages_nvidia_smi_samples():
+    import matmul_sustained as ms
+    csv = "\n".join(["100.0, 1980"] * 6 + ["600.5, 1500", "bad line", "[N/A], 1400",
+                                            "599.5, 1400"])
+    assert ms.summarize(csv) == (600.0, 1450.0)
+    assert ms.summarize("100, 1980\n" * 6) is None
