@@ -20,6 +20,8 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   mccta   mc with the remote arrive at the default semantics (.release.cta, as CUTLASS's
           cluster barrier arrives) instead of .release.cluster
   dgroup  the drain's last num_stages - 1 tiles in one wgmma commit group, one wait at the end
+  wait2   two wgmma groups in flight per warpgroup (wait_group 2, each stage released two
+          k-steps later, the ring one tile shallower: lag2); for 32-deep k-steps
   hoistwu the warp-uniform warp index computed once at the start, not per k-step (hoist_wu)
   perthread the store_tma pass off: the epilogue's tile read back from padded rows into
           per-thread 16-byte stores, as before the pass (measured first as `tmastore`, a hand
@@ -49,6 +51,15 @@ Measured 2026-12-01 19:19-19:30 UTC, best of 128x256x64 s4/s3 and 256x128x64 s4,
     2048 / 4096 / 8192 601 / 631 / 642 against base 591 / 638 / 637, Triton 604 / 626 / 629;
     bf16 2048 / 8192 622 / 665 against 603 / 657, Triton 615 / 657. It became the store_tma
     pass (newt/passes/store_tma.py), with the epilogue's activation computed in the fragment
+Measured 2026-12-01 23:48 and 2026-12-02 00:10 UTC (SIZES=fp16:2048,bf16:2048,...):
+  hoistwu (7 rounds, best of 128x256x64 s4/s3; fp16 2048, bf16 2048 / 8192) 595 / 620 / 674
+    against base 599 / 621 / 668, Triton 608 / 624 / 684: no gain
+  BK = 32 configs (128x256x32 s6/s8, 256x128x32 s8) run 15-20% below BK = 64 for newt at every
+    size (fp16 2048: 485-536 against 596; Triton 559-595 against 603)
+  wait2 (5 rounds) at 128x256x32 s8 / s6: fp16 2048 504 / 482 against base 499 / 484, bf16
+    2048 496 / 489 against 494 / 491, fp16 8192 517 / 500 against 524 / 513 (Triton 581-616):
+    the queue depth is not what slows the 32-deep k-step; at 128x256x64 s4 level (603 / 614 /
+    627 against 605 / 606 / 632)
 """
 from __future__ import annotations
 
@@ -168,6 +179,23 @@ def drain_group(src):
     return src[:m.start()] + new + src[m.end():]
 
 
+def wait2(src):
+    """Two wgmma groups in flight instead of one: each k-step waits with wait_group 2 and
+    releases the stage of the tile two k-steps back; the ring consumes one tile sooner (lag2)
+    so that the stage a copy reuses is still released in the same iteration. For short k-steps
+    (BK = 32: two wgmma per warpgroup per stage), whose one queued group does not cover the
+    barrier handshake between stages."""
+    new = lag2(src)
+    if new == src:
+        return src
+    new, n = re.subn(r"newt_wgmma_wait<1>\(\);\n(\s*)__syncwarp\(\);\n(\s*)if \(c >= 1 && lane == 0\) "
+                     r"newt_mbar_arrive\((.*?)\(\(c - 1\) % (\d+)\)\);",
+                     r"newt_wgmma_wait<2>();\n\1__syncwarp();\n\2if (c >= 2 && lane == 0) "
+                     r"newt_mbar_arrive(\3((c - 2) % \4));", new)
+    assert n == 1, "release not found"
+    return new
+
+
 def hoist_wu(src):
     """the warp index as a warp-uniform value (a shuffle) computed once at the kernel's start
     instead of in every k-step's descriptor: the shuffle and its move to a uniform register
@@ -194,7 +222,8 @@ def cl(src):
 
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
-       "perthread": lambda s: s, "hoistwu": hoist_wu}
+       "perthread": lambda s: s, "hoistwu": hoist_wu,
+       "wait2": wait2}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})

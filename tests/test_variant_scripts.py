@@ -96,3 +96,24 @@ def test_sustained_script_averages_nvidia_smi_samples():
                                             "599.5, 1400"])
     assert ms.summarize(csv) == (600.0, 1450.0)
     assert ms.summarize("100, 1980\n" * 6) is None
+
+
+@pytest.mark.parametrize("stages", [4, 8])
+def test_wait2_variant_keeps_two_groups_in_flight(stages):
+    """wait2 finds today's ring loop: one tile shallower, wait_group 2, the release two k-steps
+    back, the drain one tile shorter; the result compiles without spills."""
+    import matmul_variants as mv
+    from newt.runtime import nvrtc
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_wait2")
+    bk = 64 if stages == 4 else 32
+    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                                  BLOCK_SIZE_K=bk, GROUP_SIZE_M=8,
+                                                  ACTIVATION=""),
+                     arch="sm_90a", num_warps=8, num_stages=stages, specialization=_SPEC)
+    src = mv.wait2(k.source)
+    lag = stages - 1
+    assert f"const int c = ring_it1 - {lag};" in k.source
+    assert f"const int c = ring_it1 - {lag - 1};" in src and "newt_wgmma_wait<2>();" in src
+    assert f"((c - 2) % {stages})" in src and f"- {lag - 1} + 1, 0)" in src
+    r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
+    assert nvrtc.parse_ptxas_report(r.log)["n_spills"] == 0
