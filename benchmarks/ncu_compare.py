@@ -11,8 +11,8 @@ kernels, not the boost behaviour the benchmarks see.
     PYTHONPATH=. python benchmarks/ncu_compare.py attention64 [--out DIR] [--hot 12]
 
 Workloads: softmax, layernorm, matmul8192 and matmul2048 (fp16, 128x256x64, 8 warps, 4 stages),
-matmul2048bf16 (the same in bf16), attention64, attention128 (fp16, B=4 H=32 N=4096,
-non-causal), attention64c (causal).
+matmul2048bf16 (the same in bf16), matmul2048k32 (fp16, 128x256x32, 8 warps, 8 stages),
+attention64, attention128 (fp16, B=4 H=32 N=4096, non-causal), attention64c (causal).
 """
 from __future__ import annotations
 
@@ -31,6 +31,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL = {"softmax": "softmax_kernel", "layernorm": "layernorm_fwd_kernel", "matmul8192": "matmul_kernel",
           "matmul2048": "matmul_kernel", "matmul2048bf16": "matmul_kernel",
+          "matmul2048k32": "matmul_kernel",
           "attention64": "attn_fwd", "attention128": "attn_fwd", "attention64c": "attn_fwd"}
 DETAILS = ("Duration", "Executed Instructions", "Registers Per Thread", "Achieved Occupancy",
            "Issue Slots Busy", "DRAM Throughput", "L2 Hit Rate", "Dynamic Shared Memory Per Block")
@@ -60,8 +61,9 @@ def _launch(name: str):
         ks = {"newt": ex.matmul_kernel, "triton": common.triton_twin(ex.matmul_kernel)}
         n = int(re.match(r"matmul(\d+)", name).group(1))
         dt = torch.bfloat16 if name.endswith("bf16") else torch.float16
+        cfg = (128, 256, 32, 8, 8) if name.endswith("k32") else (128, 256, 64, 8, 4)
         a, b, c = bm.operands(dt, n, n, n)
-        run = lambda k: bm.launch(k, a, b, c, (128, 256, 64, 8, 4))  # noqa: E731
+        run = lambda k: bm.launch(k, a, b, c, cfg)  # noqa: E731
     else:
         import bench_attention as ba
         ex = ba.example()
