@@ -2,10 +2,10 @@
 bench_matmul.py's do_bench medians.
 
 bench_matmul.py times each config as Triton's do_bench does: 100 ms of launches, each after a
-256 MB memset that empties the L2, the median reported. Between those memsets the GPU is lighter
-loaded and its clock climbs; at 8192^3 the kernels then run partly at boost clock and partly
-power-capped, and the figures of both compilers move by 1-3% from one machine (or one call) to
-the next. Here each provider instead runs back to back for a few seconds, as a training step's
+256 MB memset that empties the L2, the median reported. Between those memsets the GPU is
+lighter loaded, so (likely; the clock is not sampled there) each kernel starts at a higher clock
+before the power cap pulls it down; at 8192^3 the figures of both compilers move by 1-3% from
+one machine (or one call) to the next. Here each provider instead runs back to back for a few seconds, as a training step's
 matmuls do, while `nvidia-smi` samples power and SM clock every 50 ms; the table gives TFLOP/s
 over the whole window (CUDA events), the mean power and clock, and the energy per PFLOP. One
 config for both compilers (the sweep's usual winner), the benchmark's operands and launch.

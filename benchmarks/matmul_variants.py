@@ -188,8 +188,8 @@ def wait2(src):
     new = lag2(src)
     if new == src:
         return src
-    new, n = re.subn(r"newt_wgmma_wait<1>\(\);\n(\s*)__syncwarp\(\);\n(\s*)if \(c >= 1 && lane == 0\) "
-                     r"newt_mbar_arrive\((.*?)\(\(c - 1\) % (\d+)\)\);",
+    new, n = re.subn(r"newt_wgmma_wait<1>\(\);\n(\s*)__syncwarp\(\);\n(\s*)"
+                     r"if \(c >= 1 && lane == 0\) newt_mbar_arrive\((.*?)\(\(c - 1\) % (\d+)\)\);",
                      r"newt_wgmma_wait<2>();\n\1__syncwarp();\n\2if (c >= 2 && lane == 0) "
                      r"newt_mbar_arrive(\3((c - 2) % \4));", new)
     assert n == 1, "release not found"
