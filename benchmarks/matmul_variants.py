@@ -7,7 +7,9 @@ NaN-poisoned outputs). A place to try a codegen idea before building it into the
         python benchmarks/matmul_variants.py
 
 Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks them):
-  base    the generated code
+  base    the generated code (persistent where passes/persistent.py applies)
+  nopersist the generated code with the persistent pass off; every variant below transforms
+          this non-persistent form
   drain1  the ring's drain keeps one wgmma group in flight (wait<1>) instead of none
   lag2    a 4-stage ring consumes the tile copied two iterations before, not three: the copy of
           iteration i reuses a stage released one iteration earlier
@@ -23,6 +25,9 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   wait2   two wgmma groups in flight per warpgroup (wait_group 2, each stage released two
           k-steps later, the ring one tile shallower: lag2); for 32-deep k-steps
   hoistwu the warp-uniform warp index computed once at the start, not per k-step (hoist_wu)
+  persist the TMA path as a persistent kernel, its ring running across a CTA's tiles, the
+          epilogue overlapped with the next tile's first copies (benchmarks/persist_variant.py)
+  bigsmem the generated code launched with persist's dynamic shared memory (its cost alone)
   perthread the store_tma pass off: the epilogue's tile read back from padded rows into
           per-thread 16-byte stores, as before the pass (measured first as `tmastore`, a hand
           transformation of the generated code into TMA stores, 2026-12-01 22:00 UTC: below)
@@ -78,6 +83,7 @@ import torch  # noqa: E402
 import newt  # noqa: E402
 import newt.codegen  # noqa: E402
 from newt.runtime import launch as nlaunch  # noqa: E402
+from persist_variant import PERSIST_SHARED, persist  # noqa: E402
 
 HELPERS = r"""
 NEWT_DEV newt_u32 nt_cl_rank() { newt_u32 r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
@@ -223,7 +229,7 @@ def cl(src):
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
-       "wait2": wait2}
+       "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})
@@ -260,10 +266,41 @@ def _launcher_init(self, binary, device, positions):
         f = list(self.fast)
         f[0] = pk
         self.fast = tuple(f)
+    if (binary.meta["name"] == "matmul_kernel" and CURRENT[0] == "persist"
+            and len(binary.meta.get("tma_maps") or ()) == 3):   # A, B and C maps: persistent
+        _persistent_launch(self, device)
+    if binary.meta["name"] == "matmul_kernel" and CURRENT[0] == "bigsmem":
+        _persistent_launch(self, device, clamp=False)
 
+
+def _persistent_launch(self, device, clamp=True):
+    """one CTA per SM at most, and the shared memory of the epilogue's own boxes"""
+    import torch
+    nsm = torch.cuda.get_device_properties(device.index).multi_processor_count if clamp else 1 << 31
+    self.shared += PERSIST_SHARED
+    self.kernel.set_dynamic_shared(self.shared)
+    pack, shared = self.pack, self.shared
+
+    def pk(buf, off, gx, gy, gz, bx, by, bz, _shared, *a):
+        pack(buf, off, min(gx, nsm), gy, gz, bx, by, bz, shared, *a)
+    self.pack = pk
+    f = list(self.fast)
+    f[0], f[3] = pk, shared
+    self.fast = tuple(f)
 
 
 _CMAPS: dict = {}
+
+
+def _persistent_pass(fn, options):
+    """passes/persistent.py for `base` only: the other variants transform (or are) the
+    non-persistent kernel (`nopersist`: the pass off)."""
+    from newt.passes import persistent
+    persistent._ON[0] = CURRENT[0] in PERSISTENT
+    return persistent.plan_persistent(fn, options)
+
+
+PERSISTENT = {"base"}
 
 
 def _store_pass(fn, options):
@@ -278,7 +315,8 @@ def install():
     newt.codegen.generate = generate
     nlaunch.Launcher.__init__ = _launcher_init
     import newt.passes as P
-    P.PASSES = tuple((n, _store_pass if n == "store_tma" else p) for n, p in P.PASSES)
+    P.PASSES = tuple((n, {"store_tma": _store_pass, "persistent": _persistent_pass}.get(n, p))
+                     for n, p in P.PASSES)
     if "L2PROM" in os.environ:   # tensor maps' L2 promotion (0 none, 1 64B, 2 128B, 3 256B)
         from newt.runtime import tensormap
         tensormap.L2_PROMOTION = int(os.environ["L2PROM"])

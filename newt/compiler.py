@@ -48,6 +48,8 @@ class CompiledKernel:
     log: str = ""             # NVRTC/ptxas log
     tma_maps: list = dataclasses.field(default_factory=list)   # recipes of the extra TMA map
     #                           parameters (passes/dot_tma.py), built by the launcher per call
+    persistent: bool = False  # one CTA per SM loops over the programs; the grid is a hidden
+    #                           last parameter (passes/persistent.py)
 
 
 # ----------------------------------------------------------------------------- the stages
@@ -102,7 +104,8 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         options=options, num_threads=options.num_threads,
         shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
         n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log,
-        tma_maps=list(ir_fn.attrs.get("tma_maps", ())))
+        tma_maps=list(ir_fn.attrs.get("tma_maps", ())),
+        persistent="persistent" in ir_fn.attrs)
 
 
 class _at_kernel:

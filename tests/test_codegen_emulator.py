@@ -182,8 +182,10 @@ def build(jitfn, signature, constexprs, spec, num_warps):
     params = [p for p in fn.params if p.name not in fn.attrs["equal_to_1"]]
     body = source[len(HEADER):]
     maps = list(fn.attrs.get("tma_maps", ()))
+    persist = "persistent" in fn.attrs    # the grid, a hidden last parameter (launch.py)
     unpack = ", ".join([f"*({reg_type(p.dtype)}*)args[{i}]" for i, p in enumerate(params)]
-                       + [f"*(newt_tmap*)args[{len(params) + k}]" for k in range(len(maps))])
+                       + [f"*(newt_tmap*)args[{len(params) + k}]" for k in range(len(maps))]
+                       + [f"*(i32*)args[{len(params) + len(maps)}]"] * persist)
     T = opts.num_threads
     launcher = f"""
 static void** nt_args;
@@ -223,9 +225,13 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
             raise RuntimeError(f"emulation build failed:\n{r.stderr[:4000]}\n--- source: {src}")
         _LIBS[key] = ctypes.CDLL(lib)
     build.last_maps = maps    # the TMA map recipes of the last build (emulate() encodes them)
+    build.last_persistent = persist
     build.last_source = source   # the generated CUDA C++ (before the emulator's swaps)
     build.last_fn = fn           # the IR after the passes
     return _LIBS[key], params
+
+
+EMU_SMS = 3    # a persistent kernel's CTAs (passes/persistent.py): several programs each
 
 
 def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
@@ -255,6 +261,11 @@ def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
         slot_of = {p.index: i for i, p in enumerate(params)}
         maps = recipe_builder(build.last_maps, slot_of, TensorMaps(model_encode))
         ptrs += maps(vals)     # (`maps` keeps the encoded maps alive through the launch)
+    if build.last_persistent:   # as the launcher does, with EMU_SMS SMs: CTAs loop
+        gx = ctypes.c_int32(grid[0])
+        holders.append(gx)
+        ptrs.append(ctypes.addressof(gx))
+        grid = (min(grid[0], EMU_SMS),) + grid[1:]
     argv = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
     if lib.nt_launch(argv, *grid):
         raise AssertionError(f"device assert failed in {jitfn.__name__}")

@@ -70,7 +70,14 @@ def test_variant_examples_load_one_module_per_variant(monkeypatch):
     assert seen == [(v, v, os.path.join(root, v)) for v in ("base", "perthread")]
 
 
-def test_hoistwu_variant_moves_the_warp_index_out_of_the_loop():
+@pytest.fixture
+def nopersist(monkeypatch):
+    """The hand transforms below take the non-persistent kernel (matmul_variants' nopersist)."""
+    from newt.passes import persistent
+    monkeypatch.setattr(persistent, "_ON", [False])
+
+
+def test_hoistwu_variant_moves_the_warp_index_out_of_the_loop(nopersist):
     """hoist_wu finds today's per-k-step shuffle and leaves one at the kernel's start; the
     result still compiles (NVRTC, sm_90a) without spills."""
     import matmul_variants as mv
@@ -99,7 +106,7 @@ def test_sustained_script_averages_nvidia_smi_samples():
 
 
 @pytest.mark.parametrize("stages", [4, 8])
-def test_wait2_variant_keeps_two_groups_in_flight(stages):
+def test_wait2_variant_keeps_two_groups_in_flight(stages, nopersist):
     """wait2 finds today's ring loop: one tile shallower, wait_group 2, the release two k-steps
     back, the drain one tile shorter; the result compiles without spills."""
     import matmul_variants as mv
@@ -115,5 +122,22 @@ def test_wait2_variant_keeps_two_groups_in_flight(stages):
     assert f"const int c = ring_it1 - {lag};" in k.source
     assert f"const int c = ring_it1 - {lag - 1};" in src and "newt_wgmma_wait<2>();" in src
     assert f"((c - 2) % {stages})" in src and f"- {lag - 1} + 1, 0)" in src
+    r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
+    assert nvrtc.parse_ptxas_report(r.log)["n_spills"] == 0
+
+
+def test_persist_variant_is_the_hand_form_of_the_pass(nopersist):
+    """persist_variant.py (the hand transformation measured before passes/persistent.py)
+    still finds its patterns in the non-persistent kernel and compiles without spills."""
+    import persist_variant as pv
+    from newt.runtime import nvrtc
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_persist")
+    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                                  BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                                  ACTIVATION=""),
+                     arch="sm_90a", num_warps=8, num_stages=4, specialization=_SPEC)
+    assert not k.persistent
+    src, extra = pv.persist_parts(k.source)
+    assert "nt_total" in src and extra == 16384 + 1024
     r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
     assert nvrtc.parse_ptxas_report(r.log)["n_spills"] == 0

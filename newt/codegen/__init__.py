@@ -52,10 +52,20 @@ def generate(fn, options) -> tuple[str, str]:
     for p in fn.params:
         if p.value is not None and p.name in eq1:
             em.emit(f"const {em.ctype(p.value)} {em.name(p.value)} = 1;")
-    em.block(fn.body)
+    plan = fn.attrs.get("persistent")
+    if plan is not None:   # the body inside the loop over programs (codegen/persistent.py)
+        from . import persistent
+        em.pid_x = "nt_pid"
+        persistent.open_kernel(em)
+        em.block(fn.body)
+        persistent.close_kernel(em)
+    else:
+        em.block(fn.body)
     # TMA tensor maps (passes/dot_tma.py): 128-byte parameters after the user's, in recipe order
     params += [f"const __grid_constant__ newt_tmap nt_tmap{k}"
                for k in range(len(fn.attrs.get("tma_maps", ())))]
+    if plan is not None:
+        params.append("i32 nt_grid")     # the launch's grid x, after the maps (launch.py)
     T = options.num_threads
     name = fn.name
     mb = fn.attrs.get("min_blocks", 1)

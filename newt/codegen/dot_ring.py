@@ -29,6 +29,7 @@ import re
 from ..ir.core import Op, is_block
 from ..passes.layouts import CyclicLayout, coords_of
 from ..passes.dot import uses_wgmma
+from . import persistent
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
 from .dot_loop import pin_registers
 from .dot_masks import group_mask
@@ -256,6 +257,9 @@ def _ring_load(em, op):
             iv, lb, _, step = _loop_names(em, op)
             st["it"] = it = em.fresh("ring_it")
             em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
+            if ring.persist is not None:   # (setup: before the program loop)
+                return persistent.consume_produce(
+                    em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             setup(em, ring, lambda line: _before_loop(em, op, line))
             emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             emit_producer(em, ring, it)
@@ -429,6 +433,8 @@ def _ring_drain(em, op):
     # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
     # path "the loop ran, the drain did not" and wait before every later read of the
     # accumulator, serializing every wgmma of the kernel
+    if ring.persist is not None:
+        return persistent.drain(em, ring, lambda: pin_registers(em, acc, nslots))
     if ring.tma is not None:
         emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait), f"({n} - 1)",
                    lambda: pin_registers(em, acc, nslots))

@@ -60,24 +60,33 @@ def setup(em, ring, before_loop):
 
 def emit_producer(em, ring, it: str):
     """This iteration's boxes (thread 0), into the stage tile it - S left."""
+    with em.scope("if (tid == 0)"):
+        issue_boxes(em, ring, it, it)
+    em.emit("__syncwarp();   // warp 0 converged again before the .aligned wgmma")
+
+
+def issue_boxes(em, ring, g: str, k: str, before_copies=()):
+    """(thread 0) ring copy number `g` into stage g % S, once tile g - S left it: the boxes of
+    k-step `k` (the loop's iteration; g itself unless the ring runs across programs,
+    codegen/persistent.py). `before_copies`: lines between the empty wait and the copies."""
     st = ring.state
     S = ring.stages
     full, empty = _bars(ring)
     ta, tb = ring.tma
     nbytes = sum(t.rows * t.cols * t.esize for t in (ta, tb))
-    with em.scope("if (tid == 0)"):
-        em.emit(f"const int s = {it} % {S};")
-        em.emit(f"if ({it} >= {S}) newt_mbar_wait({empty} + 8u * s, (({it} / {S}) - 1) & 1);")
-        em.emit(f"const u32 fb = {full} + 8u * s;")
-        em.emit(f"const u32 st = {st['base']} + (u32)s * {ring.stage_bytes}u;")
-        em.emit(f"newt_mbar_expect_tx(fb, {nbytes}u);")
-        for t, off in ((ta, 0), (tb, ring.a_bytes)):
-            x, y = t.coords(em, it)
-            _, boxes = tile_boxes(t.rows, t.cols, t.esize)
-            for inner, soff in boxes:
-                em.emit(f"newt_tma_load_2d(st + {off + soff}u, &{map_param(t.map_index)}, "
-                        f"{x} + {inner}, {y}, fb);")
-    em.emit("__syncwarp();   // warp 0 converged again before the .aligned wgmma")
+    em.emit(f"const int s = {g} % {S};")
+    em.emit(f"if ({g} >= {S}) newt_mbar_wait({empty} + 8u * s, (({g} / {S}) - 1) & 1);")
+    for line in before_copies:
+        em.emit(line)
+    em.emit(f"const u32 fb = {full} + 8u * s;")
+    em.emit(f"const u32 st = {st['base']} + (u32)s * {ring.stage_bytes}u;")
+    em.emit(f"newt_mbar_expect_tx(fb, {nbytes}u);")
+    for t, off in ((ta, 0), (tb, ring.a_bytes)):
+        x, y = t.coords(em, k)
+        _, boxes = tile_boxes(t.rows, t.cols, t.esize)
+        for inner, soff in boxes:
+            em.emit(f"newt_tma_load_2d(st + {off + soff}u, &{map_param(t.map_index)}, "
+                    f"{x} + {inner}, {y}, fb);")
 
 
 def emit_consume(em, ring, consume, it: str):

@@ -218,6 +218,8 @@ def expr_of(em, op, operand_exprs):
     if c == "constant":
         return literal(op.attrs["value"], r.dtype)
     if c in ("program_id", "num_programs"):
+        if em.pid_x is not None and op.attrs["axis"] == 0:   # a persistent kernel's program
+            return em.pid_x if c == "program_id" else "nt_grid"
         base = "blockIdx" if c == "program_id" else "gridDim"
         return f"(i32){base}.{'xyz'[op.attrs['axis']]}"
     raise NotImplementedError(c)

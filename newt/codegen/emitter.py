@@ -76,6 +76,8 @@ class Emitter:
         self.staged_tiles: dict[int, str] = {}
         self._users = None
         self._needed: dict[int, bool] = {}
+        # program_id(0) as a C expression when it is not blockIdx.x (codegen/persistent.py)
+        self.pid_x: str | None = None
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):

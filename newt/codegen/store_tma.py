@@ -17,6 +17,7 @@ grids) every thread stores the staged elements one by one under the user's mask.
 """
 from __future__ import annotations
 
+from . import persistent
 from .dot import _helpers
 from .dot_tma import map_param
 from .emitter import handles
@@ -34,14 +35,26 @@ NEWT_DEV void newt_bulk_wait_read() {
 """
 
 
+def _in_panel(r: str, c: str) -> str:
+    """Byte offset of element (r, c) of a 16-bit tile inside its panel c / 64."""
+    return f"(u32)({r}) * 128u + (u32)((((({c}) % 64) / 8) ^ (({r}) % 8)) * 16 + (({c}) % 8) * 2)"
+
+
 def _offset(r: str, c: str, rows: int) -> str:
     """Byte offset of element (r, c) of a 16-bit tile in the box format."""
-    return (f"(u32)(({c}) / 64) * {rows * 128}u + (u32)({r}) * 128u + "
-            f"(u32)((((({c}) % 64) / 8) ^ (({r}) % 8)) * 16 + (({c}) % 8) * 2)")
+    return f"(u32)(({c}) / 64) * {rows * 128}u + {_in_panel(r, c)}"
 
 
 def _scalar(em, v) -> str:
     return str(v) if isinstance(v, int) else em.name(v)
+
+
+def _addr(em, tile: str, r: str, c: str, rows: int) -> str:
+    """Shared-space address of element (r, c) of the staged tile: panels one after the other
+    at `tile`, or where a persistent kernel puts them (codegen/persistent.py)."""
+    if persistent.plan_of(em) is None:
+        return f"{tile} + {_offset(r, c, rows)}"
+    return f"{persistent.panel(em, f'({c}) / 64')} + {_in_panel(r, c)}"
 
 
 def stage(em, op, src, base, n, pack):
@@ -49,14 +62,16 @@ def stage(em, op, src, base, n, pack):
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
+    if persistent.plan_of(em) is not None:
+        persistent.before_staging(em)
     em.barrier()
     with em.slots(src.nslots // 2, "p") as p:
         row, col = src.row_col("tid", f"2 * {p}")
         with em.scope(""):
             em.emit(f"const int r = {row}, c = {col};")
-            em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"({tile} + '
-                    f'{_offset("r", "c", sb.rows)}), "r"({pack}({n}[2 * {p}], {n}[2 * {p} + 1]))'
-                    ' : "memory");')
+            em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"('
+                    f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n}[2 * {p}], '
+                    f'{n}[2 * {p} + 1])) : "memory");')
     em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
     em.barrier()
     em.staged_tiles[op.result.id] = tile
@@ -75,16 +90,21 @@ def _tma_store(em, op):
         exact.append(f"{s} > 0")      # (the launcher's map is a placeholder otherwise)
     with em.scope(f"if ({' && '.join(f'({e})' for e in exact)})"):
         with em.scope("if (tid == 0)"):
+            persist = persistent.plan_of(em) is not None
             for q in range(C // 64):
+                src = persistent.panel(em, str(q)) if persist else f"{tile} + {q * R * 128}u"
                 em.emit(f"newt_tma_store_2d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}, "
-                        f"{tile} + {q * R * 128}u);")
-            em.emit("newt_bulk_wait_read();")
+                        f"{src});")
+            # (a persistent kernel waits before the panels' next writers: persistent.py)
+            em.emit("nt_pending = true;" if persist else "newt_bulk_wait_read();")
     with em.scope("else"):
         P = em.name(sb.ptr)
         em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-        em.emit(f"const unsigned char* st = nt_dot_smem + ({tile} - newt_smem_addr(nt_dot_smem));")
         with em.scope(f"for (int e = tid; e < {R * C}; e += {em.T})"):
             em.emit(f"const int r = e / {C}, c = e % {C};")
             with em.scope(f"if ({r0} + r < {X} && {c0} + c < {Y})"):
                 em.emit(f"*(u16*)({P} + (i32)((u32)({r0} + r) * (u32)({s})) + ({c0} + c)) = "
-                        f"*(const u16*)(st + {_offset('r', 'c', R)});")
+                        f"*(const u16*)(nt_dot_smem + ({_addr(em, tile, 'r', 'c', R)} - "
+                        "newt_smem_addr(nt_dot_smem)));")
+        if persistent.plan_of(em) is not None:
+            em.barrier()     # read before thread 0 refills the freed stage

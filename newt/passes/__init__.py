@@ -10,6 +10,7 @@
                  fragment layout; loop-invariant A tiles staged once (dot_rows.py)
     store_tma    a dot epilogue's masked store of a TMA-ring dot as TMA boxes (store_tma.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
+    persistent   a TMA-ring matmul as one CTA per SM looping over program ids (persistent.py)
     occupancy    the blocks per SM asked of ptxas (smem.py)
 
 Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so the printed IR
@@ -21,6 +22,7 @@ from .dot_pipeline import pipeline_dots
 from .dot_rows import fuse_dot_rows
 from .layout import assign_layouts
 from .masks import drop_true_masks
+from .persistent import plan_persistent
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
 from .store_tma import plan_store_tma
@@ -35,6 +37,7 @@ PASSES = (
     ("dot_rows", fuse_dot_rows),
     ("store_tma", plan_store_tma),
     ("smem", plan_shared_memory),
+    ("persistent", plan_persistent),
     ("occupancy", plan_occupancy),
 )
 

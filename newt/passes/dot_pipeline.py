@@ -63,6 +63,7 @@ class RingPlan:
                               # pointer block is contiguous along K (x @ W.T)
     tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
     tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
+    persist: object = None    # the PersistPlan when the kernel runs persistent (persistent.py)
     state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
 
     def __str__(self):

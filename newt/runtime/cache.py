@@ -47,7 +47,8 @@ class KernelBinary:
                     local_bytes=ck.local_bytes, arch=getattr(opts, "arch", ""),
                     num_warps=getattr(opts, "num_warps", ck.num_threads // 32),
                     num_stages=getattr(opts, "num_stages", 0),
-                    tma_maps=list(getattr(ck, "tma_maps", ()) or ()))
+                    tma_maps=list(getattr(ck, "tma_maps", ()) or ()),
+                    persistent=bool(getattr(ck, "persistent", False)))
         return cls(meta, bytes(ck.cubin))
 
     @property

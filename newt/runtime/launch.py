@@ -70,6 +70,15 @@ def _packing_maps(pack_into, params, first: int, recipes, slot_of):
     return pack
 
 
+def _packing_persistent(pack_into, grid, sm_count: int):
+    """pack_into for a persistent kernel: at most one CTA per SM (the kernel loops over the
+    programs), the grid itself in the hidden parameter."""
+    def pack(buf, off, gx, gy, gz, *rest):
+        pack_into(buf, off, gx if gx < sm_count else sm_count, gy, gz, *rest)
+        grid.value = gx
+    return pack
+
+
 class Launcher:
     """One compiled specialization loaded on one device, ready to launch."""
 
@@ -118,11 +127,16 @@ class Launcher:
         # TMA tensor maps (passes/dot_tma.py) follow the user's parameters: their slots point at
         # maps encoded from this call's arguments, so packing also refreshes them
         recipes = meta.get("tma_maps") or ()
-        self.params = (ctypes.c_void_p * (len(addrs) + len(recipes) + 1))(
-            *addrs, *([None] * len(recipes)), None)
+        # a persistent kernel (passes/persistent.py) takes the grid as its last parameter
+        grid = ctypes.c_int32() if meta.get("persistent") else None
+        hidden = [ctypes.addressof(grid)] if grid is not None else []
+        self.params = (ctypes.c_void_p * (len(addrs) + len(recipes) + len(hidden) + 1))(
+            *addrs, *([None] * len(recipes)), *hidden, None)
         self.params_addr = ctypes.addressof(self.params)
         self.pack = self.pack if not recipes else _packing_maps(
             self.pack, self.params, len(addrs), recipes, slot_of)
+        if grid is not None:
+            self.pack = _packing_persistent(self.pack, grid, device.sm_count)
         self.cu_launch = driver.lib().cuLaunchKernelEx
         self.go, self.go_args = _prepared_launch(self.cu_launch, self.config_addr, self.func,
                                                  self.params_addr)
