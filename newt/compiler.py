@@ -20,7 +20,10 @@ CONTRACT (used by jit.py, the runtime and tests):
 
 CompiledKernel.params lists the parameters the launcher passes, in order, each with `.index`,
 its position among the Python function's parameters. Parameters equal to 1 are compiled as the
-constant 1 and are not passed; constexprs are not passed.
+constant 1 and are not passed; constexprs are not passed. After them come the TMA maps
+(`tma_maps`, one 128-byte `__grid_constant__` each) and, for a `persistent` kernel, one i32:
+the grid's x (the number of programs), with at most one CTA per SM launched
+(passes/persistent.py; the launcher does both, runtime/launch.py).
 """
 from __future__ import annotations
 

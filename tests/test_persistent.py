@@ -158,3 +158,23 @@ def test_persistent_matmul_gpu(dt, M, N, K, cfg):
     ref = a.double() @ b.double()
     err = float((c.double() - ref).norm() / ref.norm())
     assert err < (2e-3 if dt == torch.float16 else 8e-3), err
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_persistent_epilogue_mixes_box_and_per_element_stores(emu90):
+    """A 2-D grid (the loop runs over axis 0) whose first row of tiles starts at row -16: those
+    programs store element by element (store_tma.py's fallback), the others by boxes, and a CTA
+    runs both kinds one after the other."""
+    from test_dot_emulated import _STAGES, _store_maps
+    from test_store_tma import _check, shifted_matmul
+    torch.manual_seed(4)
+    M, N, K, shift = 600, 304, 48, 16
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    full = torch.full((M + shift, N), float("nan"), dtype=torch.float16)
+    c = full[shift:]
+    _STAGES[0] = 4
+    grid = (-(-(M + shift) // 128), -(-N // 256))      # 5 x 2 programs, CTAs 0 and 1 run two
+    emu90.emulate(shifted_matmul, grid, a, b, c, M, N, K, a.stride(0), b.stride(0), c.stride(0),
+                  SHIFT=shift, WRAP=False, BM=128, BN=256, BK=64, num_warps=8, num_stages=4)
+    assert emu90.build.last_persistent and _store_maps(emu90.build.last_maps) == 1
+    _check(full, a, b, M, shift, grid[0] * 128, torch.float16)
