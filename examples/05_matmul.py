@@ -5,6 +5,9 @@ steps; programs are ordered in groups of GROUP_SIZE_M rows of tiles so that neig
 the same A and B tiles from L2. `nl.dot` runs on the tensor cores (wgmma on sm_90a, mma.sync on
 sm_80/sm_89); the loads feeding it become an asynchronous shared-memory ring num_stages deep,
 and the activation runs on the accumulator's registers before the cast and the masked store.
+On sm_90a, where the ring fills most of an SM's shared memory, the kernel runs persistent: one
+CTA per SM loops over the programs, copying the next tile's first k-steps during this one's
+epilogue (newt/passes/persistent.py); `nl.program_id(0)` still numbers the programs.
 
     python examples/05_matmul.py        # checks itself against torch (GPU, or the CPU interpreter)
 """
