@@ -9,7 +9,11 @@ NaN-poisoned outputs). A place to try a codegen idea before building it into the
 Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks them):
   base    the generated code (persistent where passes/persistent.py applies)
   nopersist the generated code with the persistent pass off; every variant below transforms
-          this non-persistent form
+          this non-persistent form, except plag2
+  plag2   the persistent kernel with S - 2 copies in flight instead of S - 1 (RingPlan.defer):
+          thread 0 refills the stage released one k-step earlier, so it never waits for this
+          k-step's slowest warp (the handshake suspected at 128x128x64 s4, one CTA per SM,
+          9-15% behind Triton on 2026-12-02; not measured yet)
   drain1  the ring's drain keeps one wgmma group in flight (wait<1>) instead of none
   lag2    a 4-stage ring consumes the tile copied two iterations before, not three: the copy of
           iteration i reuses a stage released one iteration earlier
@@ -229,7 +233,8 @@ def cl(src):
 ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
-       "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s}
+       "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
+       "plag2": lambda s: s}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})
@@ -297,10 +302,14 @@ def _persistent_pass(fn, options):
     non-persistent kernel (`nopersist`: the pass off)."""
     from newt.passes import persistent
     persistent._ON[0] = CURRENT[0] in PERSISTENT
-    return persistent.plan_persistent(fn, options)
+    fn = persistent.plan_persistent(fn, options) or fn
+    plan = fn.attrs.get("persistent")
+    if CURRENT[0] == "plag2" and plan is not None and plan.ring.stages >= 3:
+        plan.ring.defer = plan.ring.stages - 2
+    return fn
 
 
-PERSISTENT = {"base"}
+PERSISTENT = {"base", "plag2"}
 
 
 def _store_pass(fn, options):

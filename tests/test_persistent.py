@@ -178,3 +178,29 @@ def test_persistent_epilogue_mixes_box_and_per_element_stores(emu90):
                   SHIFT=shift, WRAP=False, BM=128, BN=256, BK=64, num_warps=8, num_stages=4)
     assert emu90.build.last_persistent and _store_maps(emu90.build.last_maps) == 1
     _check(full, a, b, M, shift, grid[0] * 128, torch.float16)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("dt,M,N,K,cfg", [
+    (torch.float16, 300, 288, 208, (128, 128, 64, 8, 4)),
+    (torch.bfloat16, 140, 528, 48, (128, 256, 64, 8, 3)),
+], ids=["s4-d2", "s3-d1"])
+def test_persistent_ring_one_copy_shallower_emulated(emu90, monkeypatch, dt, M, N, K, cfg):
+    """matmul_variants' plag2: D = S - 2 copies in flight (each k-step refills the stage
+    released one k-step earlier) computes the same product."""
+    import newt.passes as P
+    from newt.passes import persistent
+
+    def shallower(fn, options):
+        fn = persistent.plan_persistent(fn, options) or fn
+        plan = fn.attrs.get("persistent")
+        if plan is not None:
+            plan.ring.defer = plan.ring.stages - 2
+        return fn
+    monkeypatch.setattr(P, "PASSES", tuple(
+        (n, shallower if n == "persistent" else p) for n, p in P.PASSES))
+    from test_dot_emulated import _run_tutorial
+    _run_tutorial(emu90, dt, M, N, K, cfg, "")
+    assert emu90.build.last_persistent
+    n_copies = cfg[4] - 2
+    assert f"nt_i < {n_copies}; ++nt_i" in emu90.build.last_source

@@ -8,9 +8,9 @@ below for the ring and the epilogue of the one dot the plan names.
     ring state, once per CTA    barriers; nt_c (next copy to consume), nt_g (next copy to
                                 issue), the producer's program (nt_pti-th of this CTA) and
                                 k-step (nt_pk) with its box coordinates (nt_co*)
-    prologue                    copies 0 .. S-2
+    prologue                    copies 0 .. D-1 (D = S - 1)
     for nt_pid = blockIdx.x; nt_pid < nt_grid; nt_pid += gridDim.x:
-        the body: per k-step, consume copy nt_c, release copy nt_c - 1, issue copy nt_c + S-1
+        the body: per k-step, consume copy nt_c, release copy nt_c - 1, issue copy nt_c + D
         (the next program's first k-steps while this one's last are consumed)
         after the loop: wait for every wgmma, release the last copy; its stage is free
         epilogue: the C tile's panels in the freed stage (and the region `nt_extra`), one
@@ -66,8 +66,9 @@ def _clone(em, ops, pid: str) -> dict:
 
 
 def open_kernel(em):
-    """Before the body: the ring's barriers and counters, the trip count, the first S - 1
-    copies; then the program loop's header."""
+    """Before the body: the ring's barriers and counters, the trip count, the first D copies
+    (D = ring.defer: S - 1 as planned, so each k-step refills the stage released in the same
+    k-step); then the program loop's header."""
     plan = plan_of(em)
     ring, st = plan.ring, plan.state
     S = ring.stages
@@ -88,7 +89,8 @@ def open_kernel(em):
     em.emit("const int nt_mine = nt_grid > (int)blockIdx.x ? (nt_grid - (int)blockIdx.x + "
             "(int)gridDim.x - 1) / (int)gridDim.x : 0;")
     em.emit("const int nt_steps = nt_mine * nt_nk;   // this CTA's copies")
-    with em.scope(f"for (int nt_i = 0; nt_i < {S - 1}; ++nt_i)"):
+    assert 1 <= ring.defer <= S - 1, ring.defer
+    with em.scope(f"for (int nt_i = 0; nt_i < {ring.defer}; ++nt_i)"):
         produce(em)
     em.emit("for (i32 nt_pid = (i32)blockIdx.x; nt_pid < nt_grid; nt_pid += (i32)gridDim.x) {")
     em.ind += 1
@@ -126,7 +128,7 @@ def produce(em):
 def consume_produce(em, ring, consume, it: str):
     """A k-step of the loop body: consume copy nt_c, release the one before it (not at a
     program's first k-step: the last one of the previous program was released after its
-    loop), issue the copy S - 1 ahead."""
+    loop), issue the copy D ahead (nt_g = nt_c + D: the prologue issued D)."""
     S = ring.stages
     full, empty = _bars(ring)
     em.emit(f"newt_mbar_wait({full} + 8u * (nt_c % {S}), (nt_c / {S}) & 1);")
