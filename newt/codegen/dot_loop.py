@@ -32,6 +32,13 @@ def staged_a_desc(em, op, ta=None):
     return d
 
 
+def trip_count(lb: str, ub: str, step: str) -> str:
+    """C expression of the iterations of `for (i = lb; i < ub (step > 0) or > ub; i += step)`,
+    for the ring's drain (dot_ring.py) and a persistent kernel's copies (persistent.py)."""
+    return (f"{step} > 0 ? ({ub} > {lb} ? ({ub} - {lb} + {step} - 1) / {step} : 0)"
+            f" : ({lb} > {ub} ? ({lb} - {ub} - {step} - 1) / (-{step}) : 0)")
+
+
 def pin_registers(em, name, nslots):
     """An empty asm reading and writing every slot of register array `name`, right after a
     wgmma wait: the wait is an asm statement with no register operands, so without it NVVM

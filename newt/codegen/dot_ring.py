@@ -31,7 +31,7 @@ from ..passes.layouts import CyclicLayout, coords_of
 from ..passes.dot import uses_wgmma
 from . import persistent
 from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
-from .dot_loop import pin_registers
+from .dot_loop import pin_registers, trip_count
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .dot_tma import emit_consume, emit_drain, emit_producer, setup
@@ -425,8 +425,7 @@ def _ring_drain(em, op):
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     D = ring.defer
     n = em.fresh("ring_n")
-    em.emit(f"const int {n} = {step} > 0 ? ({ub} > {lb} ? ({ub} - {lb} + {step} - 1) / {step} : 0)"
-            f" : ({lb} > {ub} ? ({lb} - {ub} - {step} - 1) / (-{step}) : 0);")
+    em.emit(f"const int {n} = {trip_count(lb, ub, step)};")
     use_wg = uses_wgmma(em.options.arch, em.T, dot.attrs["dot_plan"])
     acc = em.name(dot.operands[2])
     nslots = dot.result.attrs["layout"].nslots

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 
 from .dot import _helpers, _region
+from .dot_loop import trip_count
 from .dot_ptx import PRELUDE
 from .dot_tma import _bars, issue_boxes, setup
 
@@ -83,9 +84,7 @@ def open_kernel(em):
     # the loop's trip count, the same for every program (the pass checked)
     lb, ub, step = plan.loop.operands[:3]
     with _renamed(em, _clone(em, plan.bound_ops, "(i32)blockIdx.x")):
-        a, b, c = em.name(lb), em.name(ub), em.name(step)
-        em.emit(f"const int nt_nk = {c} > 0 ? ({b} > {a} ? ({b} - {a} + {c} - 1) / {c} : 0) : "
-                f"({a} > {b} ? ({a} - {b} - {c} - 1) / (-{c}) : 0);")
+        em.emit(f"const int nt_nk = {trip_count(em.name(lb), em.name(ub), em.name(step))};")
     em.emit("const int nt_mine = nt_grid > (int)blockIdx.x ? (nt_grid - (int)blockIdx.x + "
             "(int)gridDim.x - 1) / (int)gridDim.x : 0;")
     em.emit("const int nt_steps = nt_mine * nt_nk;   // this CTA's copies")

@@ -57,26 +57,27 @@ def _prepared_launch(cu_launch, config_addr, func, params_addr):
     return raw, (arg(config_addr), arg(func), arg(params_addr))
 
 
-def _packing_maps(pack_into, params, first: int, recipes, slot_of):
+def _packing_maps(pack_into, params, first: int, recipes, slot_of, persistent=None):
     """pack_into that also points params[first + k] at the tensor map of recipe k, built
-    (or found in the cache) from the packed values."""
+    (or found in the cache) from the packed values. `persistent` = (c_int32 slot, SM count)
+    for a persistent kernel (passes/persistent.py): at most one CTA per SM is launched (the
+    kernel loops over the programs) and the grid itself goes into the hidden parameter."""
     from .tensormap import recipe_builder
     build = recipe_builder(recipes, slot_of)
     n = len(recipes)
+    if persistent is None:
+        def pack(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals):
+            pack_into(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals)
+            params[first:first + n] = build(vals)
+        return pack
+    grid, sm_count = persistent
 
-    def pack(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals):
-        pack_into(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals)
-        params[first:first + n] = build(vals)
-    return pack
-
-
-def _packing_persistent(pack_into, grid, sm_count: int):
-    """pack_into for a persistent kernel: at most one CTA per SM (the kernel loops over the
-    programs), the grid itself in the hidden parameter."""
-    def pack(buf, off, gx, gy, gz, *rest):
-        pack_into(buf, off, gx if gx < sm_count else sm_count, gy, gz, *rest)
+    def pack_persistent(buf, off, gx, gy, gz, bx, by, bz, shared, stream, *vals):
+        pack_into(buf, off, gx if gx < sm_count else sm_count, gy, gz, bx, by, bz, shared,
+                  stream, *vals)
         grid.value = gx
-    return pack
+        params[first:first + n] = build(vals)
+    return pack_persistent
 
 
 class Launcher:
@@ -133,10 +134,10 @@ class Launcher:
         self.params = (ctypes.c_void_p * (len(addrs) + len(recipes) + len(hidden) + 1))(
             *addrs, *([None] * len(recipes)), *hidden, None)
         self.params_addr = ctypes.addressof(self.params)
+        assert grid is None or recipes, "a persistent kernel's ring arrives by TMA: it has maps"
         self.pack = self.pack if not recipes else _packing_maps(
-            self.pack, self.params, len(addrs), recipes, slot_of)
-        if grid is not None:
-            self.pack = _packing_persistent(self.pack, grid, device.sm_count)
+            self.pack, self.params, len(addrs), recipes, slot_of,
+            None if grid is None else (grid, device.sm_count))
         self.cu_launch = driver.lib().cuLaunchKernelEx
         self.go, self.go_args = _prepared_launch(self.cu_launch, self.config_addr, self.func,
                                                  self.params_addr)
