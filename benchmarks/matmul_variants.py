@@ -10,6 +10,10 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   base    the generated code (persistent where passes/persistent.py applies)
   nopersist the generated code with the persistent pass off; every variant below transforms
           this non-persistent form, except plag2
+  cpasync the TMA pass off: the cp.async wgmma ring (all threads copy, as Triton's pointer
+          loads do), non-persistent
+  noA, noB2  speed probes, wrong results: the persistent kernel without A's TMA copy, or
+          without the second half of B's (128x256 tiles), the same wgmmas (_probe)
   plag2   the persistent kernel with S - 2 copies in flight instead of S - 1 (RingPlan.defer):
           thread 0 refills the stage released one k-step earlier, so it never waits for this
           k-step's slowest warp (the handshake suspected at 128x128x64 s4, one CTA per SM,
@@ -107,6 +111,27 @@ NEWT_DEV void nt_tma_load_2d_mc(newt_u32 dst, const newt_tmap* map, int c0, int 
                " [%0], [%1, {%2, %3}], [%4], %5;\n"
                :: "r"(dst), "l"((newt_u64)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask) : "memory"); }
 """
+
+
+def _probe(src, drop):
+    """Speed probe (wrong results: the CHECK lines report it): thread 0 skips the TMA copies
+    whose call matches `drop` and expects that many fewer bytes, so each k-step moves fewer
+    bytes by TMA while the wgmmas stay the same. A jump in speed says TMA-delivered bytes cap
+    the k-loop."""
+    if "&nt_tmap1" not in src:
+        return src          # the cp.async ring (rows not 16-byte aligned): unchanged
+    out, cut = [], 0
+    for line in src.split("\n"):
+        if "newt_tma_load_2d(st" in line and re.search(drop, line):
+            cut += 1
+            continue
+        out.append(line)
+    assert cut, "no copy matched"
+    src = "\n".join(out)
+    box = {"&nt_tmap0": 16384, "&nt_tmap1": 8192}[re.search(r"&nt_tmap\d", drop).group(0)]
+    per = box * cut // src.count("newt_mbar_expect_tx(fb, ")
+    return re.sub(r"newt_mbar_expect_tx\(fb, (\d+)u\)",
+                  lambda m: f"newt_mbar_expect_tx(fb, {int(m.group(1)) - per}u)", src)
 
 
 def drain1(src):
@@ -234,7 +259,9 @@ ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
        "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
-       "plag2": lambda s: s}
+       "plag2": lambda s: s, "cpasync": lambda s: s,
+       "noA": lambda s: _probe(s, r"&nt_tmap0,"),
+       "noB2": lambda s: _probe(s, r"&nt_tmap1, \(int\)nt_co3 \+ (128|192),")}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
 # one process: each such variant gets its own copies of the operands, so its own maps)
 ALL.update({f"p{n}": ALL["base"] for n in range(4)})
@@ -309,7 +336,7 @@ def _persistent_pass(fn, options):
     return fn
 
 
-PERSISTENT = {"base", "plag2"}
+PERSISTENT = {"base", "plag2", "noA", "noB2"}
 
 
 def _store_pass(fn, options):
@@ -318,9 +345,19 @@ def _store_pass(fn, options):
     return fn if CURRENT[0] == "perthread" else plan_store_tma(fn, options)
 
 
+def _tma_plan(*args):
+    """passes/dot_tma.py's decision, except for the variant `cpasync`: its rings stay on
+    cp.async (every thread copies, one CTA barrier per k-step, as Triton's pointer loads)."""
+    if CURRENT[0] != "cpasync":
+        return _plan_tma(*args)
+
+
 def install():
     """Route newt's codegen through the variant transforms and cluster launches (this process
     only: called by main, never on import)."""
+    global _plan_tma
+    from newt.passes import dot_tma
+    _plan_tma, dot_tma.plan_tma = dot_tma.plan_tma, _tma_plan
     newt.codegen.generate = generate
     nlaunch.Launcher.__init__ = _launcher_init
     import newt.passes as P

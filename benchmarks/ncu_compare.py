@@ -12,8 +12,10 @@ kernels, not the boost behaviour the benchmarks see.
 
 Workloads: softmax, layernorm, matmul8192 and matmul2048 (fp16, 128x256x64, 8 warps, 4 stages),
 matmul2048bf16 (the same in bf16), matmul2048k32 (fp16, 128x256x32, 8 warps, 8 stages),
+matmul2048t128 (fp16, 128x128x64, 8 warps, 4 stages),
 attention64, attention128 (fp16, B=4 H=32 N=4096, non-causal), attention64c (causal).
-MATMUL_VARIANT=v profiles a benchmarks/matmul_variants.py variant as newt's matmul kernel.
+NCU_CLOCKS=none leaves the clocks unlocked. MATMUL_VARIANT=v profiles a
+benchmarks/matmul_variants.py variant as newt's matmul kernel.
 """
 from __future__ import annotations
 
@@ -32,9 +34,10 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNEL = {"softmax": "softmax_kernel", "layernorm": "layernorm_fwd_kernel", "matmul8192": "matmul_kernel",
           "matmul2048": "matmul_kernel", "matmul2048bf16": "matmul_kernel",
-          "matmul2048k32": "matmul_kernel",
+          "matmul2048k32": "matmul_kernel", "matmul2048t128": "matmul_kernel",
           "attention64": "attn_fwd", "attention128": "attn_fwd", "attention64c": "attn_fwd"}
-DETAILS = ("Duration", "Executed Instructions", "Registers Per Thread", "Achieved Occupancy",
+DETAILS = ("Duration", "SM Frequency", "Compute (SM) Throughput", "Memory Throughput",
+           "L2 Cache Throughput", "Executed Instructions", "Registers Per Thread", "Achieved Occupancy",
            "Issue Slots Busy", "DRAM Throughput", "L2 Hit Rate", "Dynamic Shared Memory Per Block")
 
 
@@ -66,7 +69,8 @@ def _launch(name: str):
         ks = {"newt": ex.matmul_kernel, "triton": common.triton_twin(ex.matmul_kernel)}
         n = int(re.match(r"matmul(\d+)", name).group(1))
         dt = torch.bfloat16 if name.endswith("bf16") else torch.float16
-        cfg = (128, 256, 32, 8, 8) if name.endswith("k32") else (128, 256, 64, 8, 4)
+        cfg = ((128, 256, 32, 8, 8) if name.endswith("k32") else
+               (128, 128, 64, 8, 4) if name.endswith("t128") else (128, 256, 64, 8, 4))
         a, b, c = bm.operands(dt, n, n, n)
         run = lambda k: bm.launch(k, a, b, c, cfg)  # noqa: E731
     else:
@@ -165,8 +169,10 @@ def main(argv=None):
     out = args.out or tempfile.mkdtemp(prefix="ncu-")
     os.makedirs(out, exist_ok=True)
     rep = os.path.join(out, args.workload)
-    cmd = [ncu, "--set", "full", "--import-source", "no", "-k", f"regex:{KERNEL[args.workload]}",
-           "--launch-count", "4", "-f", "-o", rep, sys.executable, os.path.abspath(__file__),
+    # NCU_CLOCKS=none: the clocks as the benchmarks see them (boost), not locked at base
+    clocks = ["--clock-control", "none"] if os.environ.get("NCU_CLOCKS") == "none" else []
+    cmd = [ncu, "--set", "full", *clocks, "--import-source", "no",
+           "-k", f"regex:{KERNEL[args.workload]}", "--launch-count", "4", "-f", "-o", rep, sys.executable, os.path.abspath(__file__),
            args.workload, "--launch"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
@@ -178,6 +184,8 @@ def main(argv=None):
                           "sass", "--csv"], capture_output=True, text=True).stdout
     with gzip.open(rep + "_sass.csv.gz", "wt") as f:
         f.write(src)
+    with open(rep + "_details.txt", "w") as f:
+        f.write(det)
     print(f"{args.workload}: Nsight Compute, second launch of each (report: {rep}.ncu-rep)")
     print(report(details_metrics(det), sass_samples(src), args.hot))
     return 0
