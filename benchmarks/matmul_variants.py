@@ -89,11 +89,11 @@ Measured 2026-12-02 02:12-02:37 UTC (the persistent kernel as `base`; TFLOP/s):
     stall is the full-barrier wait (41% of samples at 128x256), 71% tensor-pipe use.
   A by the warps' own cp.async, B by TMA (02:37, 3 rounds; a change to codegen/persistent.py,
     built, measured and not kept: each warp copies the 16-row slices of A its wgmmas read,
-    completes them on the stage's full barrier through cp.async.wait_group, a proxy fence
-    and an arrive; correct on the emulator and on the H200's checks): 20-25% slower
-    everywhere, fp16 2048 / 4096 / 8192 478 / 521 / 501 against 603 / 670 / 648, bf16 2048 / 8192 475 / 526 against 605 / 683.
-    Moving A's bytes off TMA does not help; the per-thread copy, wait, fence and arrive cost
-    more than the bytes.
+    completes them on the stage's full barrier through cp.async.wait_group, a proxy fence and an
+    arrive; correct on the emulator and on the H200's checks): 20-25% slower everywhere, fp16
+    2048 / 4096 / 8192 478 / 521 / 501 against 603 / 670 / 648, bf16 2048 / 8192 475 / 526
+    against 605 / 683. Moving A's bytes off TMA does not help; the per-thread copy, wait, fence
+    and arrive cost more than the bytes.
 """
 from __future__ import annotations
 

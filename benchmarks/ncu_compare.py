@@ -37,7 +37,8 @@ KERNEL = {"softmax": "softmax_kernel", "layernorm": "layernorm_fwd_kernel", "mat
           "matmul2048k32": "matmul_kernel", "matmul2048t128": "matmul_kernel",
           "attention64": "attn_fwd", "attention128": "attn_fwd", "attention64c": "attn_fwd"}
 DETAILS = ("Duration", "SM Frequency", "Compute (SM) Throughput", "Memory Throughput",
-           "L2 Cache Throughput", "Executed Instructions", "Registers Per Thread", "Achieved Occupancy",
+           "L2 Cache Throughput", "Executed Instructions", "Registers Per Thread",
+           "Achieved Occupancy",
            "Issue Slots Busy", "DRAM Throughput", "L2 Hit Rate", "Dynamic Shared Memory Per Block")
 
 
@@ -172,7 +173,8 @@ def main(argv=None):
     # NCU_CLOCKS=none: the clocks as the benchmarks see them (boost), not locked at base
     clocks = ["--clock-control", "none"] if os.environ.get("NCU_CLOCKS") == "none" else []
     cmd = [ncu, "--set", "full", *clocks, "--import-source", "no",
-           "-k", f"regex:{KERNEL[args.workload]}", "--launch-count", "4", "-f", "-o", rep, sys.executable, os.path.abspath(__file__),
+           "-k", f"regex:{KERNEL[args.workload]}", "--launch-count", "4", "-f", "-o", rep,
+           sys.executable, os.path.abspath(__file__),
            args.workload, "--launch"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode:
