@@ -92,8 +92,11 @@ Measured 2026-12-02 02:12-02:37 UTC (the persistent kernel as `base`; TFLOP/s):
     completes them on the stage's full barrier through cp.async.wait_group, a proxy fence and an
     arrive; correct on the emulator and on the H200's checks): 20-25% slower everywhere, fp16
     2048 / 4096 / 8192 478 / 521 / 501 against 603 / 670 / 648, bf16 2048 / 8192 475 / 526
-    against 605 / 683. Moving A's bytes off TMA does not help; the per-thread copy, wait, fence
-    and arrive cost more than the bytes.
+    against 605 / 683. With one arrival per warp (lane 0, after __syncwarp; 03:00, 3 rounds,
+    the four-config sweep) still 20-25% slower: fp16 2048 / 4096 / 8192 462 / 506 / 487
+    against 591 / 643 / 646, bf16 471 / 520 / 507 against 605 / 665 / 671 (Triton fp16 589 /
+    630 / 643, bf16 613 / 673 / 669). Not the 256 arrivals on one barrier word, then; the
+    per-thread copy, wait and fence cost more than the bytes they take off TMA.
 """
 from __future__ import annotations
 
