@@ -12,6 +12,8 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
           this non-persistent form, except plag2
   cpasync the TMA pass off: the cp.async wgmma ring (all threads copy, as Triton's pointer
           loads do), non-persistent
+  panels  the generated code with codegen/store_tma.py's PIPELINE_PANELS: thread 0 stores
+          each C panel as soon as it is written (prepared 2026-12-02, not measured yet)
   noA, noB2  speed probes, wrong results: the persistent kernel without A's TMA copy, or
           without the second half of B's (128x256 tiles), the same wgmmas (_probe)
   plag2   the persistent kernel with S - 2 copies in flight instead of S - 1 (RingPlan.defer):
@@ -284,7 +286,7 @@ ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
        "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
-       "plag2": lambda s: s, "cpasync": lambda s: s,
+       "plag2": lambda s: s, "cpasync": lambda s: s, "panels": lambda s: s,
        "noA": lambda s: _probe(s, r"&nt_tmap0,"),
        "noB2": lambda s: _probe(s, r"&nt_tmap1, \(int\)nt_co3 \+ (128|192),")}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in
@@ -361,12 +363,15 @@ def _persistent_pass(fn, options):
     return fn
 
 
-PERSISTENT = {"base", "plag2", "noA", "noB2"}
+PERSISTENT = {"base", "plag2", "noA", "noB2", "panels"}
 
 
 def _store_pass(fn, options):
-    """passes/store_tma.py, except for the variant `perthread`."""
+    """passes/store_tma.py, except for the variant `perthread`; `panels` turns on
+    codegen/store_tma.py's PIPELINE_PANELS."""
+    from newt.codegen import store_tma
     from newt.passes.store_tma import plan_store_tma
+    store_tma.PIPELINE_PANELS[0] = CURRENT[0] == "panels"
     return fn if CURRENT[0] == "perthread" else plan_store_tma(fn, options)
 
 

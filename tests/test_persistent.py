@@ -204,3 +204,39 @@ def test_persistent_ring_one_copy_shallower_emulated(emu90, monkeypatch, dt, M, 
     assert emu90.build.last_persistent
     n_copies = cfg[4] - 2
     assert f"nt_i < {n_copies}; ++nt_i" in emu90.build.last_source
+
+
+@pytest.fixture
+def panels(monkeypatch):
+    """store_tma.py's panels stored one by one as they are written (matmul_variants' `panels`,
+    off by default)."""
+    from newt.codegen import store_tma
+    monkeypatch.setattr(store_tma, "PIPELINE_PANELS", [True])
+
+
+def test_pipelined_panels_store_each_panel_after_its_writes(panels):
+    k = _compile(_tutorial(), BLOCK_SIZE_N=256, ACTIVATION="leaky_relu")
+    src = k.source
+    # four panels, each stored by thread 0 under the one test of the box conditions, the
+    # coordinates from a copy of the index math (the store's own come after the staging)
+    assert src.count("newt_tma_store_2d(&nt_tmap2") == 4 and src.count("&& tid == 0) {") == 4
+    first_store = src.index("newt_tma_store_2d(&nt_tmap2")
+    assert src.index("st.shared.b32") < first_store < src.rindex("st.shared.b32")
+    assert k.n_spills == 0 and k.local_bytes == 0
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("dt,M,N,K,cfg,act", [
+    (torch.bfloat16, 140, 528, 48, (128, 256, 64, 8, 4), ""),            # persistent
+    (torch.float16, 300, 288, 208, (128, 128, 64, 8, 3), "leaky_relu"),  # two CTAs per SM
+], ids=["persistent-128x256", "non-persistent-128x128"])
+def test_pipelined_panels_emulated(emu90, panels, dt, M, N, K, cfg, act):
+    from test_dot_emulated import _run_tutorial
+    _run_tutorial(emu90, dt, M, N, K, cfg, act)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_pipelined_panels_with_per_element_fallback_emulated(emu90, panels):
+    """The mixed box / per-element grid of the test above, panels pipelined: programs whose
+    tile starts at row -16 store nothing by boxes and fall back."""
+    test_persistent_epilogue_mixes_box_and_per_element_stores(emu90)

@@ -44,6 +44,31 @@ def test_perthread_variant_turns_the_store_tma_pass_off(monkeypatch, cfg):
         assert ("st.global.v4" in body) == (not boxes) and k.n_spills == 0
 
 
+def test_matmul_cpasync_and_panels_variants(monkeypatch):
+    """matmul_variants' `cpasync` keeps the ring on cp.async (no maps, not persistent);
+    `panels` stores each C panel right after its writes; `base` is the generated code."""
+    import matmul_variants as mv
+    import newt.passes as P
+    from newt.codegen import store_tma
+    from newt.passes import dot_tma
+    monkeypatch.setattr(P, "PASSES", P.PASSES)
+    monkeypatch.setattr(newt.codegen, "generate", newt.codegen.generate)
+    monkeypatch.setattr(mv.nlaunch.Launcher, "__init__", mv.nlaunch.Launcher.__init__)
+    monkeypatch.setattr(dot_tma, "plan_tma", dot_tma.plan_tma)
+    monkeypatch.setattr(store_tma, "PIPELINE_PANELS", [False])
+    mv.install()
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_variants")
+    for v, tma, pipelined in (("cpasync", False, False), ("panels", True, True),
+                              ("base", True, False)):
+        monkeypatch.setattr(mv, "CURRENT", [v])
+        k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                                      BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                                      ACTIVATION=""),
+                         arch="sm_90a", num_warps=8, num_stages=4, specialization=_SPEC)
+        assert bool(k.tma_maps) == tma and k.persistent == tma, v
+        assert ("nt_boxes" in k.source) == pipelined and k.n_spills == 0, v
+
+
 def test_cpasync_variant_turns_the_ring_tma_pass_off(monkeypatch):
     import attention_variants as av
     import test_attention as TA

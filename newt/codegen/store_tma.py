@@ -10,7 +10,9 @@ swizzle pattern starts). A warp's 8 rows x 4 pairs then hit 32 different banks. 
 writes are made visible to the async proxy (fence.proxy.async) before the barrier.
 
 Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
-copies have read shared memory (wait_group.read), so the region outlives them. A box clips at
+copies have read shared memory (wait_group.read), so the region outlives them. (With
+PIPELINE_PANELS, off until measured, it issues each panel's store right after that panel's
+writes and barrier.) A box clips at
 the map's extents, which are the mask's bounds: exact for non-negative tile coordinates and
 positive bounds. The kernel tests those once per CTA; when they fail (never for the tutorial's
 grids) every thread stores the staged elements one by one under the user's mask.
@@ -57,24 +59,92 @@ def _addr(em, tile: str, r: str, c: str, rows: int) -> str:
     return f"{persistent.panel(em, f'({c}) / 64')} + {_in_panel(r, c)}"
 
 
+# Panels stored one by one as they are written (thread 0 stores panel q while the warps write
+# panel q + 1) instead of all after the last: off until measured (benchmarks/matmul_variants.py
+# `panels`, prepared 2026-12-02, not measured yet). Where the tensor cores wait for the
+# epilogue (one program per CTA, or between a persistent CTA's programs) it could save about
+# the time of writing three of the four panels.
+PIPELINE_PANELS = [False]
+
+
+def _exact(em, sb) -> str:
+    """The box stores write what the masked store writes: non-negative tile coordinates,
+    positive bounds (and row stride)."""
+    r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
+    X, Y, s = _scalar(em, sb.bound_r), _scalar(em, sb.bound_c), _scalar(em, sb.stride)
+    exact = [f"{r0} >= 0", f"{c0} >= 0", f"{X} > 0", f"{Y} > 0"]
+    if not isinstance(sb.stride, int):
+        exact.append(f"{s} > 0")      # (the launcher's map is a placeholder otherwise)
+    return " && ".join(f"({e})" for e in exact)
+
+
+def _panel_runs(src, C: int):
+    """[(panel, first pair, end pair)]: the pairs p of each panel as one run, the same for
+    every thread; None when the layout does not write its panels one after the other."""
+    runs = []
+    for p in range(src.nslots // 2):
+        qs = {src.py_flat(t, 2 * p) % C // 64 for t in range(src.num_threads)}
+        if len(qs) != 1:
+            return None
+        q = qs.pop()
+        if runs and runs[-1][0] == q:
+            runs[-1][2] = p + 1
+        else:
+            runs.append([q, p, p + 1])
+    return runs if len({r[0] for r in runs}) == len(runs) else None
+
+
+def _store_panel(em, sb, tile, q, r0, c0):
+    src = persistent.panel(em, str(q)) if persistent.plan_of(em) is not None else \
+        f"{tile} + {q * sb.rows * 128}u"
+    em.emit(f"newt_tma_store_2d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}, {src});")
+
+
 def stage(em, op, src, base, n, pack):
-    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base`."""
+    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base` (with
+    PIPELINE_PANELS, each panel stored as soon as it is written)."""
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
+    runs = _panel_runs(src, sb.cols) if PIPELINE_PANELS[0] and hasattr(src, "py_flat") else None
+    names = None
+    if runs is not None:
+        from ..passes.persistent import _No, _slice
+        try:   # the store's coordinates, computed after this op: a copy of their index math
+            ops = _slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], em.fn.body)
+        except _No:
+            runs = None
+        else:
+            names = persistent._clone(em, ops, em.pid_x)
     if persistent.plan_of(em) is not None:
         persistent.before_staging(em)
     em.barrier()
-    with em.slots(src.nslots // 2, "p") as p:
-        row, col = src.row_col("tid", f"2 * {p}")
-        with em.scope(""):
-            em.emit(f"const int r = {row}, c = {col};")
-            em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"('
-                    f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n}[2 * {p}], '
-                    f'{n}[2 * {p} + 1])) : "memory");')
-    em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
-    em.barrier()
+
+    def write(lo, hi):
+        em.emit("#pragma unroll")
+        with em.scope(f"for (int p = {lo}; p < {hi}; ++p)"):
+            row, col = src.row_col("tid", "2 * p")
+            with em.scope(""):
+                em.emit(f"const int r = {row}, c = {col};")
+                em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"('
+                        f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n}[2 * p], '
+                        f'{n}[2 * p + 1])) : "memory");')
+        em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
+        em.barrier()
+
     em.staged_tiles[op.result.id] = tile
+    if runs is None:
+        write(0, src.nslots // 2)
+        return
+    ok = em.fresh("nt_boxes")
+    with persistent._renamed(em, names):
+        em.emit(f"const bool {ok} = {_exact(em, sb)};")
+        r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
+        for q, lo, hi in runs:
+            write(lo, hi)
+            with em.scope(f"if ({ok} && tid == 0)"):
+                _store_panel(em, sb, tile, q, r0, c0)
+    em.staged_tiles[("stored", op.result.id)] = ok
 
 
 @handles("tma_store")
@@ -85,16 +155,13 @@ def _tma_store(em, op):
     R, C = sb.rows, sb.cols
     r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
     X, Y, s = _scalar(em, sb.bound_r), _scalar(em, sb.bound_c), _scalar(em, sb.stride)
-    exact = [f"{r0} >= 0", f"{c0} >= 0", f"{X} > 0", f"{Y} > 0"]
-    if not isinstance(sb.stride, int):
-        exact.append(f"{s} > 0")      # (the launcher's map is a placeholder otherwise)
-    with em.scope(f"if ({' && '.join(f'({e})' for e in exact)})"):
+    persist = persistent.plan_of(em) is not None
+    stored = em.staged_tiles.get(("stored", op.operands[1].id))   # (stage's panels)
+    with em.scope(f"if ({stored or _exact(em, sb)})"):
         with em.scope("if (tid == 0)"):
-            persist = persistent.plan_of(em) is not None
-            for q in range(C // 64):
-                src = persistent.panel(em, str(q)) if persist else f"{tile} + {q * R * 128}u"
-                em.emit(f"newt_tma_store_2d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}, "
-                        f"{src});")
+            if stored is None:
+                for q in range(C // 64):
+                    _store_panel(em, sb, tile, q, r0, c0)
             # (a persistent kernel waits before the panels' next writers: persistent.py)
             em.emit("nt_pending = true;" if persist else "newt_bulk_wait_read();")
     with em.scope("else"):
