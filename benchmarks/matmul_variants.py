@@ -12,7 +12,7 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
           this non-persistent form, except plag2
   cpasync the TMA pass off: the cp.async wgmma ring (all threads copy, as Triton's pointer
           loads do), non-persistent
-  panels  the generated code with codegen/store_tma.py's PIPELINE_PANELS: thread 0 stores
+  panels  the generated code with passes/store_tma.py's PIPELINE_PANELS: thread 0 stores
           each C panel as soon as it is written (prepared 2026-12-02, not measured yet)
   noA, noB2  speed probes, wrong results: the persistent kernel without A's TMA copy, or
           without the second half of B's (128x256 tiles), the same wgmmas (_probe)
@@ -367,12 +367,11 @@ PERSISTENT = {"base", "plag2", "noA", "noB2", "panels"}
 
 
 def _store_pass(fn, options):
-    """passes/store_tma.py, except for the variant `perthread`; `panels` turns on
-    codegen/store_tma.py's PIPELINE_PANELS."""
-    from newt.codegen import store_tma
-    from newt.passes.store_tma import plan_store_tma
+    """passes/store_tma.py, except for the variant `perthread`; `panels` turns on its
+    PIPELINE_PANELS."""
+    from newt.passes import store_tma
     store_tma.PIPELINE_PANELS[0] = CURRENT[0] == "panels"
-    return fn if CURRENT[0] == "perthread" else plan_store_tma(fn, options)
+    return fn if CURRENT[0] == "perthread" else store_tma.plan_store_tma(fn, options)
 
 
 def _tma_plan(*args):

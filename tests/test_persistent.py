@@ -208,14 +208,15 @@ def test_persistent_ring_one_copy_shallower_emulated(emu90, monkeypatch, dt, M, 
 
 @pytest.fixture
 def panels(monkeypatch):
-    """store_tma.py's panels stored one by one as they are written (matmul_variants' `panels`,
-    off by default)."""
-    from newt.codegen import store_tma
+    """passes/store_tma.py's panels stored one by one as they are written (matmul_variants'
+    `panels`, off by default)."""
+    from newt.passes import store_tma
     monkeypatch.setattr(store_tma, "PIPELINE_PANELS", [True])
 
 
 def test_pipelined_panels_store_each_panel_after_its_writes(panels):
     k = _compile(_tutorial(), BLOCK_SIZE_N=256, ACTIVATION="leaky_relu")
+    assert "tma_store=box(map=2, 128x256, panels stored as written)" in k.ir
     src = k.source
     # four panels, each stored by thread 0 under the one test of the box conditions, the
     # coordinates from a copy of the index math (the store's own come after the staging)

@@ -49,7 +49,7 @@ def test_matmul_cpasync_and_panels_variants(monkeypatch):
     `panels` stores each C panel right after its writes; `base` is the generated code."""
     import matmul_variants as mv
     import newt.passes as P
-    from newt.codegen import store_tma
+    from newt.passes import store_tma
     from newt.passes import dot_tma
     monkeypatch.setattr(P, "PASSES", P.PASSES)
     monkeypatch.setattr(newt.codegen, "generate", newt.codegen.generate)

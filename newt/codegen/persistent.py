@@ -36,7 +36,7 @@ def plan_of(em):
 
 
 @contextlib.contextmanager
-def _renamed(em, names: dict):
+def renamed(em, names: dict):
     """Value id -> C name overrides for the ops emitted inside (restored after)."""
     saved = {i: em.names.get(i) for i in names}
     em.names.update(names)
@@ -50,16 +50,16 @@ def _renamed(em, names: dict):
                 em.names[i] = n
 
 
-def _clone(em, ops, pid: str) -> dict:
+def clone_slice(em, ops, pid: str) -> dict:
     """Emit a copy of the scalar ops `ops` with fresh names and program id `pid` (axis 0);
-    returns the value id -> name map of the copy (use it under _renamed)."""
+    returns the value id -> name map of the copy (use it under renamed)."""
     names = {}
     saved_pid = em.pid_x
     em.pid_x = pid
     try:
         for op in ops:
             names[op.result.id] = em.fresh((op.result.name or "v") + "_p")
-            with _renamed(em, names):
+            with renamed(em, names):
                 em.op(op)
     finally:
         em.pid_x = saved_pid
@@ -83,7 +83,7 @@ def open_kernel(em):
     em.emit(f"int {', '.join(f'nt_co{i} = 0' for i in range(ncoord))};")
     # the loop's trip count, the same for every program (the pass checked)
     lb, ub, step = plan.loop.operands[:3]
-    with _renamed(em, _clone(em, plan.bound_ops, "(i32)blockIdx.x")):
+    with renamed(em, clone_slice(em, plan.bound_ops, "(i32)blockIdx.x")):
         em.emit(f"const int nt_nk = {trip_count(em.name(lb), em.name(ub), em.name(step))};")
     em.emit("const int nt_mine = nt_grid > (int)blockIdx.x ? (nt_grid - (int)blockIdx.x + "
             "(int)gridDim.x - 1) / (int)gridDim.x : 0;")
@@ -109,14 +109,14 @@ def produce(em):
     with em.scope("if (tid == 0 && nt_g < nt_steps)"):
         coords = [v for t in ring.tma for v in (t.row0, t.col0)]
         with em.scope("if (nt_pk == 0)"):
-            names = _clone(em, plan.slice_ops,
+            names = clone_slice(em, plan.slice_ops,
                            "((i32)blockIdx.x + nt_pti * (i32)gridDim.x)")
-            with _renamed(em, names):
+            with renamed(em, names):
                 for i, v in enumerate(coords):
                     if not isinstance(v, int):
                         em.emit(f"nt_co{i} = (int){em.name(v)};")
         co = {v.id: f"nt_co{i}" for i, v in enumerate(coords) if not isinstance(v, int)}
-        with _renamed(em, co):
+        with renamed(em, co):
             issue_boxes(em, ring, "nt_g", "nt_pk", before_copies=(
                 "if (nt_pending && s == nt_free_slot) { newt_bulk_wait_read(); "
                 "nt_pending = false; }",))

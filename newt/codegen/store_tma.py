@@ -10,12 +10,12 @@ swizzle pattern starts). A warp's 8 rows x 4 pairs then hit 32 different banks. 
 writes are made visible to the async proxy (fence.proxy.async) before the barrier.
 
 Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
-copies have read shared memory (wait_group.read), so the region outlives them. (With
-PIPELINE_PANELS, off until measured, it issues each panel's store right after that panel's
-writes and barrier.) A box clips at
-the map's extents, which are the mask's bounds: exact for non-negative tile coordinates and
-positive bounds. The kernel tests those once per CTA; when they fail (never for the tutorial's
-grids) every thread stores the staged elements one by one under the user's mask.
+copies have read shared memory (wait_group.read), so the region outlives them. (With the pass's
+panel runs, PIPELINE_PANELS, it issues each panel's store right after that panel's writes and
+barrier.) A box clips at the map's extents, which are the mask's bounds: exact for non-negative
+tile coordinates and positive bounds. The kernel tests those once per CTA; when they fail (never
+for the tutorial's grids) every thread stores the staged elements one by one under the user's
+mask.
 """
 from __future__ import annotations
 
@@ -59,14 +59,6 @@ def _addr(em, tile: str, r: str, c: str, rows: int) -> str:
     return f"{persistent.panel(em, f'({c}) / 64')} + {_in_panel(r, c)}"
 
 
-# Panels stored one by one as they are written (thread 0 stores panel q while the warps write
-# panel q + 1) instead of all after the last: off until measured (benchmarks/matmul_variants.py
-# `panels`, prepared 2026-12-02, not measured yet). Where the tensor cores wait for the
-# epilogue (one program per CTA, or between a persistent CTA's programs) it could save about
-# the time of writing three of the four panels.
-PIPELINE_PANELS = [False]
-
-
 def _exact(em, sb) -> str:
     """The box stores write what the masked store writes: non-negative tile coordinates,
     positive bounds (and row stride)."""
@@ -78,22 +70,6 @@ def _exact(em, sb) -> str:
     return " && ".join(f"({e})" for e in exact)
 
 
-def _panel_runs(src, C: int):
-    """[(panel, first pair, end pair)]: the pairs p of each panel as one run, the same for
-    every thread; None when the layout does not write its panels one after the other."""
-    runs = []
-    for p in range(src.nslots // 2):
-        qs = {src.py_flat(t, 2 * p) % C // 64 for t in range(src.num_threads)}
-        if len(qs) != 1:
-            return None
-        q = qs.pop()
-        if runs and runs[-1][0] == q:
-            runs[-1][2] = p + 1
-        else:
-            runs.append([q, p, p + 1])
-    return runs if len({r[0] for r in runs}) == len(runs) else None
-
-
 def _store_panel(em, sb, tile, q, r0, c0):
     src = persistent.panel(em, str(q)) if persistent.plan_of(em) is not None else \
         f"{tile} + {q * sb.rows * 128}u"
@@ -102,20 +78,13 @@ def _store_panel(em, sb, tile, q, r0, c0):
 
 def stage(em, op, src, base, n, pack):
     """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base` (with
-    PIPELINE_PANELS, each panel stored as soon as it is written)."""
+    sb.panel_runs, each panel stored as soon as it is written)."""
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
-    runs = _panel_runs(src, sb.cols) if PIPELINE_PANELS[0] and hasattr(src, "py_flat") else None
-    names = None
-    if runs is not None:
-        from ..passes.persistent import _No, _slice
-        try:   # the store's coordinates, computed after this op: a copy of their index math
-            ops = _slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], em.fn.body)
-        except _No:
-            runs = None
-        else:
-            names = persistent._clone(em, ops, em.pid_x)
+    runs = sb.panel_runs
+    # the store's coordinates are computed after this op: a copy of their index math
+    names = persistent.clone_slice(em, sb.coord_ops, em.pid_x) if runs else None
     if persistent.plan_of(em) is not None:
         persistent.before_staging(em)
     em.barrier()
@@ -137,7 +106,7 @@ def stage(em, op, src, base, n, pack):
         write(0, src.nslots // 2)
         return
     ok = em.fresh("nt_boxes")
-    with persistent._renamed(em, names):
+    with persistent.renamed(em, names):
         em.emit(f"const bool {ok} = {_exact(em, sb)};")
         r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
         for q, lo, hi in runs:

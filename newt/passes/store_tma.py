@@ -24,11 +24,12 @@ tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf
 -> 622 (best of four configs each, one process).
 
 Facts recorded: `dot_acc_out.attrs["tma_store"]` and the store's opcode `tma_store` with
-attrs["tma_store"] (a StoreBox), one more recipe in fn.attrs["tma_maps"] (optional: the
-kernel reads the map only after its run-time test, so arguments no map can describe, such as
-a negative row stride, get a placeholder map instead of a launch error). A TMA-ring dot whose
-store the pass cannot prove keeps the per-thread stores, with the reason in the acc_out's
-attrs["tma_store_why"] (printed IR).
+attrs["tma_store"] (a StoreBox; with PIPELINE_PANELS, off until measured, also the staging's
+panel runs: each panel stored right after its writes), one more recipe in fn.attrs["tma_maps"]
+(optional: the kernel reads the map only after its run-time test, so arguments no map can
+describe, such as a negative row stride, get a placeholder map instead of a launch error). A
+TMA-ring dot whose store the pass cannot prove keeps the per-thread stores, with the reason in
+the acc_out's attrs["tma_store_why"] (printed IR).
 """
 from __future__ import annotations
 
@@ -58,9 +59,54 @@ class StoreBox:
     stride: object
     bound_r: object           # the mask's bounds (Value or int)
     bound_c: object
+    # PIPELINE_PANELS: [(panel, first pair, end pair)] of the staging, each panel stored right
+    # after its pairs are written, and the scalar ops computing the store's coordinates (which
+    # come after the staging: codegen emits a copy of them first)
+    panel_runs: list = None
+    coord_ops: list = ()
 
     def __repr__(self):       # (the printed IR)
-        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
+        runs = ", panels stored as written" if self.panel_runs else ""
+        return f"box(map={self.map_index}, {self.rows}x{self.cols}{runs})"
+
+
+# Panels stored one by one as they are written (thread 0 stores panel q while the warps write
+# panel q + 1) instead of all after the last: off until measured (benchmarks/matmul_variants.py
+# `panels`, prepared 2026-12-02, not measured yet). Where the tensor cores wait for the
+# epilogue (one program per CTA, or between a persistent CTA's programs) it could save about
+# the time of writing three of the four panels.
+PIPELINE_PANELS = [False]
+
+
+def _panel_runs(lay, C: int):
+    """[(panel, first pair, end pair)]: the fragment pairs p of each panel as one run, the same
+    for every thread; None when the layout does not write its panels one after the other."""
+    if not hasattr(lay, "py_flat"):
+        return None
+    runs = []
+    for p in range(lay.nslots // 2):
+        qs = {lay.py_flat(t, 2 * p) % C // 64 for t in range(lay.num_threads)}
+        if len(qs) != 1:
+            return None
+        q = qs.pop()
+        if runs and runs[-1][0] == q:
+            runs[-1][2] = p + 1
+        else:
+            runs.append([q, p, p + 1])
+    return [tuple(r) for r in runs] if len({r[0] for r in runs}) == len(runs) else None
+
+
+def _pipeline(fn, out, sb):
+    """sb.panel_runs and sb.coord_ops, when the layout and the coordinates allow."""
+    from .persistent import _No as NoSlice, _slice
+    runs = _panel_runs(out.operands[0].attrs.get("layout"), sb.cols)
+    if runs is None:
+        return
+    try:
+        sb.coord_ops = _slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], fn.body)
+    except NoSlice:
+        return
+    sb.panel_runs = runs
 
 
 def _store_of(fn, out):
@@ -145,6 +191,8 @@ def plan_store_tma(fn, options):
         except _No as e:
             out.attrs["tma_store_why"] = str(e)
             continue
+        if PIPELINE_PANELS[0]:
+            _pipeline(fn, out, sb)
         maps = fn.attrs.setdefault("tma_maps", [])
         sb.map_index = len(maps)
         maps.append(recipe)
