@@ -37,6 +37,7 @@ import dataclasses
 
 from ..codegen.tma import tile_boxes
 from .dot_tma import _KIND, _No, _index, _lt_term, _mask_terms, _param, _ptr_terms, _source, same
+from .persistent import _No as NoSlice, _slice
 from .ring_tma import _stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
@@ -98,13 +99,12 @@ def _panel_runs(lay, C: int):
 
 def _pipeline(fn, out, sb):
     """sb.panel_runs and sb.coord_ops, when the layout and the coordinates allow."""
-    from .persistent import _No as NoSlice, _slice
     runs = _panel_runs(out.operands[0].attrs.get("layout"), sb.cols)
     if runs is None:
         return
     try:
         sb.coord_ops = _slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], fn.body)
-    except NoSlice:
+    except NoSlice:     # a coordinate that is not scalar index math before the loop
         return
     sb.panel_runs = runs
 
