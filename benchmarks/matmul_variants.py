@@ -13,7 +13,10 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   cpasync the TMA pass off: the cp.async wgmma ring (all threads copy, as Triton's pointer
           loads do), non-persistent
   panels  the generated code with passes/store_tma.py's PIPELINE_PANELS: thread 0 stores
-          each C panel as soon as it is written (prepared 2026-12-02, not measured yet)
+          each C panel as soon as it is written (measured below: off)
+  l2pf    probe: the persistent kernel's CTAs prefetch their shares of A's and B's boxes into
+          L2 (cp.async.bulk.prefetch.tensor) after their first copies, when both operands fit
+          in half of L2 (2048^3 only)
   noA, noB2  speed probes, wrong results: the persistent kernel without A's TMA copy, or
           without the second half of B's (128x256 tiles), the same wgmmas (_probe)
   plag2   the persistent kernel with S - 2 copies in flight instead of S - 1 (RingPlan.defer):
@@ -99,6 +102,21 @@ Measured 2026-12-02 02:12-02:37 UTC (the persistent kernel as `base`; TFLOP/s):
     against 591 / 643 / 646, bf16 471 / 520 / 507 against 605 / 665 / 671 (Triton fp16 589 /
     630 / 643, bf16 613 / 673 / 669). Not the 256 arrivals on one barrier word, then; the
     per-thread copy, wait and fence cost more than the bytes they take off TMA.
+Measured 2026-12-02 05:55-06:04 UTC (128x256x64 s4 and s3; TFLOP/s):
+  panels (3 rounds, all six rows): level at 2048 (fp16 603 against base 611, bf16 626 against
+    625), slower at 4096 / 8192 (fp16 630 / 617 against 656 / 653, bf16 675 / 647 against 686
+    / 669): PIPELINE_PANELS stays off
+  l2pf (5 rounds, then 11): s3 gains 3-5% at 2048 (fp16 584 / 582 against 556 / 568, bf16 599
+    / 597 against 568 / 566), its two copies in flight waiting on HBM after the flush; the s4
+    winner does not (fp16 597 / 593 against 583 / 591, bf16 614 / 600 against 610 / 609).
+    fp16 4096, where the probe does nothing (the operands are 64 MB), read 639 against 654 in
+    the same run: differences of 2% between runs of these rows are noise. Not kept.
+  event_gap.py (CUPTI kernel durations in the same loop as the events, fp16 / bf16 2048):
+    newt's 128x256 s4 kernel runs 25.15 / 24.61 us, Triton's best (s3) 25.25 / 24.67 and its
+    s4 25.47 / 24.80; the events read 28.88 / 27.73 against Triton's best 28.90 / 27.71. The
+    ~3.4 us around every kernel is the launch's latency on the GPU (launch_latency.py: an
+    empty kernel of the same grid, 3.4 us after the flush whatever its parameter bytes (64 or
+    448) and shared memory (0 to 211 KB)). At 2048 the two compilers' kernels are level.
 """
 from __future__ import annotations
 
@@ -214,6 +232,35 @@ def mc(src):
     return src
 
 
+def l2pf(src):
+    """Probe: after its first copies, each CTA prefetches its share of A's and B's boxes into L2
+    (cp.async.bulk.prefetch.tensor, box j = blockIdx.x + i * gridDim.x, numbered k-step first
+    so that the next k-steps are asked for first), when both operands fit in a half of L2
+    (2048^3: 16 MB); the copies then hit L2 instead of HBM after the flush."""
+    if "&nt_tmap1" not in src or "nt_grid" not in src:
+        return src
+    sig = re.search(r'extern "C" __global__ .*?\((.*?)\) \{', src).group(1)
+    names = {re.sub(r"_\d+$", "", n.split()[-1]): n.split()[-1] for n in sig.split(", ")}
+    M, N, K = names["M"], names["N"], names["K"]
+    helper = (
+        "NEWT_DEV void nt_pf_2d(const newt_tmap* map, int c0, int c1) {\n"
+        '  asm volatile("cp.async.bulk.prefetch.tensor.2d.L2.global.tile [%0, {%1, %2}];"\n'
+        '               :: "l"((newt_u64)map), "r"(c0), "r"(c1) : "memory");\n}\n')
+    src = src.replace('extern "C" __global__', helper + 'extern "C" __global__', 1)
+    bm = int(re.search(r"newt_tma_load_2d\(st \+ (\d+)u, &nt_tmap1", src).group(1)) // 128
+    code = (
+        f"  if (tid == 0 && 2ll * ((long long){M} * {K} + (long long){K} * {N}) <= (24ll << 20)) {{\n"
+        f"    const int nm = ({M} + {bm - 1}) / {bm}, nk = ({K} + 63) / 64, nn = ({N} + 63) / 64;\n"
+        "    for (int j = (int)blockIdx.x + 3 * nm; j < nk * nm; j += (int)gridDim.x)\n"
+        f"      nt_pf_2d(&nt_tmap0, (j / nm) * 64, (j % nm) * {bm});\n"
+        "    for (int j = (int)blockIdx.x + 3 * nn; j < nk * nn; j += (int)gridDim.x)\n"
+        "      nt_pf_2d(&nt_tmap1, (j % nn) * 64, (j / nn) * 64);\n"
+        "  }\n")
+    # after the prologue's first copies: the k-steps needed first are asked for first
+    k = src.index("  for (i32 nt_pid = ")
+    return src[:k] + code + src[k:]
+
+
 def lag2(src):
     """Consume the tile copied two iterations ago instead of num_stages - 1 (rings of 4+
     stages): the copy of iteration i then reuses a stage released one iteration earlier, so the
@@ -286,7 +333,7 @@ ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "mclag2": lambda s: mc(lag2(s)), "dgroup": drain_group, "mccta": mccta,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
        "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
-       "plag2": lambda s: s, "cpasync": lambda s: s, "panels": lambda s: s,
+       "plag2": lambda s: s, "cpasync": lambda s: s, "panels": lambda s: s, "l2pf": l2pf,
        "noA": lambda s: _probe(s, r"&nt_tmap0,"),
        "noB2": lambda s: _probe(s, r"&nt_tmap1, \(int\)nt_co3 \+ (128|192),")}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in

@@ -166,3 +166,34 @@ def test_persist_variant_is_the_hand_form_of_the_pass(nopersist):
     assert "nt_total" in src and extra == 16384 + 1024
     r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
     assert nvrtc.parse_ptxas_report(r.log)["n_spills"] == 0
+
+
+def test_l2pf_probe_prefetches_after_the_first_copies():
+    """l2pf finds the persistent kernel's parameters and its program loop: the prefetches sit
+    between the prologue's copies and the loop, and the result compiles without spills."""
+    import matmul_variants as mv
+    from newt.runtime import nvrtc
+    ex = common.load_file(os.path.join(common.ROOT, "examples", "05_matmul.py"), "mm_l2pf")
+    k = newt.compile(ex.matmul_kernel, _SIG, dict(BLOCK_SIZE_M=128, BLOCK_SIZE_N=256,
+                                                  BLOCK_SIZE_K=64, GROUP_SIZE_M=8,
+                                                  ACTIVATION=""),
+                     arch="sm_90a", num_warps=8, num_stages=4, specialization=_SPEC)
+    assert k.persistent
+    src = mv.l2pf(k.source)
+    body = src[src.index('extern "C" __global__'):]
+    first, pf = body.index("newt_tma_load_2d("), body.index("nt_pf_2d(&nt_tmap0")
+    assert first < pf < body.index("for (i32 nt_pid = ") and "nt_pf_2d(&nt_tmap1" in body
+    assert "_3 + 127) / 128" in body and "(j % nm) * 128" in body   # BM, read off B's boxes
+    r = nvrtc.compile_cuda(src, "matmul_kernel", "sm_90a")
+    rep = nvrtc.parse_ptxas_report(r.log)
+    assert rep["n_spills"] == 0 and "cp.async.bulk.prefetch.tensor.2d" in r.ptx
+
+
+def test_launch_latency_kernels_compile():
+    """benchmarks/launch_latency.py's empty kernels: one per parameter size, each taking its
+    struct by value (the 448-byte one: the matmul's tensor maps' worth)."""
+    import launch_latency as ll
+    from newt.runtime import nvrtc
+    r = nvrtc.compile_cuda(ll.SRC, "k64", "sm_90a")
+    assert ".entry k64" in r.ptx and ".entry k448" in r.ptx
+    assert ".param .align 64 .b8 k448_param_0[448]" in r.ptx

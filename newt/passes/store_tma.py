@@ -24,7 +24,7 @@ tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf
 -> 622 (best of four configs each, one process).
 
 Facts recorded: `dot_acc_out.attrs["tma_store"]` and the store's opcode `tma_store` with
-attrs["tma_store"] (a StoreBox; with PIPELINE_PANELS, off until measured, also the staging's
+attrs["tma_store"] (a StoreBox; with PIPELINE_PANELS, off as measured, also the staging's
 panel runs: each panel stored right after its writes), one more recipe in fn.attrs["tma_maps"]
 (optional: the kernel reads the map only after its run-time test, so arguments no map can
 describe, such as a negative row stride, get a placeholder map instead of a launch error). A
@@ -72,10 +72,12 @@ class StoreBox:
 
 
 # Panels stored one by one as they are written (thread 0 stores panel q while the warps write
-# panel q + 1) instead of all after the last: off until measured (benchmarks/matmul_variants.py
-# `panels`, prepared 2026-12-02, not measured yet). Where the tensor cores wait for the
-# epilogue (one program per CTA, or between a persistent CTA's programs) it could save about
-# the time of writing three of the four panels.
+# panel q + 1) instead of all after the last. Off: measured on the H200, 2026-12-02 05:55 UTC
+# (benchmarks/matmul_variants.py `panels`, 3 rounds, 128x256x64 s4 / s3, TFLOP/s), it is level
+# at 2048^3 (fp16 603 against 611, bf16 626 against 625) and slower where a persistent CTA runs
+# several programs: fp16 4096^3 / 8192^3 630 / 617 against 656 / 653, bf16 675 / 647 against
+# 686 / 669. Each panel's barrier stops every warp once more per tile, which costs more than
+# the overlapped store saves.
 PIPELINE_PANELS = [False]
 
 
