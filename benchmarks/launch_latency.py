@@ -25,11 +25,13 @@ from newt.runtime import driver, nvrtc  # noqa: E402
 SRC = r"""
 struct __align__(64) P64 { unsigned long long w[8]; };
 struct __align__(64) P448 { unsigned long long w[56]; };
-extern "C" __global__ void __launch_bounds__(256, 1) k64(const __grid_constant__ P64 p, int* out) {
+extern "C" __global__ void __launch_bounds__(256, 1)
+k64(const __grid_constant__ P64 p, int* out) {
   extern __shared__ char sm[];
   if (threadIdx.x == 0 && p.w[1] == 12345ull) out[blockIdx.x] = sm[0];
 }
-extern "C" __global__ void __launch_bounds__(256, 1) k448(const __grid_constant__ P448 p, int* out) {
+extern "C" __global__ void __launch_bounds__(256, 1)
+k448(const __grid_constant__ P448 p, int* out) {
   extern __shared__ char sm[];
   if (threadIdx.x == 0 && p.w[1] == 12345ull) out[blockIdx.x] = sm[0];
 }

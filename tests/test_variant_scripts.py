@@ -197,3 +197,11 @@ def test_launch_latency_kernels_compile():
     r = nvrtc.compile_cuda(ll.SRC, "k64", "sm_90a")
     assert ".entry k64" in r.ptx and ".entry k448" in r.ptx
     assert ".param .align 64 .b8 k448_param_0[448]" in r.ptx
+
+
+def test_softmax_occupancy_paddings_cap_residency():
+    """benchmarks/softmax_occupancy.py's paddings give the residencies its labels claim: 8 CTAs
+    of 256 threads per SM unpadded (thread-bound), then 7, 6, 5, 4 and 3."""
+    import softmax_occupancy as so
+    assert [so.resident(p * 1024) for p in so.PADS_KB] == [8, 7, 6, 5, 4, 3]
+    assert so.resident(0, threads=512) == 4       # the 16-warp kernel's own residency
