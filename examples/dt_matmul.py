@@ -13,6 +13,7 @@ On a GPU: the write-up's 512x512 fp16 example, odd shapes checked against torch,
 --bench the fp16 4096/8192 workloads: cold autotune time (empty caches) and TFLOP/s against
 torch (cuBLAS). Without a GPU: small odd shapes on the newt interpreter.
 """
+import dataclasses
 import os
 import sys
 import tempfile
@@ -73,14 +74,27 @@ def _hand_written():
     return mod.matmul, sweep
 
 
+def _replay(cfg, args):
+    """A call of `matmul` under `cfg` that only launches, as a tuned call does: the launches
+    recorded once (deuteron's plan), then replayed."""
+    from deuteron.plan import PlanBuilder
+    builder = PlanBuilder(cfg, args, {})
+    matmul.run(args, {}, cfg, plan=builder)
+    assert builder.ok, "the matmul's launches could not be recorded for replay"
+    plan = builder.plan
+    return lambda: plan.replay(matmul, args, {})
+
+
 def bench():
     from newt.testing import do_bench
     # cold: empty deuteron and newt caches, so the time includes every compile
     os.environ["DEUTERON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dt-cache-")
     os.environ["NEWT_CACHE_DIR"] = tempfile.mkdtemp(prefix="newt-cache-")
     hand, sweep = _hand_written()
+    # two more columns tell a tuning choice from the GPU's state: the tuned config timed again
+    # after the hand-written sweep, and with the tutorial's group_size 8
     print(f"{'size':>6} {'tune s':>7} {'deuteron TFLOP/s':>17} {'hand newt (best)':>17} "
-          f"{'dt/hand':>8} {'torch TFLOP/s':>14}  config")
+          f"{'dt/hand':>8} {'torch TFLOP/s':>14} {'dt again':>9} {'dt g8':>7}  config")
     for n in (4096, 8192):
         x = torch.randn(n, n, device="cuda", dtype=torch.float16)
         y = torch.randn(n, n, device="cuda", dtype=torch.float16)
@@ -97,9 +111,12 @@ def bench():
                 ms_hand = min(ms_hand, do_bench(lambda: hand(x, y, config=c)))
             except Exception as e:   # a config the compiler cannot build yet
                 print(f"  hand-written {c}: {type(e).__name__}")
+        ms_again = do_bench(lambda: matmul(x, y, out))
+        ms_g8 = do_bench(_replay(dataclasses.replace(cfg, group_size=8), (x, y, out)))
         tf = lambda ms: flops / ms * 1e-9   # noqa: E731
         print(f"{n:>6} {tune_s:>7.1f} {tf(ms_dt):>17.1f} {tf(ms_hand):>17.1f} "
-              f"{ms_hand / ms_dt:>8.3f} {tf(ms_torch):>14.1f}  {cfg}")
+              f"{ms_hand / ms_dt:>8.3f} {tf(ms_torch):>14.1f} {tf(ms_again):>9.1f} "
+              f"{tf(ms_g8):>7.1f}  {cfg}")
 
 
 def main(argv=None):

@@ -36,3 +36,20 @@ def test_example_check_catches_a_wrong_kernel(monkeypatch, tmp_path):
     monkeypatch.setattr(mod, "softmax", lambda x: torch.softmax(x, dim=0))
     with pytest.raises(AssertionError):
         mod.check("cuda" if torch.cuda.is_available() else "cpu", small=True)
+
+
+def test_dt_matmul_replay_under_another_group_size(monkeypatch, tmp_path):
+    """dt_matmul's bench times the tuned config with group_size 8 through a recorded plan
+    (only the launches, as a tuned call): that call computes the product, odd shape, poisoned
+    output."""
+    import dataclasses
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    mod = _load("dt_matmul")
+    x, y = torch.randn(37, 45), torch.randn(45, 29)
+    out = torch.full((37, 29), float("nan"))
+    cfg = mod.matmul.config_for((x, y, out))
+    go = mod._replay(dataclasses.replace(cfg, group_size=2), (x, y, out))
+    out.fill_(float("nan"))
+    go()
+    torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
