@@ -85,38 +85,47 @@ def _replay(cfg, args):
     return lambda: plan.replay(matmul, args, {})
 
 
-def bench():
+def bench(sizes=(4096, 8192), device="cuda", timer=None):
+    """The --bench table. `timer(fn)` -> ms: newt.testing.do_bench unless given (a test runs
+    the table on the interpreter with a stand-in)."""
     from newt.testing import do_bench
+    timer = timer or do_bench
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "benchmarks"))
+    import common
     # cold: empty deuteron and newt caches, so the time includes every compile
     os.environ["DEUTERON_CACHE_DIR"] = tempfile.mkdtemp(prefix="dt-cache-")
     os.environ["NEWT_CACHE_DIR"] = tempfile.mkdtemp(prefix="newt-cache-")
     hand, sweep = _hand_written()
-    # two more columns tell a tuning choice from the GPU's state: the tuned config timed again
-    # after the hand-written sweep, and with the tutorial's group_size 8
+    # `dt g8`: the tuned config with the tutorial's group_size 8 (the hand-written sweep's), so
+    # that a group_size the tuner preferred is checked against it in the same rounds
     print(f"{'size':>6} {'tune s':>7} {'deuteron TFLOP/s':>17} {'hand newt (best)':>17} "
-          f"{'dt/hand':>8} {'torch TFLOP/s':>14} {'dt again':>9} {'dt g8':>7}  config")
-    for n in (4096, 8192):
-        x = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        y = torch.randn(n, n, device="cuda", dtype=torch.float16)
-        out = torch.empty(n, n, device="cuda", dtype=torch.float16)
+          f"{'dt/hand':>8} {'torch TFLOP/s':>14} {'dt g8':>7}  config")
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    for n in sizes:
+        x = torch.randn(n, n, device=device, dtype=dtype)
+        y = torch.randn(n, n, device=device, dtype=dtype)
+        out = torch.empty(n, n, device=device, dtype=dtype)
         t0 = time.perf_counter()
         cfg = matmul.autotune((x, y, out), effort="quick")
         tune_s = time.perf_counter() - t0
         flops = 2 * n ** 3
-        ms_dt = do_bench(lambda: matmul(x, y, out))
-        ms_torch = do_bench(lambda: torch.matmul(x, y, out=out))
-        ms_hand = float("inf")
-        for c in sweep:
-            try:
-                ms_hand = min(ms_hand, do_bench(lambda: hand(x, y, config=c)))
-            except Exception as e:   # a config the compiler cannot build yet
-                print(f"  hand-written {c}: {type(e).__name__}")
-        ms_again = do_bench(lambda: matmul(x, y, out))
-        ms_g8 = do_bench(_replay(dataclasses.replace(cfg, group_size=8), (x, y, out)))
+        calls = {"dt": lambda: matmul(x, y, out),
+                 "torch": lambda: torch.matmul(x, y, out=out)}
+        if cfg.group_size != 8:
+            calls["dt g8"] = _replay(dataclasses.replace(cfg, group_size=8), (x, y, out))
+        for i, c in enumerate(sweep):
+            calls[f"hand {i}"] = (lambda c=c: hand(x, y, config=c))
+        # interleaved rounds, the order rotated (benchmarks/common.py): the first provider
+        # timed after the tuning's load is not always the same one
+        ms, notes = common.timed_in_rounds(calls, lambda fn: (timer(fn), None))
+        for name, note in notes.items():      # a config the compiler cannot build yet
+            print(f"  {name}: {note[:120]}")
+        ms_hand = min((t for k, t in ms.items() if k.startswith("hand ")), default=float("inf"))
         tf = lambda ms: flops / ms * 1e-9   # noqa: E731
-        print(f"{n:>6} {tune_s:>7.1f} {tf(ms_dt):>17.1f} {tf(ms_hand):>17.1f} "
-              f"{ms_hand / ms_dt:>8.3f} {tf(ms_torch):>14.1f} {tf(ms_again):>9.1f} "
-              f"{tf(ms_g8):>7.1f}  {cfg}")
+        g8 = f"{tf(ms['dt g8']):>7.1f}" if "dt g8" in ms else f"{'-':>7}"
+        print(f"{n:>6} {tune_s:>7.1f} {tf(ms['dt']):>17.1f} {tf(ms_hand):>17.1f} "
+              f"{ms_hand / ms['dt']:>8.3f} {tf(ms['torch']):>14.1f} {g8}  {cfg}")
 
 
 def main(argv=None):

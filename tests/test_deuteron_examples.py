@@ -53,3 +53,26 @@ def test_dt_matmul_replay_under_another_group_size(monkeypatch, tmp_path):
     out.fill_(float("nan"))
     go()
     torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
+
+
+def test_dt_matmul_bench_table_on_the_interpreter(monkeypatch, capsys, tmp_path):
+    """dt_matmul's --bench table, run small on the interpreter with a stand-in timer that
+    runs each call: every provider (deuteron, its group_size-8 replay, torch, the hand-written
+    sweep) is called in the interleaved rounds and the row prints its columns."""
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("NEWT_CACHE_DIR", str(tmp_path / "newt"))
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    mod = _load("dt_matmul")
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(fn)
+        return 1.0 + 0.01 * len(calls)
+    cfg = mod.dt.Config(block_sizes=(32, 32, 16), num_warps=4, num_stages=3, group_size=4)
+    monkeypatch.setattr(mod.matmul, "autotune", lambda *a, **k: cfg)
+    mod.bench(sizes=(48,), device="cpu", timer=timer)
+    row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("48 ")]
+    assert len(row) == 1 and "group_size=4" in row[0] and " - " not in row[0], row
+    # deuteron, its g8 replay, torch and the six hand-written configs, three rounds each
+    assert len(calls) == 3 * (3 + 6)
