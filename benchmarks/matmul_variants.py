@@ -14,6 +14,9 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
           loads do), non-persistent
   panels  the generated code with passes/store_tma.py's PIPELINE_PANELS: thread 0 stores
           each C panel as soon as it is written (measured below: off)
+  lanes   probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one each (not yet
+          measured)
+  bfirst  probe: the producer issues B's boxes before A's (not yet measured)
   l2pf    probe: the persistent kernel's CTAs prefetch their shares of A's and B's boxes into
           L2 (cp.async.bulk.prefetch.tensor) after their first copies, when both operands fit
           in half of L2 (2048^3 only)
@@ -261,6 +264,60 @@ def l2pf(src):
     return src[:k] + code + src[k:]
 
 
+def _producer_blocks(src):
+    """(start, end) of each copy block of the persistent kernel's producer: from its expect_tx
+    line through its last box."""
+    lines = src.split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        if "newt_mbar_expect_tx(fb, " in lines[i]:
+            j = i + 1
+            while j < len(lines) and "newt_tma_load_2d(st + " in lines[j]:
+                j += 1
+            out.append((i, j))
+            i = j
+        else:
+            i += 1
+    return lines, out
+
+
+def lanes(src):
+    """Probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one box each, instead of
+    all n by thread 0 (lane 0 still arms the barrier and waits for the last store; the lanes
+    meet after that wait, so no box lands in a stage the store still reads). Does issuing a
+    stage's boxes one after another delay their arrival?"""
+    if "nt_steps" not in src or "&nt_tmap1" not in src:
+        return src
+    lines, blocks = _producer_blocks(src)
+    n = {j - i - 1 for i, j in blocks}
+    assert len(n) == 1, n
+    n = n.pop()
+    for i, j in blocks:
+        lines[i] = lines[i].replace("newt_mbar_expect_tx(", "if (lane == 0) newt_mbar_expect_tx(")
+        for k in range(i + 1, j):
+            lines[k] = lines[k].replace("newt_tma_load_2d(", f"if (lane == {k - i - 1}) newt_tma_load_2d(")
+    src = "\n".join(lines)
+    m = len(re.findall(r"if \(tid == 0 && nt_g < nt_steps\)", src))
+    assert m == len(blocks), (m, len(blocks))
+    src = src.replace("if (tid == 0 && nt_g < nt_steps)", f"if (tid < {n} && nt_g < nt_steps)")
+    wait = "if (nt_pending && s == nt_free_slot) { newt_bulk_wait_read(); nt_pending = false; }"
+    assert src.count(wait) == len(blocks)
+    return src.replace(wait, wait + f" __syncwarp({hex((1 << n) - 1)}u);")
+
+
+def bfirst(src):
+    """Probe: the producer issues B's boxes before A's (the larger part of a 128x256 stage
+    first)."""
+    if "nt_steps" not in src or "&nt_tmap1" not in src:
+        return src
+    lines, blocks = _producer_blocks(src)
+    for i, j in blocks:
+        body = lines[i + 1:j]
+        lines[i + 1:j] = [ln for ln in body if "&nt_tmap1" in ln] + \
+            [ln for ln in body if "&nt_tmap1" not in ln]
+    return "\n".join(lines)
+
+
 def lag2(src):
     """Consume the tile copied two iterations ago instead of num_stages - 1 (rings of 4+
     stages): the copy of iteration i then reuses a stage released one iteration earlier, so the
@@ -334,6 +391,7 @@ ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
        "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
        "plag2": lambda s: s, "cpasync": lambda s: s, "panels": lambda s: s, "l2pf": l2pf,
+       "lanes": lanes, "bfirst": bfirst,
        "noA": lambda s: _probe(s, r"&nt_tmap0,"),
        "noB2": lambda s: _probe(s, r"&nt_tmap1, \(int\)nt_co3 \+ (128|192),")}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in

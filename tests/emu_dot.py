@@ -292,6 +292,22 @@ EMU_TMA_KERNEL = r"""
 #include <vector>
 #define __grid_constant__
 static void __syncwarp() { pthread_barrier_wait(&nt_warps[threadIdx.x / 32].bar); }
+// __syncwarp(mask): the lanes of `mask` (each calling it with the same mask) meet; a
+// generation count per warp lets the same mask meet again at once (matmul_variants' `lanes`)
+struct nt_part { pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+                 pthread_cond_t cv = PTHREAD_COND_INITIALIZER; int n = 0; long gen = 0; };
+static nt_part nt_parts[32];
+static void nt_emu_fail(const char* why);
+static void __syncwarp(unsigned mask) {
+  if (mask == 0xffffffffu) { __syncwarp(); return; }
+  if (!(mask >> (threadIdx.x % 32) & 1u)) nt_emu_fail("__syncwarp by a lane not in its mask");
+  nt_part& p = nt_parts[threadIdx.x / 32];
+  pthread_mutex_lock(&p.mu);
+  long gen = p.gen;
+  if (++p.n == __builtin_popcount(mask)) { p.n = 0; ++p.gen; pthread_cond_broadcast(&p.cv); }
+  else while (gen == p.gen) pthread_cond_wait(&p.cv, &p.mu);
+  pthread_mutex_unlock(&p.mu);
+}
 """
 
 

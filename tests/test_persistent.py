@@ -241,3 +241,29 @@ def test_pipelined_panels_with_per_element_fallback_emulated(emu90, panels):
     """The mixed box / per-element grid of the test above, panels pipelined: programs whose
     tile starts at row -16 store nothing by boxes and fall back."""
     test_persistent_epilogue_mixes_box_and_per_element_stores(emu90)
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("variant", ["lanes", "bfirst"])
+@pytest.mark.parametrize("dt,M,N,K,cfg", [
+    (torch.float16, 300, 288, 208, (128, 128, 64, 8, 4)),
+    (torch.bfloat16, 140, 528, 48, (128, 256, 64, 8, 4)),
+], ids=["f16-128x128-9-programs", "bf16-128x256-one-k-step"])
+def test_producer_probes_emulated(emu90, monkeypatch, variant, dt, M, N, K, cfg):
+    """matmul_variants' producer probes compute the same product: `lanes` (each box issued by
+    its own lane of warp 0, the lanes meeting after lane 0's wait for the last store) and
+    `bfirst` (B's boxes before A's)."""
+    import newt.codegen
+    import matmul_variants as mv
+    gen = newt.codegen.generate
+    transform = getattr(mv, variant)
+
+    def generate(fn, options):
+        src, name = gen(fn, options)
+        new = transform(src)
+        assert new != src, "the probe found nothing to change"
+        return new, name
+    monkeypatch.setattr(newt.codegen, "generate", generate)
+    from test_dot_emulated import _run_tutorial
+    _run_tutorial(emu90, dt, M, N, K, cfg, "")
+    assert emu90.build.last_persistent
