@@ -400,7 +400,8 @@ ALL.update({f"p{n}": ALL["base"] for n in range(4)})
 VARIANTS = {v: ALL[v] for v in os.environ.get("VARIANTS", "base,dgroup").split(",")}
 CLUSTER = {"cl", "mc", "mclag2", "mccta"}
 CURRENT = ["base"]
-_generate = newt.codegen.generate
+_generate = None     # newt's own codegen, taken by install() (not at import: a test may have
+#                      swapped it for an emulator's by then)
 
 
 def generate(fn, options):
@@ -414,7 +415,7 @@ def generate(fn, options):
 _ATTR = ctypes.create_string_buffer(72)
 struct.pack_into("<I4xIII", _ATTR, 0, 4, 2, 1, 1)
 _ATTR_ADDR = ctypes.addressof(_ATTR)
-_init = nlaunch.Launcher.__init__
+_init = None
 
 
 def _launcher_init(self, binary, device, positions):
@@ -489,12 +490,14 @@ def _tma_plan(*args):
 def install():
     """Route newt's codegen through the variant transforms and cluster launches (this process
     only: called by main, never on import)."""
-    global _plan_tma
+    global _plan_tma, _generate, _init
     from newt.passes import dot_tma
     if dot_tma.plan_tma is not _tma_plan:    # (idempotent: tests install twice)
         _plan_tma, dot_tma.plan_tma = dot_tma.plan_tma, _tma_plan
-    newt.codegen.generate = generate
-    nlaunch.Launcher.__init__ = _launcher_init
+    if newt.codegen.generate is not generate:
+        _generate, newt.codegen.generate = newt.codegen.generate, generate
+    if nlaunch.Launcher.__init__ is not _launcher_init:
+        _init, nlaunch.Launcher.__init__ = nlaunch.Launcher.__init__, _launcher_init
     import newt.passes as P
     P.PASSES = tuple((n, {"store_tma": _store_pass, "persistent": _persistent_pass}.get(n, p))
                      for n, p in P.PASSES)
