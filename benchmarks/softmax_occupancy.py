@@ -22,7 +22,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import torch  # noqa: E402
 
 import common  # noqa: E402
-import newt  # noqa: E402
 from newt.testing import do_bench  # noqa: E402
 
 PADS_KB = (0, 30, 32, 40, 48, 64)

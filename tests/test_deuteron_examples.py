@@ -38,10 +38,9 @@ def test_example_check_catches_a_wrong_kernel(monkeypatch, tmp_path):
         mod.check("cuda" if torch.cuda.is_available() else "cpu", small=True)
 
 
-def test_dt_matmul_replay_under_another_group_size(monkeypatch, tmp_path):
-    """dt_matmul's bench times the tuned config with group_size 8 through a recorded plan
-    (only the launches, as a tuned call): that call computes the product, odd shape, poisoned
-    output."""
+def test_dt_matmul_pinned_to_another_group_size(monkeypatch, tmp_path):
+    """dt_matmul's bench times the tuned config with group_size 8 by pinning it
+    (dt.kernel(config=...)): that call computes the product, odd shape, poisoned output."""
     import dataclasses
     monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(newt.options.flags, "interpret", True)
@@ -49,7 +48,7 @@ def test_dt_matmul_replay_under_another_group_size(monkeypatch, tmp_path):
     x, y = torch.randn(37, 45), torch.randn(45, 29)
     out = torch.full((37, 29), float("nan"))
     cfg = mod.matmul.config_for((x, y, out))
-    go = mod._replay(dataclasses.replace(cfg, group_size=2), (x, y, out))
+    go = mod._pinned(dataclasses.replace(cfg, group_size=2), (x, y, out))
     out.fill_(float("nan"))
     go()
     torch.testing.assert_close(out, x @ y, rtol=1e-4, atol=1e-4)
@@ -57,7 +56,7 @@ def test_dt_matmul_replay_under_another_group_size(monkeypatch, tmp_path):
 
 def test_dt_matmul_bench_table_on_the_interpreter(monkeypatch, capsys, tmp_path):
     """dt_matmul's --bench table, run small on the interpreter with a stand-in timer that
-    runs each call: every provider (deuteron, its group_size-8 replay, torch, the hand-written
+    runs each call: every provider (deuteron, its pinned group_size-8 twin, torch, the hand-written
     sweep) is called in the interleaved rounds and the row prints its columns."""
     monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path))
     monkeypatch.setenv("NEWT_CACHE_DIR", str(tmp_path / "newt"))
@@ -74,5 +73,5 @@ def test_dt_matmul_bench_table_on_the_interpreter(monkeypatch, capsys, tmp_path)
     mod.bench(sizes=(48,), device="cpu", timer=timer)
     row = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("48 ")]
     assert len(row) == 1 and "group_size=4" in row[0] and " - " not in row[0], row
-    # deuteron, its g8 replay, torch and the six hand-written configs, three rounds each
+    # deuteron, its pinned g8 twin, torch and the six hand-written configs, three rounds each
     assert len(calls) == 3 * (3 + 6)
