@@ -2,9 +2,9 @@
 with a warm disk cache, and cold compile times; newt vs Triton (same kernel source) vs torch.
 
 - Warm launch: wall-clock over many back-to-back launches of an already-compiled kernel,
-  divided by their count: batches of 2,000, newt / Triton / torch interleaved batch by batch,
-  the fastest of 7 batches reported (host_us_per_launch says why; the medians are kept in the
-  results file). The kernels are tiny, so the host is the bottleneck: this is what a user's
+  divided by their count: batches of 2,000, newt / Triton / torch interleaved batch by batch
+  for a 5 s window (at least 7 rounds), the fastest batch reported (host_us_per_launch says
+  why; the medians are kept in the results file). The kernels are tiny, so the host is the bottleneck: this is what a user's
   Python loop pays per launch. Two shapes of argument list: the 4-argument vector add and a
   12-argument kernel with matmul's signature.
 - First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
@@ -68,7 +68,8 @@ def launch_matmul_shaped(k, a, b, c):
 
 
 def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
-                       sync=torch.cuda.synchronize, wait_timed=True) -> tuple[dict, dict]:
+                       sync=torch.cuda.synchronize, wait_timed=True,
+                       window_s=0.0, max_batches=64) -> tuple[dict, dict]:
     """Wall clock per launch, per provider of `calls` ({name: fn}): batches of n back-to-back
     launches, the providers interleaved batch by batch (the order rotated each round, as the
     GPU rows are timed), the queue emptied (sync) after each batch. Returns ({name: minimum
@@ -76,6 +77,10 @@ def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
     else runs on the host (other processes, a clock still ramping up) only ever adds time to
     a batch, so the fastest batch is the launch path's own cost; the medians go to the
     results file. The warm-up (2,000 launches each) lets the host CPU reach its clock first.
+    `window_s`: rounds go on (up to max_batches) until that much time has passed since the
+    first one. After seconds of heavy GPU work the host itself runs slower for a few seconds,
+    every provider and even an empty loop alike (benchmarks/launch_drift.py): a window longer
+    than that lets the minimum see a settled host wherever the rows fall in a run.
     `wait_timed`: the timing ends after the wait for the GPU (the warm-launch rows); without
     it, at the last launch (the enqueue-only row, with n far below the depth of the launch
     queue, so that the host never waits for the GPU: it shows whether the rows with the wait
@@ -86,7 +91,9 @@ def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
     sync()
     names = list(calls)
     per: dict = {p: [] for p in names}
-    for r in range(batches):
+    start = time.perf_counter()
+    r = 0
+    while r < batches or (time.perf_counter() - start < window_s and r < max_batches):
         k = r % len(names) if names else 0
         for p in names[k:] + names[:k]:
             fn = calls[p]
@@ -97,7 +104,13 @@ def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
                 sync()
             per[p].append((time.perf_counter() - t0) / n * 1e6)
             sync()
+        r += 1
     return ({p: min(v) for p, v in per.items()}, {p: statistics.median(v) for p, v in per.items()})
+
+
+# how long each warm-launch row samples the host (host_us_per_launch's window_s): longer than
+# the slow spell of a host that just ran the memory-bound rows (launch_drift.py saw 3 s or more)
+WINDOW_S = 5.0
 
 
 def _row(workload, unit, **kw):
@@ -108,7 +121,7 @@ def _row(workload, unit, **kw):
 
 
 def warm_rows(providers, dev="cuda", n=2000, batches=7, warmup=2000,
-              sync=torch.cuda.synchronize):
+              sync=torch.cuda.synchronize, window_s=WINDOW_S):
     """The warm-launch rows; `providers` maps a name to {"add": kernel, "mm": kernel}. Each
     row's providers are timed together (host_us_per_launch); a provider whose check fails is
     left out of the row with its error."""
@@ -146,9 +159,10 @@ def warm_rows(providers, dev="cuda", n=2000, batches=7, warmup=2000,
             wide["errors"][p] = f"{type(exc).__name__}: {str(exc)[:400]}"
     adds["torch"] = lambda: torch.add(x, y, out=out)
     for row, calls, kw in ((tiny, adds, {}), (wide, mms, {}),
-                           (enq, adds, dict(n=max(1, n // 10), wait_timed=False))):
+                           (enq, adds, dict(n=max(1, n // 10), wait_timed=False,
+                                            max_batches=640))):
         best, med = host_us_per_launch(calls, **{**dict(n=n, batches=batches, warmup=warmup,
-                                                         sync=sync), **kw})
+                                                         sync=sync, window_s=window_s), **kw})
         row.update(best)
         row["median"] = med
     return [tiny, wide, enq]

@@ -156,7 +156,8 @@ def report(out, env, runs, failures):
         with open(os.path.join(out, "benchmarks.md"), "w") as f:
             f.write(f"Measured {env['date']} on {env['gpu']} (torch {env['torch']}, "
                     f"triton {env['triton']}, NVRTC {env['nvrtc']}), medians (warm launches: the "
-                    f"fastest of 7 interleaved batches, see bench_launch.py).\n\n```\n"
+                    f"fastest of the interleaved batches of a 5 s window, see bench_launch.py)."
+                    "\n\n```\n"
                     f"{table}\n```\n")
         with open(os.path.join(out, "table.txt"), "w") as f:
             f.write(table + "\n" + ("errors:\n" + "\n".join(errs) + "\n" if errs else ""))

@@ -199,9 +199,25 @@ def test_bench_launch_logic_on_interpreter(monkeypatch):
     monkeypatch.setattr(newt.options.flags, "interpret", True)
     bl = _bench_launch()
     providers = {"newt": {"add": common.newt_kernel("add"), "mm": bl.matmul_shaped_kernel}}
-    rows = bl.warm_rows(providers, dev="cpu", n=1, batches=1, warmup=0, sync=lambda: None)
+    rows = bl.warm_rows(providers, dev="cpu", n=1, batches=1, warmup=0, sync=lambda: None,
+                        window_s=0.0)
     assert [r["unit"] for r in rows] == ["us", "us", "us"]
     assert all(r["errors"] == {} and r["newt"] > 0 for r in rows), rows
+
+
+def test_host_us_per_launch_window():
+    """Rounds go on for the window (up to max_batches), every provider in each round; the
+    minimum is over all of them."""
+    bl = _bench_launch()
+    count = {"a": 0, "b": 0}
+    calls = {p: (lambda p=p: count.__setitem__(p, count[p] + 1)) for p in count}
+    best, med = bl.host_us_per_launch(calls, n=3, batches=2, warmup=0, sync=lambda: None)
+    assert count == {"a": 6, "b": 6} and set(best) == set(med) == {"a", "b"}
+    count.update(a=0, b=0)
+    bl.host_us_per_launch(calls, n=3, batches=2, warmup=0, sync=lambda: None, window_s=60.0,
+                          max_batches=9)
+    assert count == {"a": 27, "b": 27}
+    assert all(best[p] <= med[p] for p in best)
 
 
 def test_run_all_table_and_verdicts(tmp_path):
