@@ -4,8 +4,8 @@ with a warm disk cache, and cold compile times; newt vs Triton (same kernel sour
 - Warm launch: wall-clock over many back-to-back launches of an already-compiled kernel,
   divided by their count: batches of 2,000, newt / Triton / torch interleaved batch by batch
   for a 5 s window (at least 7 rounds), the fastest batch reported (host_us_per_launch says
-  why; the medians are kept in the results file). The kernels are tiny, so the host is the bottleneck: this is what a user's
-  Python loop pays per launch. Two shapes of argument list: the 4-argument vector add and a
+  why; the medians are kept in the results file). The kernels are tiny, so the host is the
+  bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list: the 4-argument vector add and a
   12-argument kernel with matmul's signature.
 - First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
   cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
