@@ -33,6 +33,7 @@ import torch  # noqa: E402
 
 import bench_launch  # noqa: E402
 import common  # noqa: E402
+import launch_floor  # noqa: E402
 import newt  # noqa: E402
 import newt.language as nl  # noqa: E402
 
@@ -54,15 +55,7 @@ def _held(kernels) -> str:
 
 
 def main(stages):
-    x = torch.randn(4096, device="cuda")
-    y = torch.randn(4096, device="cuda")
-    out = torch.empty_like(x)
-    add = common.newt_kernel("add")
-    g = (4,)
-    add[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4)
-    torch.cuda.synchronize()
-    assert torch.equal(out, x + y)
-    L = next(iter(add.cache.values()))
+    add, x, y, out, g, L = launch_floor.prepared_add()
     go, (a0, a1, a2) = L.go, L.go_args
     calls = {"newt": lambda: add[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4),
              "ex": lambda: go(a0, a1, a2, None),

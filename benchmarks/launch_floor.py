@@ -33,7 +33,8 @@ import common  # noqa: E402
 from newt.runtime import driver  # noqa: E402
 
 
-def main():
+def prepared_add():
+    """(add kernel, x, y, out, grid, its Launcher) after one checked launch of the row's add."""
     x = torch.randn(4096, device="cuda")
     y = torch.randn(4096, device="cuda")
     out = torch.empty_like(x)
@@ -42,7 +43,11 @@ def main():
     add[g](x, y, out, 4096, BLOCK_SIZE=1024, num_warps=4)
     torch.cuda.synchronize()
     assert torch.equal(out, x + y)
-    L = next(iter(add.cache.values()))
+    return add, x, y, out, g, next(iter(add.cache.values()))
+
+
+def main():
+    add, x, y, out, g, L = prepared_add()
     stream_of, dev = L.stream, L.device_index
     vals = (x.data_ptr(), y.data_ptr(), out.data_ptr(), 4096)
     L.pack(L.storage, 0, 4, 1, 1, L.block, 1, 1, L.shared, stream_of(dev), *vals)
