@@ -14,9 +14,11 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
           loads do), non-persistent
   panels  the generated code with passes/store_tma.py's PIPELINE_PANELS: thread 0 stores
           each C panel as soon as it is written (measured below: off)
-  lanes   probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one each (not yet
-          measured)
-  bfirst  probe: the producer issues B's boxes before A's (not yet measured)
+  lanes   probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one each (2026-12-02
+          11:12: s3 +5%, s4 -1-2% at 2048)
+  plead   probe: lanes for the prologue's copies only (the first num_stages - 1 stages), the
+          steady state's boxes by thread 0 as generated (not yet measured)
+  bfirst  probe: the producer issues B's boxes before A's (2026-12-02 11:12: s4 level)
   l2pf    probe: the persistent kernel's CTAs prefetch their shares of A's and B's boxes into
           L2 (cp.async.bulk.prefetch.tensor) after their first copies, when both operands fit
           in half of L2 (2048^3 only)
@@ -281,28 +283,33 @@ def _producer_blocks(src):
     return lines, out
 
 
-def lanes(src):
+def lanes(src, blocks_to=None):
     """Probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one box each, instead of
     all n by thread 0 (lane 0 still arms the barrier and waits for the last store; the lanes
     meet after that wait, so no box lands in a stage the store still reads). Does issuing a
-    stage's boxes one after another delay their arrival?"""
+    stage's boxes one after another delay their arrival? `blocks_to`: only the first that many
+    copy blocks (1: the prologue's, `plead`)."""
     if "nt_steps" not in src or "&nt_tmap1" not in src:
         return src
     lines, blocks = _producer_blocks(src)
     n = {j - i - 1 for i, j in blocks}
     assert len(n) == 1, n
     n = n.pop()
+    guard = "if (tid == 0 && nt_g < nt_steps)"
+    wait = "if (nt_pending && s == nt_free_slot) { newt_bulk_wait_read(); nt_pending = false; }"
+    assert len(re.findall(re.escape(guard), src)) == len(blocks)
+    assert src.count(wait) == len(blocks)
+    blocks = blocks[:blocks_to]
     for i, j in blocks:
         lines[i] = lines[i].replace("newt_mbar_expect_tx(", "if (lane == 0) newt_mbar_expect_tx(")
         for k in range(i + 1, j):
             lines[k] = lines[k].replace("newt_tma_load_2d(", f"if (lane == {k - i - 1}) newt_tma_load_2d(")
-    src = "\n".join(lines)
-    m = len(re.findall(r"if \(tid == 0 && nt_g < nt_steps\)", src))
-    assert m == len(blocks), (m, len(blocks))
-    src = src.replace("if (tid == 0 && nt_g < nt_steps)", f"if (tid < {n} && nt_g < nt_steps)")
-    wait = "if (nt_pending && s == nt_free_slot) { newt_bulk_wait_read(); nt_pending = false; }"
-    assert src.count(wait) == len(blocks)
-    return src.replace(wait, wait + f" __syncwarp({hex((1 << n) - 1)}u);")
+        # the block's guard and its wait for the last store: the nearest ones above it
+        g = max(k for k in range(i) if guard in lines[k])
+        lines[g] = lines[g].replace(guard, f"if (tid < {n} && nt_g < nt_steps)")
+        w = max(k for k in range(g, i) if wait in lines[k])
+        lines[w] = lines[w].replace(wait, wait + f" __syncwarp({hex((1 << n) - 1)}u);")
+    return "\n".join(lines)
 
 
 def bfirst(src):
@@ -391,7 +398,7 @@ ALL = {"base": lambda s: s, "drain1": drain1, "lag2": lag2, "cl": cl, "mc": mc,
        "perthread": lambda s: s, "hoistwu": hoist_wu,
        "wait2": wait2, "persist": persist, "bigsmem": lambda s: s, "nopersist": lambda s: s,
        "plag2": lambda s: s, "cpasync": lambda s: s, "panels": lambda s: s, "l2pf": l2pf,
-       "lanes": lanes, "bfirst": bfirst,
+       "lanes": lanes, "plead": lambda s: lanes(s, 1), "bfirst": bfirst,
        "noA": lambda s: _probe(s, r"&nt_tmap0,"),
        "noB2": lambda s: _probe(s, r"&nt_tmap1, \(int\)nt_co3 \+ (128|192),")}
 # pN: the generated code, its tensor maps built with L2 promotion N (an A/B of promotions in

@@ -244,19 +244,19 @@ def test_pipelined_panels_with_per_element_fallback_emulated(emu90, panels):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("variant", ["lanes", "bfirst"])
+@pytest.mark.parametrize("variant", ["lanes", "plead", "bfirst"])
 @pytest.mark.parametrize("dt,M,N,K,cfg", [
     (torch.float16, 300, 288, 208, (128, 128, 64, 8, 4)),
     (torch.bfloat16, 140, 528, 48, (128, 256, 64, 8, 4)),
 ], ids=["f16-128x128-9-programs", "bf16-128x256-one-k-step"])
 def test_producer_probes_emulated(emu90, monkeypatch, variant, dt, M, N, K, cfg):
     """matmul_variants' producer probes compute the same product: `lanes` (each box issued by
-    its own lane of warp 0, the lanes meeting after lane 0's wait for the last store) and
-    `bfirst` (B's boxes before A's)."""
+    its own lane of warp 0, the lanes meeting after lane 0's wait for the last store), `plead`
+    (the same for the prologue's copies only) and `bfirst` (B's boxes before A's)."""
     import newt.codegen
     import matmul_variants as mv
     gen = newt.codegen.generate
-    transform = getattr(mv, variant)
+    transform = mv.ALL[variant]
 
     def generate(fn, options):
         src, name = gen(fn, options)
