@@ -5,8 +5,8 @@ with a warm disk cache, and cold compile times; newt vs Triton (same kernel sour
   divided by their count: batches of 2,000, newt / Triton / torch interleaved batch by batch
   for a 5 s window (at least 7 rounds), the fastest batch reported (host_us_per_launch says
   why; the medians are kept in the results file). The kernels are tiny, so the host is the
-  bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list: the 4-argument vector add and a
-  12-argument kernel with matmul's signature.
+  bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list:
+  the 4-argument vector add and a 12-argument kernel with matmul's signature.
 - First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
   cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
 
@@ -69,7 +69,7 @@ def launch_matmul_shaped(k, a, b, c):
 
 def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
                        sync=torch.cuda.synchronize, wait_timed=True,
-                       window_s=0.0, max_batches=64) -> tuple[dict, dict]:
+                       window_s=0.0, max_batches=1000) -> tuple[dict, dict]:
     """Wall clock per launch, per provider of `calls` ({name: fn}): batches of n back-to-back
     launches, the providers interleaved batch by batch (the order rotated each round, as the
     GPU rows are timed), the queue emptied (sync) after each batch. Returns ({name: minimum
@@ -77,10 +77,11 @@ def host_us_per_launch(calls: dict, n=2000, batches=7, warmup=2000,
     else runs on the host (other processes, a clock still ramping up) only ever adds time to
     a batch, so the fastest batch is the launch path's own cost; the medians go to the
     results file. The warm-up (2,000 launches each) lets the host CPU reach its clock first.
-    `window_s`: rounds go on (up to max_batches) until that much time has passed since the
-    first one. After seconds of heavy GPU work the host itself runs slower for a few seconds,
-    every provider and even an empty loop alike (benchmarks/launch_drift.py): a window longer
-    than that lets the minimum see a settled host wherever the rows fall in a run.
+    `window_s`: rounds go on until that much time has passed since the first one (max_batches
+    only bounds tiny calls: the CPU tests'). After seconds of heavy GPU work the host itself
+    runs slower for a few seconds, every provider and even an empty loop alike
+    (benchmarks/launch_drift.py): a window longer than that lets the minimum see a settled
+    host wherever the rows fall in a run.
     `wait_timed`: the timing ends after the wait for the GPU (the warm-launch rows); without
     it, at the last launch (the enqueue-only row, with n far below the depth of the launch
     queue, so that the host never waits for the GPU: it shows whether the rows with the wait
@@ -160,7 +161,7 @@ def warm_rows(providers, dev="cuda", n=2000, batches=7, warmup=2000,
     adds["torch"] = lambda: torch.add(x, y, out=out)
     for row, calls, kw in ((tiny, adds, {}), (wide, mms, {}),
                            (enq, adds, dict(n=max(1, n // 10), wait_timed=False,
-                                            max_batches=640))):
+                                            max_batches=10000))):
         best, med = host_us_per_launch(calls, **{**dict(n=n, batches=batches, warmup=warmup,
                                                          sync=sync, window_s=window_s), **kw})
         row.update(best)
