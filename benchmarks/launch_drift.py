@@ -39,6 +39,9 @@ import newt.language as nl  # noqa: E402
 
 STAGES = ["fresh", "modules", "reserved", "objects", "frozen", "memory", "matmul", "collected",
           "freed", "freed-idle"]
+# each stage's timing: as is, after a busy loop, and after a busy loop pinned to one core
+WAYS = ("as-is", "spun", "pinned")
+cpus = os.sched_getaffinity(0)
 
 
 @newt.jit
@@ -46,6 +49,13 @@ def add_c(x_ptr, out_ptr, n, C: nl.constexpr, BLOCK: nl.constexpr):
     offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
     m = offs < n
     nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=m) + C, mask=m)
+
+
+def _spin(seconds):
+    """A busy host loop: lets a CPU clock that idled during GPU-bound work climb back."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def _held(kernels) -> str:
@@ -120,17 +130,6 @@ def main(stages):
     print(f"{'stage':18s} " + " ".join(f"{p:>7s}" for p in calls))
     for name, best in rows:
         print(f"{name:18s} " + " ".join(f"{best[p]:7.2f}" for p in calls))
-
-
-WAYS = ("as-is", "spun", "pinned")
-cpus = os.sched_getaffinity(0)
-
-
-def _spin(seconds):
-    """A busy host loop: lets a CPU clock that idled during GPU-bound work climb back."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
 
 
 if __name__ == "__main__":

@@ -15,9 +15,9 @@ Variants (source transforms of newt's CUDA C++ for matmul_kernel, VARIANTS picks
   panels  the generated code with passes/store_tma.py's PIPELINE_PANELS: thread 0 stores
           each C panel as soon as it is written (measured below: off)
   lanes   probe: the producer's boxes issued by lanes 0..n-1 of warp 0, one each (2026-12-02
-          11:12: s3 +5%, s4 -1-2% at 2048)
+          at 2048: s3 +1-5%; s4 -1-2% at 11:12, +0-2% at 12:41)
   plead   probe: lanes for the prologue's copies only (the first num_stages - 1 stages), the
-          steady state's boxes by thread 0 as generated (not yet measured)
+          steady state's boxes by thread 0 as generated (2026-12-02 12:41: s3 +1-4%, s4 level)
   bfirst  probe: the producer issues B's boxes before A's (2026-12-02 11:12: s4 level)
   l2pf    probe: the persistent kernel's CTAs prefetch their shares of A's and B's boxes into
           L2 (cp.async.bulk.prefetch.tensor) after their first copies, when both operands fit

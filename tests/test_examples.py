@@ -214,8 +214,8 @@ def test_host_us_per_launch_window():
     best, med = bl.host_us_per_launch(calls, n=3, batches=2, warmup=0, sync=lambda: None)
     assert count == {"a": 6, "b": 6} and set(best) == set(med) == {"a", "b"}
     count.update(a=0, b=0)
-    bl.host_us_per_launch(calls, n=3, batches=2, warmup=0, sync=lambda: None, window_s=60.0,
-                          max_batches=9)
+    best, med = bl.host_us_per_launch(calls, n=3, batches=2, warmup=0, sync=lambda: None,
+                                      window_s=60.0, max_batches=9)
     assert count == {"a": 27, "b": 27}
     assert all(best[p] <= med[p] for p in best)
 
