@@ -205,3 +205,40 @@ def test_softmax_occupancy_paddings_cap_residency():
     import softmax_occupancy as so
     assert [so.resident(p * 1024) for p in so.PADS_KB] == [8, 7, 6, 5, 4, 3]
     assert so.resident(0, threads=512) == 4       # the 16-warp kernel's own residency
+
+
+def test_memory_variants_compile_without_spills():
+    """benchmarks/memory_variants.py's kernels compile for sm_90a with no spills and no local
+    memory (a spilling variant would time the spill, not the idea), the persistent ones with
+    their grid-stride loop, the bulk ones with their copy-engine instructions."""
+    import memory_variants as mv
+    head = mv.header()
+    for group in mv.variants(head):
+        for name, args, kw in group:
+            r = mv.build(head, *args, **kw)
+            rep = r.report
+            assert rep["n_spills"] == 0 and rep["local_bytes"] == 0, (name, rep)
+            if name.startswith("bulk"):
+                assert "cp.async.bulk.shared::cluster.global" in r.ptx, name
+            if name == "bulk2":
+                assert "cp.async.bulk.global.shared::cta" in r.ptx
+
+
+def test_memory_variants_immediate_offsets_toggle_only_the_addressing():
+    """memory_variants.py's imm / noimm pairs of newt's own kernels differ in how each access
+    group's pointer is formed and in nothing else: the base-plus-offset form declares one base
+    per access; without it every group's pointer comes from its index math."""
+    import re
+
+    import memory_variants as mv
+    from newt.codegen import memory
+    for key in ("softmax", "layernorm"):
+        a = mv.generated(imm=True, spec=True, key=key).source
+        b = mv.generated(imm=False, spec=True, key=key).source
+        assert memory.IMMEDIATE_OFFSETS == [True]
+        assert re.search(r"\* const pb\d+ = ", a) and not re.search(r"\* const pb\d+ = ", b)
+        # the same loads and stores, the same masks and arithmetic: only pointer lines differ
+        strip = lambda s: [ln for ln in s.splitlines()   # noqa: E731
+                           if not re.search(r"\bpb?\d+\b", ln)]
+        assert len(strip(a)) == len(strip(b)), key
+        assert a.count("nt_ld4(") == b.count("nt_ld4(") and a.count("nt_st4") == b.count("nt_st4")

@@ -24,6 +24,11 @@ from ..ir.core import is_block
 from .emitter import handles, reg_type, storage_type
 
 _VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
+# The groups of a block contiguous as a whole address from one base plus immediate offsets
+# (_access). benchmarks/memory_variants.py turns this off for its A/B runs. Measured there on
+# 2026-12-02, without it: the specialized softmax +0.2-0.5%, the layernorm -0.5%, the vector
+# add level (and silu-and-mul -0.6% in a whole table). It stays on.
+IMMEDIATE_OFFSETS = [True]
 # Floats narrower than their fp32 register form: (fp32 -> storage bits, storage bits -> fp32,
 # round an fp32 to the format), the helpers of codegen/header.py
 NARROW = {"float16": ("nt_f2h", "nt_h2f", "nt_rh"), "bfloat16": ("nt_f2b", "nt_b2f", "nt_rb"),
@@ -227,7 +232,8 @@ def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None, vector_if
     ct = em.ctype(ptr)
     group_ptr = lambda first: operand_at(em, ptr, first, lay)  # noqa: E731
     from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
-    if ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout):
+    if (ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout)
+            and IMMEDIATE_OFFSETS[0]):
         # contiguous over the whole block: every group's pointer is the first one's plus a
         # constant, which the memory instruction takes as an immediate offset
         base = em.fresh("pb")
