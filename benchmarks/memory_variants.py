@@ -341,8 +341,9 @@ def build(head, entry, warps, block, per_sm, minb, prefetch=0, copy=0, bulk=0, a
     return nvrtc.compile_cuda(source.source if source else head + defs + BODY, entry, "sm_90a")
 
 
-def variants(head) -> list:
-    """(name, Probe arguments after the name) of every variant, softmax ones first."""
+def variants(head) -> tuple:
+    """The softmax, layernorm and vector add variants: three lists of (name, Probe's
+    positional arguments after the name, its keyword arguments)."""
     sm = [(n, ("probe_kernel", w, 4096, k, mb, pf, cp), {}) for n, w, k, mb, pf, cp in SOFTMAX]
     sm += [(n, ("bulk_kernel", 8, 4096, 0, 7, 0, cp, b), {}) for n, b, cp in BULK]
     sm += [(n, ("probe_kernel", 8, 4096, 0, 7), dict(acc=a)) for n, a in ACCS]
@@ -362,7 +363,8 @@ def variants(head) -> list:
 
 
 class Probe:
-    """One compiled variant, launched through cuLaunchKernel with prebuilt arguments."""
+    """One compiled variant, launched through cuLaunchKernel. The argument array is built per
+    call: its host time hides under the L2 flush that do_bench launches before each call."""
 
     def __init__(self, head, name, entry, warps, block, per_sm, minb, prefetch=0, copy=0,
                  bulk=0, acc=2, dyn=0, imm=0, source=None):
