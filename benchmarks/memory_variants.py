@@ -25,9 +25,12 @@ The softmax (fp32 32768x4096, one row per program, 8 warps, the TARGETS workload
             the probes are; gennoimm: the same with memory.py's immediate-offset form off
   specimm   newt's generated kernel specialized as the JIT specializes the benchmark's
             launch (pointers and ints divisible by 16); specnoimm: the same, form off
+  tested    specimm with every group's run-time test and scalar path kept (memory.py's
+            STATIC_GROUPS off: the other facts of the specialization stay); testednoimm:
+            the same, form off (not measured yet)
   newt16w   newt's kernel at 16 warps (deuteron's tuner picks it)
-The layernorm row (fp16, 8 warps) gets lnimm / lnnoimm (newt's specialized kernel with and
-without the form) and lngen / lngennoimm (the same unspecialized); the vector add (n = 2^27,
+The layernorm row (fp16, 8 warps) gets the same six forms of newt's kernel: lnimm, lnnoimm,
+lngen, lngennoimm, lntested, lntestednoimm; the vector add (n = 2^27,
 4 warps) grid-stride persistent forms add-p4/8/16 and one program per CTA with (add-imm) and
 without (add) the form. The kernels other than
 newt's own are its generated helpers (the softmax's header) with a hand-written body.
@@ -305,17 +308,19 @@ ADD = [("add-p8", 4, 8, 8, 0), ("add-p16", 4, 16, 16, 0), ("add-p4", 4, 4, 4, 0)
        ("add", 4, 0, 1, 0), ("add-imm", 4, 0, 1, 1)]
 
 
-def generated(imm: bool = True, spec: bool = False, key: str = "softmax"):
+def generated(imm: bool = True, spec: bool = False, key: str = "softmax",
+              static: bool = True):
     """newt's CompiledKernel of an example's AOT entry (key: common.EXAMPLES; the softmax's
     is the TARGETS launch, 8 warps). imm=False: codegen/memory.py's immediate-offset form off
     (each group's pointer from its own index math). spec: specialized as the JIT specializes
     the benchmark's launch (pointers and ints divisible by 16: no run-time alignment test, no
-    scalar path)."""
+    scalar path). static=False: specialized, but every group keeps the run-time test and the
+    scalar path (memory.STATIC_GROUPS off)."""
     from newt import compiler
     from newt.codegen import memory
     ex = common.example(key)
     a = ex.AOT[0]
-    memory.IMMEDIATE_OFFSETS[0] = imm
+    memory.IMMEDIATE_OFFSETS[0], memory.STATIC_GROUPS[0] = imm, static
     try:
         return compiler.compile(a["fn"], a["signature"], a["constexprs"], arch="sm_90a",
                                 num_warps=8, specialization={
@@ -323,7 +328,7 @@ def generated(imm: bool = True, spec: bool = False, key: str = "softmax"):
                                     for p, t in a["signature"].items() if t != "fp32"
                                 } if spec else None)
     finally:
-        memory.IMMEDIATE_OFFSETS[0] = True
+        memory.IMMEDIATE_OFFSETS[0] = memory.STATIC_GROUPS[0] = True
 
 
 def header() -> str:
@@ -350,14 +355,16 @@ def variants(head) -> tuple:
     sm += [(n, ("probe_kernel", 8, 4096, 0, 7), dict(acc=a, dyn=1)) for n, a in DYNS]
     sm += [(n, ("probe_kernel", 8, 4096, 0, 7), dict(acc=a, imm=1)) for n, a in IMMS]
     # newt's generated kernel itself, launched as the probes are (the launch path's share)
-    for n, imm, spec in (("gensrc", 1, 0), ("gennoimm", 0, 0), ("specimm", 1, 1),
-                         ("specnoimm", 0, 1)):
-        sm.append((n, ("softmax_kernel", 8, 4096, 0, 7),
-                   dict(source=generated(imm=bool(imm), spec=bool(spec)))))
-    ln = [(n, ("layernorm_fwd_kernel", 8, 4096, 0, 1),
-           dict(source=generated(imm=i, spec=sp, key="layernorm")))
-          for n, i, sp in (("lnimm", True, True), ("lnnoimm", False, True),
-                           ("lngen", True, False), ("lngennoimm", False, False))]
+    # (name, immediate offsets, specialized, static groups)
+    forms = (("imm", 1, 1, 1), ("noimm", 0, 1, 1), ("gen", 1, 0, 1), ("gennoimm", 0, 0, 1),
+             ("tested", 1, 1, 0), ("testednoimm", 0, 1, 0))
+    names = {"imm": "specimm", "noimm": "specnoimm", "gen": "gensrc"}
+    for n, imm, spec, static in forms:
+        sm.append((names.get(n, n), ("softmax_kernel", 8, 4096, 0, 7), dict(
+            source=generated(imm=bool(imm), spec=bool(spec), static=bool(static)))))
+    ln = [("ln" + n, ("layernorm_fwd_kernel", 8, 4096, 0, 1), dict(source=generated(
+              imm=bool(imm), spec=bool(spec), static=bool(static), key="layernorm")))
+          for n, imm, spec, static in forms]
     ad = [(n, ("add_probe", w, 1024, k, mb), dict(imm=i)) for n, w, k, mb, i in ADD]
     return sm, ln, ad
 
@@ -434,7 +441,7 @@ def main():
         x = torch.randn(m, n, device="cuda") * 4
         ref = torch.softmax(x, dim=1)
         for p in sm:
-            if (p.shared > 64 or p.name.startswith("spec")) and n != 4096:
+            if (p.shared > 64 or p.name.startswith(("spec", "tested"))) and n != 4096:
                 continue
             out = torch.full_like(x, float("nan"))
             softmax_call(p, x, out)()

@@ -242,3 +242,15 @@ def test_memory_variants_immediate_offsets_toggle_only_the_addressing():
                            if not re.search(r"\bpb?\d+\b", ln)]
         assert len(strip(a)) == len(strip(b)), key
         assert a.count("nt_ld4(") == b.count("nt_ld4(") and a.count("nt_st4") == b.count("nt_st4")
+
+
+def test_memory_variants_tested_form_keeps_the_run_time_checks():
+    """memory.STATIC_GROUPS off: the specialized kernel's groups keep the alignment test and
+    the scalar path (as the unspecialized kernel's do), and the switch is restored after."""
+    import memory_variants as mv
+    from newt.codegen import memory
+    spec = mv.generated(spec=True).source
+    tested = mv.generated(spec=True, static=False).source
+    assert memory.STATIC_GROUPS == [True]
+    assert "& 15) == 0" not in spec and "nt_ldp32(" not in spec
+    assert "& 15) == 0" in tested and "nt_ldp32(" in tested and "nt_stp32(" in tested

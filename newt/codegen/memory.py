@@ -29,6 +29,11 @@ _VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
 # 2026-12-02, without it: the specialized softmax +0.2-0.5%, the layernorm -0.5%, the vector
 # add level (and silu-and-mul -0.6% in a whole table). It stays on.
 IMMEDIATE_OFFSETS = [True]
+# Groups proved aligned and under one mask bit are one predicated vector access with no test
+# (_static_group). Off (the same script's A/B only): they keep the run-time test and scalar
+# path, as unspecialized groups do; the unspecialized softmax read 0.3-1% faster, the
+# unspecialized layernorm 12% slower (2026-12-02, where more than this differed).
+STATIC_GROUPS = [True]
 # Floats narrower than their fp32 register form: (fp32 -> storage bits, storage bits -> fp32,
 # round an fp32 to the format), the helpers of codegen/header.py
 NARROW = {"float16": ("nt_f2h", "nt_h2f", "nt_rh"), "bfloat16": ("nt_f2b", "nt_b2f", "nt_rb"),
@@ -228,7 +233,8 @@ def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None, vector_if
     slots from the first one's pointer."""
     vec, width, _ = plan
     contig = ptr.attrs.get("contig", 1) >= vec
-    static = _static_group(ptr, mask, vec, width, max(1, ptr.dtype.element_ty.bits // 8))
+    static = STATIC_GROUPS[0] and _static_group(ptr, mask, vec, width,
+                                                max(1, ptr.dtype.element_ty.bits // 8))
     ct = em.ctype(ptr)
     group_ptr = lambda first: operand_at(em, ptr, first, lay)  # noqa: E731
     from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
