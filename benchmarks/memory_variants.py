@@ -20,19 +20,24 @@ The softmax (fp32 32768x4096, one row per program, 8 warps, the TARGETS workload
             by 1, 4 or 16 (a tree) accumulators instead of 2; dyn / dyntree: the reduction
             buffer in dynamic shared memory, as newt's arena
   imm       hand, with every group's address one base plus an immediate offset, as newt's
-            codegen/memory.py forms it for a block contiguous as a whole (immtree: the tree)
+            codegen/memory.py can form it for a block contiguous as a whole (immtree: the tree)
   gensrc    newt's generated kernel (not specialized: run-time alignment tests), launched as
-            the probes are; gennoimm: the same with memory.py's immediate-offset form off
+            the probes are; gennoimm: the same with the immediate-offset form off
   specimm   newt's generated kernel specialized as the JIT specializes the benchmark's
-            launch (pointers and ints divisible by 16); specnoimm: the same, form off
-  tested    specimm with every group's run-time test and scalar path kept (memory.py's
-            STATIC_GROUPS off: the other facts of the specialization stay); testednoimm:
-            the same, form off (not measured yet)
+            launch (pointers and ints divisible by 16), its proven groups static, with
+            immediate offsets (the JIT's form before passes/accesses.py); specnoimm: the
+            same, form off
+  tested    specimm with every group's run-time test and scalar path kept (the groups'
+            static form off: the other facts of the specialization stay); testednoimm:
+            the same, form off (the JIT's softmax under passes/accesses.py's rule)
+  ldtested, sttested (and ...noimm): tested for the loads or the stores only; ldnoimm,
+            stnoimm: specimm with the form off for one access kind
   newt16w   newt's kernel at 16 warps (deuteron's tuner picks it)
-The layernorm row (fp16, 8 warps) gets the same six forms of newt's kernel: lnimm, lnnoimm,
-lngen, lngennoimm, lntested, lntestednoimm; the vector add (n = 2^27,
-4 warps) grid-stride persistent forms add-p4/8/16 and one program per CTA with (add-imm) and
-without (add) the form. The kernels other than
+The layernorm row (fp16, 8 warps) gets the same twelve forms of newt's kernel, named ln...
+(lnimm is the JIT's layernorm under the rule); the vector add (n = 2^27, 4 warps)
+grid-stride persistent forms add-p4/8/16, one program per CTA with (add-imm) and without
+(add) the form, and newt's kernel in the four specialized forms (addimm, addnoimm,
+addtested, addtestednoimm: the JIT's add under the rule). The kernels other than
 newt's own are its generated helpers (the softmax's header) with a hand-written body.
 
 Measured on the H200, 2026-12-02 13:48-15:01 UTC, five calls, 5-7 interleaved rounds, GB/s
@@ -52,6 +57,17 @@ Measured on the H200, 2026-12-02 13:48-15:01 UTC, five calls, 5-7 interleaved ro
 - The vector add: add 4,309-4,327, add-imm 4,308-4,331: the form does not matter there.
 - The layernorm the other way: lnimm 4,037, lnnoimm 4,018, lngen 3,559, lngennoimm 3,471
   (15:01; newt 4,016, Triton 3,958). No one form is faster for every kernel.
+Measured 2026-12-02 15:45 and 16:17 UTC (7 rounds each; newt was still specimm then):
+- softmax: tested 4,087 / 4,081, testednoimm 4,105 / 4,104 against specimm 4,063 / 4,064
+  (Triton 4,082 / 4,082). One access kind at a time (16:17): ldtestednoimm 4,090,
+  sttestednoimm 4,089, ldtested 4,076, sttested 4,067, ldnoimm 4,057, stnoimm 4,074: the
+  loads and the stores each give half, and only tested and indexed together.
+- layernorm: lntested 3,706 / 3,683 against lnimm 4,037 / 4,011 (47 registers against 40:
+  5 CTAs per SM instead of 6); its stores alone tested cost nothing (lnsttested 4,002) and
+  gain nothing either.
+- vector add: every form 4,305-4,312 (Triton 4,311 / 4,311).
+passes/accesses.py took the rule from these rows: masked groups of 32-bit or wider elements
+tested and indexed, narrower ones static with immediate offsets.
 """
 from __future__ import annotations
 
@@ -308,27 +324,35 @@ ADD = [("add-p8", 4, 8, 8, 0), ("add-p16", 4, 16, 16, 0), ("add-p4", 4, 4, 4, 0)
        ("add", 4, 0, 1, 0), ("add-imm", 4, 0, 1, 1)]
 
 
-def generated(imm: bool = True, spec: bool = False, key: str = "softmax",
-              static: bool = True):
+def generated(imm=True, spec: bool = False, key: str = "softmax", static=True):
     """newt's CompiledKernel of an example's AOT entry (key: common.EXAMPLES; the softmax's
-    is the TARGETS launch, 8 warps). imm=False: codegen/memory.py's immediate-offset form off
-    (each group's pointer from its own index math). spec: specialized as the JIT specializes
-    the benchmark's launch (pointers and ints divisible by 16: no run-time alignment test, no
-    scalar path). static=False: specialized, but every group keeps the run-time test and the
-    scalar path (memory.STATIC_GROUPS off)."""
+    is the TARGETS launch, 8 warps), with passes/accesses.py's forms forced. imm: every
+    access's groups address from one base plus immediate offsets (True) or from their own
+    index math (False). spec: specialized as the JIT specializes the benchmark's launch
+    (pointers and ints divisible by 16: no run-time alignment test, no scalar path). static:
+    the groups the facts prove are one predicated vector access (True) or keep the run-time
+    test and the scalar path (False). imm and static also take "load" or "store" (False for
+    that access kind only, True for the other) or None (the pass's own rule: the JIT's
+    kernel)."""
     from newt import compiler
-    from newt.codegen import memory
+    from newt.passes import accesses
     ex = common.example(key)
     a = ex.AOT[0]
-    memory.IMMEDIATE_OFFSETS[0], memory.STATIC_GROUPS[0] = imm, static
+
+    def force(v, on, off):
+        return {k: None if v is None else on if v is True or v not in (False, k) else off
+                for k in ("load", "store")}
+    accesses.ADDRESSES.update(force(imm, "offsets", "index"))
+    accesses.GROUPS.update(force(static, "static", "tested"))
     try:
         return compiler.compile(a["fn"], a["signature"], a["constexprs"], arch="sm_90a",
-                                num_warps=8, specialization={
+                                num_warps=a.get("num_warps", 8), specialization={
                                     p: {"divisible_by_16": True}
                                     for p, t in a["signature"].items() if t != "fp32"
                                 } if spec else None)
     finally:
-        memory.IMMEDIATE_OFFSETS[0] = memory.STATIC_GROUPS[0] = True
+        accesses.ADDRESSES.update(load=None, store=None)
+        accesses.GROUPS.update(load=None, store=None)
 
 
 def header() -> str:
@@ -356,16 +380,24 @@ def variants(head) -> tuple:
     sm += [(n, ("probe_kernel", 8, 4096, 0, 7), dict(acc=a, imm=1)) for n, a in IMMS]
     # newt's generated kernel itself, launched as the probes are (the launch path's share)
     # (name, immediate offsets, specialized, static groups)
-    forms = (("imm", 1, 1, 1), ("noimm", 0, 1, 1), ("gen", 1, 0, 1), ("gennoimm", 0, 0, 1),
-             ("tested", 1, 1, 0), ("testednoimm", 0, 1, 0))
+    # the last six: one access kind's switch off ("load" / "store"), the other kind's kept
+    forms = (("imm", True, 1, True), ("noimm", False, 1, True), ("gen", True, 0, True),
+             ("gennoimm", False, 0, True), ("tested", True, 1, False),
+             ("testednoimm", False, 1, False), ("ldtested", True, 1, "load"),
+             ("sttested", True, 1, "store"), ("ldtestednoimm", "load", 1, "load"),
+             ("sttestednoimm", "store", 1, "store"), ("ldnoimm", "load", 1, True),
+             ("stnoimm", "store", 1, True))
     names = {"imm": "specimm", "noimm": "specnoimm", "gen": "gensrc"}
     for n, imm, spec, static in forms:
         sm.append((names.get(n, n), ("softmax_kernel", 8, 4096, 0, 7), dict(
-            source=generated(imm=bool(imm), spec=bool(spec), static=bool(static)))))
+            source=generated(imm=imm, spec=bool(spec), static=static), spec=bool(spec))))
     ln = [("ln" + n, ("layernorm_fwd_kernel", 8, 4096, 0, 1), dict(source=generated(
-              imm=bool(imm), spec=bool(spec), static=bool(static), key="layernorm")))
+              imm=imm, spec=bool(spec), static=static, key="layernorm"), spec=bool(spec)))
           for n, imm, spec, static in forms]
     ad = [(n, ("add_probe", w, 1024, k, mb), dict(imm=i)) for n, w, k, mb, i in ADD]
+    ad += [("add" + n, ("add_kernel", 4, 1024, 0, 1), dict(source=generated(
+               imm=imm, spec=True, static=static, key="add"), spec=True))
+           for n, imm, spec, static in forms[:6] if spec]
     return sm, ln, ad
 
 
@@ -374,7 +406,8 @@ class Probe:
     call: its host time hides under the L2 flush that do_bench launches before each call."""
 
     def __init__(self, head, name, entry, warps, block, per_sm, minb, prefetch=0, copy=0,
-                 bulk=0, acc=2, dyn=0, imm=0, source=None):
+                 bulk=0, acc=2, dyn=0, imm=0, source=None, spec=False):
+        self.spec = spec    # specialized as the benchmark's launch: checked on its shape only
         res = build(head, entry, warps, block, per_sm, minb, prefetch, copy, bulk, acc, dyn, imm,
                     source)
         rep = res.report
@@ -441,7 +474,7 @@ def main():
         x = torch.randn(m, n, device="cuda") * 4
         ref = torch.softmax(x, dim=1)
         for p in sm:
-            if (p.shared > 64 or p.name.startswith(("spec", "tested"))) and n != 4096:
+            if (p.shared > 64 or p.spec) and n != 4096:
                 continue
             out = torch.full_like(x, float("nan"))
             softmax_call(p, x, out)()
@@ -450,6 +483,8 @@ def main():
     for n in (1000003, 1 << 27):
         x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
         for p in ad:
+            if p.spec and n % 16:
+                continue   # specialized as the benchmark's launch: n divisible by 16
             out = torch.full_like(x, float("nan"))
             add_call(p, x, y, out)()
             torch.testing.assert_close(out, x + y, msg=f"{p.name} {n}")

@@ -215,7 +215,7 @@ def test_memory_variants_compile_without_spills():
     head = mv.header()
     for group in mv.variants(head):
         for name, args, kw in group:
-            r = mv.build(head, *args, **kw)
+            r = mv.build(head, *args, **{k: v for k, v in kw.items() if k != "spec"})
             rep = r.report
             assert rep["n_spills"] == 0 and rep["local_bytes"] == 0, (name, rep)
             if name.startswith("bulk"):
@@ -231,11 +231,11 @@ def test_memory_variants_immediate_offsets_toggle_only_the_addressing():
     import re
 
     import memory_variants as mv
-    from newt.codegen import memory
+    from newt.passes import accesses
     for key in ("softmax", "layernorm"):
         a = mv.generated(imm=True, spec=True, key=key).source
         b = mv.generated(imm=False, spec=True, key=key).source
-        assert memory.IMMEDIATE_OFFSETS == [True]
+        assert accesses.ADDRESSES == {"load": None, "store": None}
         assert re.search(r"\* const pb\d+ = ", a) and not re.search(r"\* const pb\d+ = ", b)
         # the same loads and stores, the same masks and arithmetic: only pointer lines differ
         strip = lambda s: [ln for ln in s.splitlines()   # noqa: E731
@@ -245,12 +245,18 @@ def test_memory_variants_immediate_offsets_toggle_only_the_addressing():
 
 
 def test_memory_variants_tested_form_keeps_the_run_time_checks():
-    """memory.STATIC_GROUPS off: the specialized kernel's groups keep the alignment test and
+    """The static form off: the specialized kernel's groups keep the alignment test and
     the scalar path (as the unspecialized kernel's do), and the switch is restored after."""
     import memory_variants as mv
-    from newt.codegen import memory
+    from newt.passes import accesses
     spec = mv.generated(spec=True).source
     tested = mv.generated(spec=True, static=False).source
-    assert memory.STATIC_GROUPS == [True]
+    assert accesses.GROUPS == {"load": None, "store": None}
     assert "& 15) == 0" not in spec and "nt_ldp32(" not in spec
     assert "& 15) == 0" in tested and "nt_ldp32(" in tested and "nt_stp32(" in tested
+    # one access kind at a time: the loads' groups tested, the stores' kept static, and back
+    loads = mv.generated(spec=True, static="load").source
+    stores = mv.generated(spec=True, static="store").source
+    assert "nt_ldp32(" in loads and "nt_stp32(" not in loads
+    assert "nt_stp32(" in stores and "nt_ldp32(" not in stores
+    assert accesses.GROUPS == {"load": None, "store": None}

@@ -26,7 +26,8 @@ from ..passes.layouts import CyclicLayout
 from . import store_tma
 from .dot import _FRAG_PACK, _helpers, _region, planned_base
 from .emitter import handles
-from .memory import NARROW, _bits, _mask_all, _pack_store, _static_group, _utype, to_bits
+from ..passes.accesses import static_groups
+from .memory import NARROW, _bits, _mask_all, _pack_store, _utype, to_bits
 
 _CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
 
@@ -90,7 +91,7 @@ def _dot_store(em, op):
     # the run facts prove every group consecutive, aligned and under one mask bit (pointers
     # and strides specialized as divisible by 16): one predicated vector store per group, as
     # Triton emits it, with neither a run-time test nor a scalar path to fall back on
-    static = vec > 1 and _static_group(ptr, mask, vec, width, size)
+    static = vec > 1 and static_groups(ptr, mask, vec, width, size)
     bits = em.staged_bits.get(val.id)      # the staged value's own storage bits (_acc_out_16)
     em.emit("#pragma unroll")
     with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):

@@ -9,8 +9,10 @@ accessed. Run facts from the layout pass (passes/runs.py) drop the tests that ho
 construction (pointers from arange are consecutive; `offs < n` over a run is one test of its
 last element), so what remains is a few integer ops in front of an access that costs hundreds
 of cycles. When the facts prove a group aligned and under one mask bit (pointers and sizes
-specialized as divisible by 16, as Triton does), the group is one predicated vector access
-with no test and no scalar path.
+specialized as divisible by 16, as Triton does), the group can be one predicated vector access
+with no test and no scalar path. Which of the two forms an access takes, and whether its
+groups address from one base plus immediate offsets, is passes/accesses.py's decision (the
+op's `access` attribute); this file follows it.
 
 Register pressure is the constraint here: pointer and mask blocks are evaluated per group from
 their index math (operand_at) rather than read from per-element arrays, and loaded elements
@@ -24,16 +26,6 @@ from ..ir.core import is_block
 from .emitter import handles, reg_type, storage_type
 
 _VEC_TYPE = {4: "u32", 2: "u16", 1: "u8"}
-# The groups of a block contiguous as a whole address from one base plus immediate offsets
-# (_access). benchmarks/memory_variants.py turns this off for its A/B runs. Measured there on
-# 2026-12-02, without it: the specialized softmax +0.2-0.5%, the layernorm -0.5%, the vector
-# add level (and silu-and-mul -0.6% in a whole table). It stays on.
-IMMEDIATE_OFFSETS = [True]
-# Groups proved aligned and under one mask bit are one predicated vector access with no test
-# (_static_group). Off (the same script's A/B only): they keep the run-time test and scalar
-# path, as unspecialized groups do; the unspecialized softmax read 0.3-1% faster, the
-# unspecialized layernorm 12% slower (2026-12-02, where more than this differed).
-STATIC_GROUPS = [True]
 # Floats narrower than their fp32 register form: (fp32 -> storage bits, storage bits -> fp32,
 # round an fp32 to the format), the helpers of codegen/header.py
 NARROW = {"float16": ("nt_f2h", "nt_h2f", "nt_rh"), "bfloat16": ("nt_f2b", "nt_b2f", "nt_rb"),
@@ -93,22 +85,15 @@ def store_conv(dt, x: str) -> str:
     return x
 
 
-def _plan(op, lay, dt):
-    """(vec, access width in bytes, accesses per group), or None for scalar-only access.
-
-    vec is the layout's group, except for an index-computable pointer whose proven run length
-    (attrs contig, e.g. the 4 columns of a [256, 4] block) is shorter: its accesses are that
-    long, as in Triton, rather than tested element by element at run time for a longer run."""
-    size = max(1, dt.bits // 8)
-    vec = lay.vec
-    ptr = op.operands[0]
-    contig = ptr.attrs.get("contig", 1)
-    if ptr.attrs.get("icomp") and 1 < contig < vec:
-        vec = contig
-    if vec < 2 or op.attrs.get("volatile"):
-        return None
-    width = min(16, vec * size)
-    return vec, width, vec * size // width
+def _plan(op, lay, dt, mask):
+    """The access form passes/accesses.py chose (an Access), or None for scalar-only access.
+    Ops the pass did not see get the same rule here."""
+    acc = op.attrs.get("access")
+    if acc is None:
+        from ..passes.accesses import choose, vector_plan   # (the passes import codegen)
+        plan = vector_plan(op, lay, dt)
+        acc = plan and choose(op.opcode, op.operands[0], mask, lay, dt, plan)
+    return acc
 
 
 def _element_bits(word_exprs, size, e):
@@ -208,18 +193,6 @@ def _group_conds(em, lay, ptr, mask, vec, width, first, p0) -> list[str]:
     return conds
 
 
-def _static_group(ptr, mask, vec, width, size) -> bool:
-    """Whether every group is known, from the layout pass's run facts, to be consecutive,
-    aligned to the access width and under one mask bit: then a group is one predicated
-    vector access and needs neither a run-time test nor the scalar path (Triton's case when
-    pointers and sizes are specialized as divisible by 16)."""
-    c, d = ptr.attrs.get("contig", 1), ptr.attrs.get("div", 1)
-    if c < vec:
-        return False
-    align = d if c <= vec else min(d, vec * size)     # at a group's first element
-    return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
-
-
 def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None, vector_if=None):
     """Emit a block access: per group of `vec` slots, `vector(first, p0)` when the group's
     test passes, else `scalar(first, j, pointer, condition)` for each of its slots (predicated).
@@ -231,15 +204,12 @@ def _access(em, lay, ptr, mask, plan, vector, scalar, masked_off=None, vector_if
     by the path it takes and dead afterwards (one test over all groups kept every group's
     64-bit pointer alive across both paths). A group contiguous by construction addresses its
     slots from the first one's pointer."""
-    vec, width, _ = plan
+    vec, width = plan.vec, plan.width
     contig = ptr.attrs.get("contig", 1) >= vec
-    static = STATIC_GROUPS[0] and _static_group(ptr, mask, vec, width,
-                                                max(1, ptr.dtype.element_ty.bits // 8))
+    static = plan.groups == "static"
     ct = em.ctype(ptr)
     group_ptr = lambda first: operand_at(em, ptr, first, lay)  # noqa: E731
-    from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
-    if (ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout)
-            and IMMEDIATE_OFFSETS[0]):
+    if plan.addr == "offsets":
         # contiguous over the whole block: every group's pointer is the first one's plus a
         # constant, which the memory instruction takes as an immediate offset
         base = em.fresh("pb")
@@ -303,7 +273,7 @@ def _load(em, op):
         em.declare(r, read)
         return
     lay = r.attrs["layout"]
-    plan = _plan(op, lay, dt)
+    plan = _plan(op, lay, dt, mask)
     if plan is None:                       # plain (volatile or single-element) accesses
         n = em.declare(r)
         with em.slots(lay.nslots) as s:
@@ -317,7 +287,7 @@ def _load(em, op):
     # Both paths fill raw storage bits. Elements narrower than 32 bits are packed into 32-bit
     # words (4 bools or 2 halves a register: that is what stays alive until the value is used),
     # and the conversion to the register type happens where the value is used (Emitter.lazy).
-    vec, width, per = plan
+    vec, width, per = plan.vec, plan.width, plan.per
     size = max(1, dt.bits // 8)
     b = _bits(dt)
     ut = _utype(b)
@@ -392,7 +362,7 @@ def _store(em, op):
         em.emit(f"if ({cond}) *({st}*)({em.name(ptr)}) = {store_conv(dt, em.name(val))};")
         return
     lay = ptr.attrs["layout"]
-    plan = _plan(op, lay, dt)
+    plan = _plan(op, lay, dt, mask)
     b = _bits(dt)
     ut = _utype(b)
     raw = em.fresh("raw")                  # storage bits, converted once for both paths
@@ -409,7 +379,7 @@ def _store(em, op):
     if plan is None:
         _scalar_only(em, lay, ptr, mask, scalar)
         return
-    vec, width, per = plan
+    vec, width, per = plan.vec, plan.width, plan.per
     size = max(1, dt.bits // 8)
 
     def vector(first, p0, cond=None):

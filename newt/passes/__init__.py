@@ -9,6 +9,8 @@
     dot_rows     dot results' row statistics and the next dot's A operand stay in the
                  fragment layout; loop-invariant A tiles staged once (dot_rows.py)
     store_tma    a dot epilogue's masked store of a TMA-ring dot as TMA boxes (store_tma.py)
+    accesses     each block load's and store's vector accesses: their groups tested at run
+                 time or proven, addressed by immediate offsets or index math (accesses.py)
     smem         reduction plans and the shared-memory scratch arena (smem.py)
     persistent   a TMA-ring matmul as one CTA per SM looping over program ids (persistent.py)
     occupancy    the blocks per SM asked of ptxas (smem.py)
@@ -18,6 +20,7 @@ Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so t
 """
 from __future__ import annotations
 
+from .accesses import plan_accesses
 from .dot_pipeline import pipeline_dots
 from .dot_rows import fuse_dot_rows
 from .layout import assign_layouts
@@ -36,6 +39,7 @@ PASSES = (
     ("layout", assign_layouts),
     ("dot_rows", fuse_dot_rows),
     ("store_tma", plan_store_tma),
+    ("accesses", plan_accesses),
     ("smem", plan_shared_memory),
     ("persistent", plan_persistent),
     ("occupancy", plan_occupancy),

@@ -1,0 +1,115 @@
+"""Access forms: how each block load and store is cut into vector accesses, and how each of
+its groups is guarded and addressed. codegen/memory.py emits what this pass records as
+`op.attrs["access"]` (an Access, printed as e.g. `access=v4x16B tested index`).
+
+Per group of `vec` consecutive slots (layouts.py) an access is one or more vector loads or
+stores of `width` bytes. Two choices remain per access:
+
+    groups  static   the run facts (runs.py) prove every group consecutive, aligned to the
+                     width and under one mask bit: one predicated vector access, no test
+            tested   each group tests at run time that its pointers are consecutive and
+                     aligned and its mask bits set, and takes a predicated scalar path if not
+    addr    offsets  the block is contiguous as a whole: every group's pointer is one base
+                     plus a constant, which the instruction takes as an immediate offset
+            index    every group's pointer comes from its own index math
+
+The rule, from benchmarks/memory_variants.py on the H200 (2026-12-02, three calls, 7
+interleaved rounds; docs/results/2026-12-02-1630-h200.md):
+  - Masked groups of 32-bit or wider elements are tested and indexed even when the facts
+    prove them static. The softmax (fp32) reads 1% faster that way (4,104 against 4,064
+    GB/s; Triton 4,082), the loads and the stores each giving half of it; the vector add is
+    level. Their scalar path is at most four whole-register accesses, and it costs the
+    softmax no register.
+  - Narrower elements keep the static form and immediate offsets. A 16-byte group of fp16 is
+    eight scalar accesses packed into words; that path costs the layernorm 7 registers, one
+    CTA per SM and 8% (3,706 against 4,037), and without immediate offsets it reads 0.5% less.
+  - Unmasked groups proved static stay one plain vector access: nothing to branch on.
+The switches below force one form for the experiment script's A/B runs; None is the rule.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..ir.core import is_block
+
+# per access kind: None (the rule above), or the form to force
+GROUPS = {"load": None, "store": None}       # "static" / "tested"
+ADDRESSES = {"load": None, "store": None}    # "offsets" / "index"
+
+
+@dataclasses.dataclass(frozen=True)
+class Access:
+    vec: int          # slots per group
+    width: int        # bytes per vector access
+    per: int          # vector accesses per group
+    groups: str       # "static" or "tested"
+    addr: str         # "offsets" or "index"
+
+    def __str__(self):
+        return f"v{self.vec}x{self.width}B {self.groups} {self.addr}"
+
+
+def vector_plan(op, lay, dt):
+    """(vec, access width in bytes, accesses per group), or None for scalar-only access.
+
+    vec is the layout's group, except for an index-computable pointer whose proven run length
+    (attrs contig, e.g. the 4 columns of a [256, 4] block) is shorter: its accesses are that
+    long, as in Triton, rather than tested element by element at run time for a longer run."""
+    size = max(1, dt.bits // 8)
+    vec = lay.vec
+    ptr = op.operands[0]
+    contig = ptr.attrs.get("contig", 1)
+    if ptr.attrs.get("icomp") and 1 < contig < vec:
+        vec = contig
+    if vec < 2 or op.attrs.get("volatile"):
+        return None
+    width = min(16, vec * size)
+    return vec, width, vec * size // width
+
+
+def static_groups(ptr, mask, vec, width, size) -> bool:
+    """Whether every group is known, from the layout pass's run facts, to be consecutive,
+    aligned to the access width and under one mask bit: then a group can be one predicated
+    vector access and needs neither a run-time test nor the scalar path (Triton's case when
+    pointers and sizes are specialized as divisible by 16)."""
+    c, d = ptr.attrs.get("contig", 1), ptr.attrs.get("div", 1)
+    if c < vec:
+        return False
+    align = d if c <= vec else min(d, vec * size)     # at a group's first element
+    return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
+
+
+def choose(kind, ptr, mask, lay, dt, plan) -> Access:
+    """The rule (module docstring) for one access with vector plan `plan`."""
+    from .layouts import CyclicLayout
+    vec, width, per = plan
+    size = max(1, dt.bits // 8)
+    static = static_groups(ptr, mask, vec, width, size)
+    whole = ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout)
+    wide = size >= 4 and mask is not None
+    groups = GROUPS[kind] or ("static" if static and not wide else "tested")
+    if groups == "static" and not static:
+        groups = "tested"                  # a forced form never drops a needed test
+    addr = ADDRESSES[kind] or ("offsets" if whole and not wide else "index")
+    if not whole:
+        addr = "index"
+    return Access(vec, width, per, groups, addr)
+
+
+def plan_accesses(fn, options):
+    for op in fn.walk():
+        if op.opcode not in ("load", "store") or not is_block(op.operands[0].type):
+            continue
+        ptr = op.operands[0]
+        if op.opcode == "load":
+            dt, lay = op.results[0].dtype, op.results[0].attrs.get("layout")
+            mask = op.operands[1] if op.attrs.get("has_mask") else None
+        else:
+            dt, lay = op.operands[1].dtype, ptr.attrs.get("layout")
+            mask = op.operands[2] if op.attrs.get("has_mask") else None
+        if lay is None or not hasattr(lay, "vec"):
+            continue                       # taken by another path (a dot's ring, TMA)
+        plan = vector_plan(op, lay, dt)
+        if plan is not None:
+            op.attrs["access"] = choose(op.opcode, ptr, mask, lay, dt, plan)
+    return fn
