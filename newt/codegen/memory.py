@@ -85,15 +85,10 @@ def store_conv(dt, x: str) -> str:
     return x
 
 
-def _plan(op, lay, dt, mask):
-    """The access form passes/accesses.py chose (an Access), or None for scalar-only access.
-    Ops the pass did not see get the same rule here."""
-    acc = op.attrs.get("access")
-    if acc is None:
-        from ..passes.accesses import choose, vector_plan   # (the passes import codegen)
-        plan = vector_plan(op, lay, dt)
-        acc = plan and choose(op.opcode, op.operands[0], mask, lay, dt, plan)
-    return acc
+def _plan(op):
+    """The access form passes/accesses.py chose (an Access), or None for scalar-only access."""
+    acc = op.attrs["access"]
+    return None if acc == "scalar" else acc
 
 
 def _element_bits(word_exprs, size, e):
@@ -273,7 +268,7 @@ def _load(em, op):
         em.declare(r, read)
         return
     lay = r.attrs["layout"]
-    plan = _plan(op, lay, dt, mask)
+    plan = _plan(op)
     if plan is None:                       # plain (volatile or single-element) accesses
         n = em.declare(r)
         with em.slots(lay.nslots) as s:
@@ -362,7 +357,7 @@ def _store(em, op):
         em.emit(f"if ({cond}) *({st}*)({em.name(ptr)}) = {store_conv(dt, em.name(val))};")
         return
     lay = ptr.attrs["layout"]
-    plan = _plan(op, lay, dt, mask)
+    plan = _plan(op)
     b = _bits(dt)
     ut = _utype(b)
     raw = em.fresh("raw")                  # storage bits, converted once for both paths

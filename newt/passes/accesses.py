@@ -1,6 +1,7 @@
 """Access forms: how each block load and store is cut into vector accesses, and how each of
 its groups is guarded and addressed. codegen/memory.py emits what this pass records as
-`op.attrs["access"]` (an Access, printed as e.g. `access=v4x16B tested index`).
+`op.attrs["access"]`: an Access (printed as e.g. `access=v4x16B tested index`), or "scalar"
+for one predicated access per element. Every block access gets one; codegen decides nothing.
 
 Per group of `vec` consecutive slots (layouts.py) an access is one or more vector loads or
 stores of `width` bytes. Two choices remain per access:
@@ -110,6 +111,7 @@ def plan_accesses(fn, options):
         if lay is None or not hasattr(lay, "vec"):
             continue                       # taken by another path (a dot's ring, TMA)
         plan = vector_plan(op, lay, dt)
-        if plan is not None:
-            op.attrs["access"] = choose(op.opcode, ptr, mask, lay, dt, plan)
+        # "scalar": one predicated access per element (volatile, or groups of one slot)
+        op.attrs["access"] = "scalar" if plan is None else choose(op.opcode, ptr, mask, lay,
+                                                                   dt, plan)
     return fn
