@@ -8,7 +8,8 @@ with a warm disk cache, and cold compile times; newt vs Triton (same kernel sour
   bottleneck: this is what a user's Python loop pays per launch. Two shapes of argument list:
   the 4-argument vector add and a 12-argument kernel with matmul's signature.
 - First call / cold compile: benchmarks/first_call.py in subprocesses, first with an empty
-  cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder.
+  cache folder (cold: parse, codegen, NVRTC or LLVM, load), then again on the warm folder, with
+  Python's bytecode cache on (as for an installed package; _first_call says why).
 
     python benchmarks/bench_launch.py            # or through benchmarks/run_all.py
     python benchmarks/bench_launch.py --stand-in # no GPU: the Python side of a launch only
@@ -174,6 +175,11 @@ def _first_call(provider, names, cache_root):
     env["NEWT_CACHE_DIR"] = os.path.join(cache_root, "newt")
     env["TRITON_CACHE_DIR"] = os.path.join(cache_root, "triton")
     env["PYTHONPATH"] = os.pathsep.join([common.ROOT, env.get("PYTHONPATH", "")]).rstrip(":")
+    # Python's bytecode cache on, as for an installed package (pip compiles it at install): the
+    # cold run writes it, the warm run reads it. Without it every process compiles the runtime
+    # modules its first launch imports from their source, about 10 ms on the H200
+    # (first_call_parts.py); Triton's figure is timed under the same setting.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "first_call.py")
     p = subprocess.run([sys.executable, script, provider, ",".join(names)], env=env,
                        capture_output=True, text=True, timeout=180)

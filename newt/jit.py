@@ -247,6 +247,7 @@ class JITFunction:
         `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
         branch that builds the same key as one flat tuple, without per-parameter tuples."""
         import torch
+        from .runtime.cache import python_code
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
@@ -373,7 +374,7 @@ def launch(_n_grid, {params}):
         if what == "binder":
             src = binder_src
         try:
-            exec(compile(src, f"<newt launcher of {self.__name__}>", "exec"), ns)
+            exec(python_code(src, f"<newt launcher of {self.__name__}>"), ns)
         except SyntaxError as e:  # a parameter name Python cannot take as an argument
             raise LaunchError(f"kernel {self.__name__}: cannot build its launcher ({e})") from None
         if what == "binder":
@@ -388,7 +389,8 @@ def launch(_n_grid, {params}):
 
     def _first_launch(self, grid, *args, **kwargs):
         """The first launch: learn the argument classes, generate the launch function with its
-        fast branch for them (compiling the generated code costs a few ms: do it once), go."""
+        fast branch for them (once: compiling it costs about 1 ms, and a later process reads
+        the compiled code from the disk cache, runtime/cache.py's python_code), go."""
         kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
         try:
             ba = self.signature.bind(*args, **kw)

@@ -13,6 +13,7 @@ import newt
 from newt.runtime import cache, specialize
 
 from runtime_fakes import FAKE_CUBIN, FakeCompile
+from test_runtime_launch import fake_lib_path, gpu  # noqa: F401  (fixtures: the stand-in GPU)
 
 
 def binary(tag="a"):
@@ -356,3 +357,60 @@ def test_missing_cache_dir_is_created_without_warning(tmp_path, monkeypatch):
         specialize.get_binary(k, sig, {"BLOCK": 16}, {}, arch="sm_90a", num_warps=4,
                               num_stages=3, compile_fn=fc)
     assert folder.is_dir() and any(fs for _, _, fs in os.walk(folder))
+
+
+# ---- the generated launch function's code (cache.python_code) ------------------------------
+
+def _compile_spy(monkeypatch):
+    """builtins.compile, counting the calls it gets for each filename."""
+    import builtins
+    real, seen = builtins.compile, []
+
+    def spy(src, filename, *a, **k):
+        seen.append(str(filename))
+        return real(src, filename, *a, **k)
+    monkeypatch.setattr(builtins, "compile", spy)
+    return seen
+
+
+def test_python_code_is_compiled_once_and_damage_recompiles(tmp_cache, monkeypatch):
+    import marshal
+    src = "def f(a):\n    return a * 3 + 1\n"
+    seen = _compile_spy(monkeypatch)
+
+    def run(code):
+        ns: dict = {}
+        exec(code, ns)
+        return ns["f"](2)
+    assert run(cache.python_code(src, "<t>")) == 7 and seen == ["<t>"]
+    assert run(cache.python_code(src, "<t>")) == 7 and seen == ["<t>"]     # from the disk
+    key = cache.digest("python code", sys.version, "<t>", src)
+    disk = cache.disk_cache()
+    # bytes marshal cannot read, then a valid entry of another Python: both compiled again
+    for meta, payload in (({"python": sys.version}, b"\xff\x00junk"),
+                          ({"python": "2.7.18"}, marshal.dumps(compile("f = 0", "<o>", "exec")))):
+        disk.store(key, cache.KernelBinary(meta, payload))
+        n = len(seen)
+        assert run(cache.python_code(src, "<t>")) == 7 and seen[n:] == ["<t>"]
+        assert run(cache.python_code(src, "<t>")) == 7 and len(seen) == n + 1   # rewritten
+    with pytest.raises(SyntaxError):
+        cache.python_code("def (:\n", "<bad>")
+
+
+def test_fresh_jit_function_reads_its_launch_function_from_disk(gpu, monkeypatch):
+    """A new JITFunction of the same kernel (what a fresh process holds) generates the same
+    launch function source and takes its code from the disk cache, compiling nothing."""
+    import torch
+    from runtime_fakes import fake_state
+    from test_runtime_launch import make_add
+    cu, fc = gpu
+    x, y, out = torch.randn(300), torch.randn(300), torch.empty(300)
+    make_add()[(3,)](x, y, out, 300, BLOCK=128)
+    seen = _compile_spy(monkeypatch)
+    before = fake_state(cu).launches
+    make_add()[(3,)](x, y, out, 300, BLOCK=128)
+    st = fake_state(cu)
+    assert [f for f in seen if f.startswith("<newt launcher")] == []
+    assert st.launches == before + 1 and st.grid == (3, 1, 1)
+    assert st.params[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
+    assert st.params[3] & 0xFFFFFFFF == 300

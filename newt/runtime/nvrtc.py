@@ -34,13 +34,19 @@ _lib = None
 _lib_path = None
 
 
-def _candidate_dirs() -> list[str]:
-    """Folders that may hold libnvrtc, most specific first."""
-    dirs = []
+def _candidates():
+    """Folders that may hold libnvrtc, most specific first, each once. A generator: the cache
+    key's fingerprint() stops at the first folder that holds the library (on a warm-cache first
+    call, before the torch lookup and the glob below)."""
+    seen: set = set()
     for p in sys.path:
         if p and os.path.isdir(os.path.join(p, "nvidia")):
             for sub in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib"):
-                dirs.append(os.path.join(p, "nvidia", sub))
+                d = os.path.normpath(os.path.join(p, "nvidia", sub))
+                if d not in seen:
+                    seen.add(d)
+                    yield d
+    dirs = []
     try:  # torch's own lib folder (some builds bundle nvrtc there); find it without importing
         import importlib.util
         spec = importlib.util.find_spec("torch")
@@ -56,13 +62,15 @@ def _candidate_dirs() -> list[str]:
                      os.path.join(root, "targets", "sbsa-linux", "lib")]
     for root in sorted(glob.glob("/usr/local/cuda*"), reverse=True):
         dirs += [os.path.join(root, "lib64"), os.path.join(root, "targets", "x86_64-linux", "lib")]
-    seen, out = set(), []
-    for d in dirs:
-        d = os.path.normpath(d)
+    for d in map(os.path.normpath, dirs):
         if d not in seen:
             seen.add(d)
-            out.append(d)
-    return out
+            yield d
+
+
+def _candidate_dirs() -> list[str]:
+    """Every folder that may hold libnvrtc, most specific first (load() tries them all)."""
+    return list(_candidates())
 
 
 def _load_from_dir(d: str, tried: list[str]):
@@ -180,7 +188,7 @@ def fingerprint() -> str:
         if _lib_path is not None and os.path.isabs(_lib_path):
             paths = [_lib_path]
         else:
-            paths = [os.path.join(d, s) for d in _candidate_dirs() for s in _SONAMES]
+            paths = (os.path.join(d, s) for d in _candidates() for s in _SONAMES)
         _fingerprint = "loader-path"
         for p in paths:
             try:
