@@ -37,35 +37,36 @@ _lib_path = None
 def _candidates():
     """Folders that may hold libnvrtc, most specific first, each once. A generator: the cache
     key's fingerprint() stops at the first folder that holds the library (on a warm-cache first
-    call, before the torch lookup and the glob below)."""
+    call, before the torch lookup and the glob of _places)."""
     seen: set = set()
+    for d in map(os.path.normpath, _places()):
+        if d not in seen:
+            seen.add(d)
+            yield d
+
+
+def _places():
+    """Where libnvrtc may be, in _candidates' order, repeats included."""
     for p in sys.path:
         if p and os.path.isdir(os.path.join(p, "nvidia")):
             for sub in ("cu13/lib", "cuda_nvrtc/lib", "cu12/lib"):
-                d = os.path.normpath(os.path.join(p, "nvidia", sub))
-                if d not in seen:
-                    seen.add(d)
-                    yield d
-    dirs = []
+                yield os.path.join(p, "nvidia", sub)
     try:  # torch's own lib folder (some builds bundle nvrtc there); find it without importing
         import importlib.util
         spec = importlib.util.find_spec("torch")
         if spec and spec.submodule_search_locations:
-            dirs.append(os.path.join(list(spec.submodule_search_locations)[0], "lib"))
+            yield os.path.join(list(spec.submodule_search_locations)[0], "lib")
     except (ImportError, ValueError):
         pass
     for var in ("CUDA_HOME", "CUDA_PATH"):
         root = os.environ.get(var)
         if root:
-            dirs += [os.path.join(root, "lib64"), os.path.join(root, "lib"),
-                     os.path.join(root, "targets", "x86_64-linux", "lib"),
-                     os.path.join(root, "targets", "sbsa-linux", "lib")]
+            yield from (os.path.join(root, "lib64"), os.path.join(root, "lib"),
+                        os.path.join(root, "targets", "x86_64-linux", "lib"),
+                        os.path.join(root, "targets", "sbsa-linux", "lib"))
     for root in sorted(glob.glob("/usr/local/cuda*"), reverse=True):
-        dirs += [os.path.join(root, "lib64"), os.path.join(root, "targets", "x86_64-linux", "lib")]
-    for d in map(os.path.normpath, dirs):
-        if d not in seen:
-            seen.add(d)
-            yield d
+        yield from (os.path.join(root, "lib64"),
+                    os.path.join(root, "targets", "x86_64-linux", "lib"))
 
 
 def _candidate_dirs() -> list[str]:
