@@ -130,6 +130,28 @@ def test_sustained_script_averages_nvidia_smi_samples():
     assert ms.summarize("100, 1980\n" * 6) is None
 
 
+def test_tie_rounds_rotates_the_order_and_reads_ratios_per_round():
+    """benchmarks/tie_rounds.py: each round times every provider once in a rotated order, and
+    the ratio lines pair each newt provider with its Triton namesake, round by round (a ratio
+    upside down, or taken across rounds, would read a loss as a lead)."""
+    import tie_rounds as tr
+    order = []
+    times = tr.timed_rounds({"newt": "n", "triton": "t", "torch": "c"}, 3,
+                            lambda fn: order.append(fn) or len(order))
+    assert order == ["n", "t", "c", "t", "c", "n", "c", "n", "t"]
+    assert times == {"newt": [1, 6, 8], "triton": [2, 4, 9], "torch": [3, 5, 7]}
+    # newt 2.0 ms in every round; Triton 1.9 / 2.2 / 2.1: newt ahead in 2 of 3 rounds
+    ms = {"newt a": [2.0, 2.0, 2.0], "newt b": [3.0, 1.0, 3.0],
+          "triton a": [1.9, 2.2, 2.1], "triton b": [4.0, 4.0, 4.0], "cuBLAS": [1.0, 1.0, 1.0]}
+    lines = tr.summary(ms, "TFLOP/s", 2e9)
+    assert lines[0].split()[-2:] == ["1.0", "TFLOP/s"]       # 2e9 FLOP in 2 ms
+    a = next(x for x in lines if "Triton a:" in x)
+    assert "median 1.0500" in a and "range 0.9500-1.1000" in a and "ahead in 2 of 3" in a
+    best = next(x for x in lines if "best config" in x)
+    # best per round: newt 2.0 / 1.0 / 2.0, Triton 1.9 / 2.2 / 2.1
+    assert "median 1.0500" in best and "range 0.9500-2.2000" in best and "ahead in 2 of 3" in best
+
+
 @pytest.mark.parametrize("stages", [4, 8])
 def test_wait2_variant_keeps_two_groups_in_flight(stages, nopersist):
     """wait2 finds today's ring loop: one tile shallower, wait_group 2, the release two k-steps
