@@ -321,3 +321,55 @@ def test_signed_overflow_not_assumed_away_by_nvrtc(t):
     assert re.search(rf"setp\.(eq|ne)\.[su]{bits}\s+%p\d+, %r[d]?\d+, "
                      rf"({2 ** (int(bits) - 1) - 1}|{-(2 ** (int(bits) - 1))})", body) or \
         re.search(rf"setp\.\w+\.s{bits}.*\n.*\n?.*selp", body), body[:3000]
+
+
+# --------------------------------------------------------------------------- 16-bit float bits
+# Found by the fuzzer on the H200 (2026-12-03, case seed 1938852604):
+# `x.to(nl.bfloat16).to(nl.uint16, bitcast=True).to(nl.int8)` stored 1 for 1.0, not the low
+# byte of its bits (0x80). ptxas 13.0 compiles an 8-bit store or truncation of a register that
+# `cvt.rn.bf16.f32` / `cvt.rn.f16.f32` wrote as a float-to-int conversion (F2I.U8.F16); the
+# bitcast now passes the bits through a move (codegen/header.py, nt_bits16).
+
+@newt.jit
+def _half_bits_low_byte_kernel(x_ptr, out_ptr, N, HALF: nl.constexpr, BITS: nl.constexpr,
+                               BLOCK: nl.constexpr):
+    r = nl.arange(0, BLOCK)
+    m = r < N
+    x = nl.load(x_ptr + r, mask=m)
+    h = x.to(nl.bfloat16) if HALF == "bf16" else x.to(nl.float16)
+    bits = h.to(nl.int16, bitcast=True) if BITS == "i16" else h.to(nl.uint16, bitcast=True)
+    nl.store(out_ptr + r, bits.to(nl.int8), mask=m)
+
+
+_HALF = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@pytest.mark.parametrize("half", ["bf16", "fp16"])
+@pytest.mark.parametrize("bits", ["i16", "u16"])
+def test_low_byte_of_half_bits(target, device, half, bits):
+    n = 1001
+    x = torch.randn(n) * 8
+    x[:6] = torch.tensor([1.0, -0.0, 2.0, -1.5, float("inf"), 0.5])
+    out = torch.full((n,), 77, dtype=torch.int8, device=device)
+    _half_bits_low_byte_kernel[(1,)](x.to(device), out, n, HALF=half, BITS=bits, BLOCK=1024)
+    want = x.to(_HALF[half]).view(torch.int16).to(torch.int8)
+    assert torch.equal(out.cpu(), want), (out.cpu()[:6].tolist(), want[:6].tolist())
+
+
+@pytest.mark.parametrize("half", ["bf16", "fp16"])
+def test_low_byte_of_half_bits_is_not_stored_from_the_conversion(half):
+    """CPU view: in the PTX, no 8-bit store or conversion reads a register that the fp32 ->
+    16-bit float conversion wrote (the form ptxas miscompiles); the bits pass a mov.b16 first."""
+    k = newt.compiler.compile(_half_bits_low_byte_kernel,
+                              {"x_ptr": "*fp32", "out_ptr": "*i8", "N": "i32"},
+                              {"HALF": half, "BITS": "u16", "BLOCK": 1024}, arch="sm_90a",
+                              num_warps=4)
+    body = k.ptx[k.ptx.index(".entry"):]
+    kind = "bf16" if half == "bf16" else "f16"
+    written = set(re.findall(rf"cvt\.rn\.{kind}\.f32\s+(%rs\d+),", body))
+    assert written, "no fp32 -> 16-bit float conversion in the PTX"
+    for line in body.splitlines():
+        if re.search(r"\b(st\.\w+(\.v\d)?\.[usb]8|cvt\.[us]8\.\w+)\b", line):
+            used = set(re.findall(r"%rs\d+\b", line))
+            assert not used & written, line
+    assert any(re.search(rf"mov\.b16\s+%rs\d+, {re.escape(r)};", body) for r in written)

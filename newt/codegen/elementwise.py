@@ -149,7 +149,7 @@ def _bitcast(src, dst, x):
     d16 = dst.is_floating() and dst.bits == 16
     if s16:
         bits = f"nt_f2h({x})" if src.name == "float16" else f"nt_f2b({x})"
-        return _from16(dst, bits) if d16 else f"({reg_type(dst)}){bits}"
+        return _from16(dst, bits) if d16 else f"({reg_type(dst)})nt_bits16({bits})"
     if d16:
         return _from16(dst, f"(u16)({x})")
     if src.bits == 32 and dst.is_floating():

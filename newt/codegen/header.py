@@ -94,6 +94,18 @@ NT_INLINE i32 nt_abs32(i32 x) {
   return x < 0 ? (i32)(0u - (u32)x) : x;
 #endif
 }
+// The bits of an fp16 / bf16 (nt_f2h / nt_f2b) as an integer. ptxas 13.0 compiles an 8-bit store
+// or truncation of a register that `cvt.rn.f16.f32` / `cvt.rn.bf16.f32` wrote as a float-to-int
+// conversion (F2I.U8.F16): nl.cast(x, nl.uint16, bitcast=True).to(nl.int8) of 1.0 in bf16 gave
+// 1 on the H200 instead of the low byte, 0x80. A move in between hides where the register came
+// from; ptxas then drops the move and stores the low byte.
+NT_INLINE u16 nt_bits16(u16 h) {
+#ifdef __CUDA_ARCH__
+  u16 r; asm("mov.b16 %0, %1;" : "=h"(r) : "h"(h)); return r;
+#else
+  return h;
+#endif
+}
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 
