@@ -10,9 +10,9 @@ call, the providers' order rotated from round to round). Per row it prints:
   median    the median over rounds of each provider's time, as GB/s or TFLOP/s
   ratio     newt/Triton per round: the median, the lowest and highest, and how many rounds
             newt led (> 1.000)
-  kernel    the kernels' own durations on the GPU (the profiler's, medians over the last
-            round's calls): the part of the time the compilers' code decides, without the
-            GPU's start-up after the flush that every provider pays alike
+  kernel    the kernels' own durations on the GPU (the profiler's median over 50 more calls,
+            each after the flush): the part of the time the compilers' code decides, without
+            the GPU's start-up after the flush that every provider pays alike
 For a matmul row every config of CFGS is a provider of its own (newt's and Triton's), so a
 compiler's best-of-configs never gets the extra luck of taking the best of several noisy
 samples within a round. Every output is checked against torch first, NaN-poisoned.
@@ -120,8 +120,7 @@ def summary(times: dict, unit: str, work: float) -> list[str]:
 
     pairs = [(n, "triton" + n[4:]) for n in times if n.startswith("newt")]
     for mine, theirs in pairs:
-        lines.append(ratio_line(f"newt/Triton {mine[5:] or ''}".rstrip(), times[mine],
-                                times[theirs]))
+        lines.append(ratio_line(f"newt/Triton {mine[5:]}".rstrip(), times[mine], times[theirs]))
     if len(pairs) > 1:
         best = [min(times[m][r] for m, _ in pairs) for r in range(rounds)]
         tbest = [min(times[t][r] for _, t in pairs) for r in range(rounds)]
