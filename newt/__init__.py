@@ -13,6 +13,9 @@ from .language import constexpr  # noqa: F401
 
 __version__ = "0.1.0"
 
+from . import compile_hooks as _compile_hooks  # noqa: E402
+_compile_hooks.install()   # torch.compile traces launches as newt::launch (torch_ops.py)
+
 
 def cdiv(x: int, y: int) -> int:
     """Ceiling division on the host (Triton's triton.cdiv)."""

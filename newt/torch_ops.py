@@ -1,0 +1,206 @@
+"""torch.compile support: what dynamo traces in place of a `kernel[grid](...)` launch.
+
+Sits beside the launch path, never on it. A launch is host code dynamo cannot trace (ctypes,
+data_ptr, struct packing), so compile_hooks.py points dynamo at `traced_getitem` instead of
+JITFunction.__getitem__ (and at `traced_run` instead of JITFunction.run, `traced_wrapper` for
+@autotune / @heuristics kernels). The traced code turns the launch into one call of the custom op
+`newt::launch(key, tensors, ints, floats, grid)`:
+
+    key       a string naming a registry entry made at trace time (`_register`, a constant to
+              dynamo): the kernel, the parameter layout, the constexprs, num_warps, num_stages
+    tensors   the tensor arguments, each once; declared mutated (a kernel may store into any)
+    ints      int and bool arguments (SymInts under dynamic shapes)
+    floats    float arguments
+    grid      the grid, evaluated at trace time (a grid callable sees the same meta dict as in
+              eager mode), or empty when the launch object evaluates it (@autotune: the grid
+              depends on the config chosen at run time)
+
+Its real implementation launches through the ordinary path (`kernel[grid](**arguments)`), so
+the compiled graph, inductor's generated code and CUDA-graph replays (mode="reduce-overhead")
+all launch exactly as eager code does. Its fake implementation does nothing: a launch returns
+nothing and writes in place. This module imports torch._dynamo: it is loaded only while dynamo
+traces, never by a plain launch.
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import LaunchError
+
+_REGISTRY: dict = {}    # key -> (launchable, layout, constexprs, num_warps, num_stages, grid)
+_KEYS: dict = {}        # (id of the launchable, spec) -> key
+
+
+@torch.compiler.assume_constant_result
+def _register(obj, layout: tuple, constexprs: tuple, num_warps, num_stages, grid) -> str:
+    """The registry key of one launch spelling; runs for real at trace time (dynamo records the
+    returned string as a constant), so the graph holds only the string."""
+    spec = (id(obj), layout, constexprs, num_warps, num_stages, grid)
+    key = _KEYS.get(spec)
+    if key is None:
+        key = f"{getattr(obj, '__name__', type(obj).__name__)}/{len(_REGISTRY)}"
+        _KEYS[spec] = key
+        _REGISTRY[key] = (obj, layout, constexprs, num_warps, num_stages, grid)
+    return key
+
+
+@torch.compiler.assume_constant_result
+def _signature_of(jf) -> tuple:
+    """(parameter names, ((name, default), ...), constexpr names) of a kernel, as constants."""
+    params = jf.signature.parameters
+    defaults = tuple((n, p.default) for n, p in params.items() if p.default is not p.empty)
+    return tuple(params), defaults, tuple(n for n in params if n in jf.constexpr_names)
+
+
+@torch.library.custom_op("newt::launch", mutates_args=("tensors",))
+def launch_op(key: str, tensors: list[torch.Tensor], ints: list[int], floats: list[float],
+              grid: list[int]) -> None:
+    obj, layout, constexprs, num_warps, num_stages, fixed_grid = _REGISTRY[key]
+    arguments = dict(constexprs)
+    for name, kind, i in layout:
+        if kind == "t":
+            arguments[name] = tensors[i]
+        elif kind == "i":
+            arguments[name] = ints[i]
+        elif kind == "b":
+            arguments[name] = bool(ints[i])
+        elif kind == "f":
+            arguments[name] = floats[i]
+        else:
+            arguments[name] = None
+    if num_warps is not None:    # None: an @autotune config chooses them
+        arguments["num_warps"] = num_warps
+    if num_stages is not None:
+        arguments["num_stages"] = num_stages
+    obj[tuple(grid) if grid else fixed_grid](**arguments)
+
+
+@launch_op.register_fake
+def _launch_fake(key, tensors, ints, floats, grid):
+    return None
+
+
+def _split(name: str, values: dict, names, constexpr_names, obj):
+    """Layout, tensors, ints, floats and constexprs of one launch's arguments."""
+    layout, tensors, ints, floats, constexprs = [], [], [], [], []
+    for n in names:
+        v = values[n]
+        if n in constexpr_names:
+            if isinstance(v, torch.Tensor):
+                raise LaunchError(f"kernel {name}: constexpr argument `{n}` is a tensor")
+            constexprs.append((n, v))
+        elif isinstance(v, torch.Tensor):
+            for i, t in enumerate(tensors):
+                if t is v:
+                    break
+            else:
+                i = len(tensors)
+                tensors.append(v)
+            layout.append((n, "t", i))
+        elif isinstance(v, bool):
+            layout.append((n, "b", len(ints)))
+            ints.append(int(v))
+        elif isinstance(v, (int, torch.SymInt)):
+            layout.append((n, "i", len(ints)))
+            ints.append(v)
+        elif isinstance(v, (float, torch.SymFloat)):
+            layout.append((n, "f", len(floats)))
+            floats.append(v)
+        elif v is None:
+            layout.append((n, "n", 0))
+        else:
+            raise LaunchError(
+                f"kernel {name}: argument `{n}` is a {type(v).__name__}; inside torch.compile a "
+                "launch takes tensors, ints, floats, bools and None (convert other objects to "
+                "tensors outside the compiled function)")
+    return tuple(layout), tensors, ints, floats, tuple(constexprs)
+
+
+def _bind(jf, args, kwargs):
+    names, defaults, constexpr_names = _signature_of(jf)
+    if len(args) > len(names):
+        raise LaunchError(f"kernel {jf.__name__}() takes {len(names)} arguments but "
+                          f"{len(args)} were given")
+    values = {}
+    for n, d in defaults:
+        values[n] = d
+    for n, a in zip(names, args):
+        values[n] = a
+    for n, a in kwargs.items():
+        if n not in names:
+            raise LaunchError(f"kernel {jf.__name__}() got an unexpected keyword argument '{n}'")
+        values[n] = a
+    for n in names:
+        if n not in values:
+            raise LaunchError(f"kernel {jf.__name__}() missing argument: {n}")
+    return names, constexpr_names, values
+
+
+def _grid_list(grid) -> list:
+    if isinstance(grid, (int, torch.SymInt)):
+        return [grid]
+    return list(grid)
+
+
+def compiled_launch(jf, grid, args, kwargs):
+    """A JITFunction launch as dynamo traces it: one newt::launch call."""
+    kwargs = dict(kwargs)
+    num_warps = kwargs.pop("num_warps", 4)
+    num_stages = kwargs.pop("num_stages", 3)
+    names, constexpr_names, values = _bind(jf, args, kwargs)
+    if callable(grid):
+        meta = dict(values)
+        meta["num_warps"] = num_warps
+        meta["num_stages"] = num_stages
+        grid = grid(meta)
+    layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
+                                                      constexpr_names, jf)
+    key = _register(jf, layout, constexprs, num_warps, num_stages, None)
+    torch.ops.newt.launch(key, tensors, ints, floats, _grid_list(grid))
+
+
+def traced_getitem(jf, grid):
+    def launch(*args, **kwargs):
+        return compiled_launch(jf, grid, args, kwargs)
+    return launch
+
+
+def traced_run(jf, *args, grid, **kwargs):
+    return compiled_launch(jf, grid, args, kwargs)
+
+
+def wrapper_launch(wrapper, grid, args, kwargs):
+    """An @autotune / @heuristics launch: the wrapper itself runs inside the op (it chooses the
+    config from real tensors), so a grid callable must be a function defined outside the
+    compiled region (dynamo passes it as a constant); a tuple grid is evaluated here."""
+    jf = wrapper
+    while not hasattr(jf, "constexpr_names"):   # Autotuner(Heuristics(JITFunction)) ...
+        jf = jf.fn
+    kwargs = dict(kwargs)
+    num_warps = kwargs.pop("num_warps", None)
+    num_stages = kwargs.pop("num_stages", None)
+    names, constexpr_names, values = _bind_partial(jf, args, kwargs)
+    layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
+                                                      constexpr_names, wrapper)
+    fixed = grid if callable(grid) else None
+    key = _register(wrapper, layout, constexprs, num_warps, num_stages, fixed)
+    torch.ops.newt.launch(key, tensors, ints, floats, [] if callable(grid) else _grid_list(grid))
+
+
+def _bind_partial(jf, args, kwargs):
+    """Like _bind, but the parameters a config or heuristic supplies may be absent."""
+    names, defaults, constexpr_names = _signature_of(jf)
+    values = {}
+    for n, d in defaults:
+        values[n] = d
+    for n, a in zip(names, args):
+        values[n] = a
+    values.update(kwargs)
+    present = tuple(n for n in names if n in values)
+    return present, constexpr_names, values
+
+
+def traced_wrapper_getitem(wrapper, grid):
+    def launch(*args, **kwargs):
+        return wrapper_launch(wrapper, grid, args, kwargs)
+    return launch
