@@ -22,3 +22,12 @@ from .language import (  # noqa: F401
 )
 
 __version__ = "0.1.0"
+
+
+def _dynamo_call(kernel, *args, **kwargs):
+    """What torch.compile traces in place of Kernel.__call__ (torch_ops.py): imported only then."""
+    from . import torch_ops
+    return torch_ops.traced_call(kernel, *args, **kwargs)
+
+
+Kernel.__call__._torchdynamo_inline = _dynamo_call

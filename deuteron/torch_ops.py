@@ -1,0 +1,198 @@
+"""torch.compile support for deuteron kernels: a call traces as the custom op `deuteron::call`.
+
+Sits beside kernel.py, never on its path: dynamo cannot trace a call (host code runs the user's
+function with a tracer, tunes, compiles, launches), so deuteron/__init__.py points dynamo at
+`traced_call` instead of Kernel.__call__ (newt/compile_hooks.py says how). One op serves every
+kernel:
+
+    deuteron::call(key, tensors, ints, floats) -> Tensor[]
+
+`key` names a registry entry made at trace time (the kernel, where each argument goes, the
+constant arguments). A kernel whose function assigns into one of its parameters (`x[t] = ...`)
+traces as `deuteron::call_inplace` instead, its tensors declared mutated: torch functionalizes a
+mutating custom op only when it returns nothing, so such a kernel may return its arguments but
+no new tensors. The real implementation calls the kernel as eager code does. The fake one runs the
+kernel's eager oracle `k.ref` on the fake tensors: its results give the shapes, strides and
+dtypes of the outputs, and which results are the input tensors themselves (an in-place kernel
+returning its argument). Those are handed back as the inputs; every other tensor result is a new
+tensor (a result sharing an input's memory is copied: an op's outputs may not alias its inputs).
+"""
+from __future__ import annotations
+
+import torch
+
+_REGISTRY: dict = {}     # key -> [kernel, layout, kwarg names, results structure or None]
+_KEYS: dict = {}
+
+
+@torch.compiler.assume_constant_result
+def _register(kernel, layout: tuple, kwarg_names: tuple) -> str:
+    spec = (id(kernel), layout, kwarg_names)
+    key = _KEYS.get(spec)
+    if key is None:
+        key = f"{kernel.__name__}/{len(_REGISTRY)}"
+        _KEYS[spec] = key
+        _REGISTRY[key] = [kernel, layout, kwarg_names, None]
+    return key
+
+
+@torch.compiler.assume_constant_result
+def _structure(key) -> tuple:
+    """The results' structure, recorded by the fake implementation when dynamo traced the op."""
+    return _REGISTRY[key][3]
+
+
+def _arguments(key, tensors, ints, floats):
+    kernel, layout, kwarg_names, _ = _REGISTRY[key]
+    values = []
+    for kind, v in layout:
+        values.append(tensors[v] if kind == "t" else ints[v] if kind == "i" else
+                      bool(ints[v]) if kind == "b" else floats[v] if kind == "f" else v)
+    n = len(values) - len(kwarg_names)
+    return kernel, values[:n], dict(zip(kwarg_names, values[n:]))
+
+
+def _flatten(key, result, tensors):
+    """(new tensors, structure) of a call's result: a tensor, a tuple / list of tensors and
+    constants, or None. A structure leaf is ("out", j), ("input", i) or ("const", value)."""
+    leaves = []
+
+    def leaf(v):
+        if isinstance(v, torch.Tensor):
+            for i, t in enumerate(tensors):
+                if v is t:
+                    return ("input", i)
+            leaves.append(v)
+            return ("out", len(leaves) - 1)
+        return ("const", v)
+
+    if isinstance(result, (tuple, list)):
+        structure = (type(result).__name__, tuple(leaf(v) for v in result))
+    else:
+        structure = ("one", leaf(result))
+    return leaves, structure
+
+
+@torch.compiler.assume_constant_result
+def _writes_arguments(kernel) -> bool:
+    """Whether the kernel's function assigns into one of its parameters (`x[t] = ...`): such a
+    call traces as the mutating op. Read from the source once: dynamo needs the answer before
+    the op is called."""
+    import ast
+    import inspect
+    import textwrap
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.fn)))
+    except (OSError, TypeError, SyntaxError):
+        return True    # unknown: the mutating op is the safe one
+    params = set(inspect.signature(kernel.fn).parameters)
+    for node in ast.walk(tree):
+        targets = node.targets if isinstance(node, ast.Assign) else \
+            [node.target] if isinstance(node, ast.AugAssign) else []
+        for t in targets:
+            if not isinstance(t, (ast.Subscript, ast.Attribute)):
+                continue      # `x = ...` rebinds a name, it writes no tensor
+            while isinstance(t, (ast.Subscript, ast.Attribute)):
+                t = t.value
+            if isinstance(t, ast.Name) and t.id in params:
+                return True
+    return False
+
+
+def _run(key, tensors, ints, floats):
+    kernel, args, kwargs = _arguments(key, tensors, ints, floats)
+    leaves, _ = _flatten(key, kernel(*args, **kwargs), tensors)
+    storages = {t.untyped_storage().data_ptr() for t in tensors}
+    return [t.clone() if t.untyped_storage().data_ptr() in storages else t for t in leaves]
+
+
+def _fake(key, tensors, ints, floats):
+    kernel, args, kwargs = _arguments(key, tensors, ints, floats)
+    leaves, structure = _flatten(key, kernel.ref(*args, **kwargs), tensors)
+    _REGISTRY[key][3] = structure
+    return [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+            for t in leaves]
+
+
+@torch.library.custom_op("deuteron::call", mutates_args=())
+def call_op(key: str, tensors: list[torch.Tensor], ints: list[int],
+            floats: list[float]) -> list[torch.Tensor]:
+    return _run(key, tensors, ints, floats)
+
+
+@call_op.register_fake
+def _call_fake(key, tensors, ints, floats):
+    return _fake(key, tensors, ints, floats)
+
+
+@torch.library.custom_op("deuteron::call_inplace", mutates_args=("tensors",))
+def call_inplace_op(key: str, tensors: list[torch.Tensor], ints: list[int],
+                    floats: list[float]) -> None:
+    """A kernel that stores into its arguments: torch's functionalization takes a mutating op
+    only when it returns nothing, so such a kernel may return its arguments, not new tensors."""
+    if _run(key, tensors, ints, floats):
+        raise TypeError(f"deuteron kernel {_REGISTRY[key][0].__name__}: {_IN_PLACE_RESULTS}")
+
+
+@call_inplace_op.register_fake
+def _call_inplace_fake(key, tensors, ints, floats):
+    if _fake(key, tensors, ints, floats):
+        raise TypeError(f"deuteron kernel {_REGISTRY[key][0].__name__}: {_IN_PLACE_RESULTS}")
+
+
+_IN_PLACE_RESULTS = ("inside torch.compile a kernel that stores into its arguments may return "
+                     "only its arguments, constants or None, not new tensors (return the new "
+                     "tensors from a second kernel, or pass them in as arguments)")
+
+
+def _split(name, values):
+    layout, tensors, ints, floats = [], [], [], []
+    for i, v in enumerate(values):
+        if isinstance(v, torch.Tensor):
+            for j, t in enumerate(tensors):
+                if t is v:
+                    break
+            else:
+                j = len(tensors)
+                tensors.append(v)
+            layout.append(("t", j))
+        elif isinstance(v, bool):
+            layout.append(("b", len(ints)))
+            ints.append(int(v))
+        elif isinstance(v, (int, torch.SymInt)):
+            layout.append(("i", len(ints)))
+            ints.append(v)
+        elif isinstance(v, (float, torch.SymFloat)):
+            layout.append(("f", len(floats)))
+            floats.append(v)
+        elif v is None or isinstance(v, (str, torch.dtype)):
+            layout.append(("c", v))
+        else:
+            raise TypeError(f"deuteron kernel {name}: argument #{i} is a {type(v).__name__}; "
+                            "inside torch.compile a call takes tensors, ints, floats, bools, "
+                            "strings, dtypes and None")
+    return tuple(layout), tensors, ints, floats
+
+
+def traced_call(kernel, *args, **kwargs):
+    names = tuple(kwargs)
+    values = list(args)
+    for n in names:
+        values.append(kwargs[n])
+    layout, tensors, ints, floats = _split(kernel.__name__, values)
+    key = _register(kernel, layout, names)
+    if _writes_arguments(kernel):
+        torch.ops.deuteron.call_inplace(key, tensors, ints, floats)
+        outs = []
+    else:
+        outs = torch.ops.deuteron.call(key, tensors, ints, floats)
+    kind, leaves = _structure(key)
+    if kind == "one":
+        return _leaf(leaves, outs, tensors)
+    results = [_leaf(s, outs, tensors) for s in leaves]
+    return tuple(results) if kind == "tuple" else results
+
+
+def _leaf(s, outs, tensors):
+    kind, v = s
+    return outs[v] if kind == "out" else tensors[v] if kind == "input" else v
