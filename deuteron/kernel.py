@@ -24,6 +24,7 @@ import torch
 
 from . import language
 from .autotune import cache as dcache
+from .capture import refuse_tuning_in_capture
 from .errors import TraceError
 from .ir import next_pow2
 from .language import Config, RefRun
@@ -172,6 +173,7 @@ class Kernel:
         if cfg is None:
             cfg = dcache.load(key)
             if cfg is None:
+                refuse_tuning_in_capture(self, _device_of(args, kwargs))
                 cfg = self.autotune(args, kwargs=kwargs, _key=key)
             self._chosen[kstr] = cfg
         return cfg
