@@ -106,7 +106,8 @@ def _classify(v, dns: bool):
         return ("fp32",), float(v)
     if v is None:   # as in Triton: a None argument is the constexpr None (packed as an unused 0)
         return (None,), 0
-    return ("bad", type(v).__name__), None
+    from .tensor_like import classify   # data_ptr() + dtype objects, DLPack objects
+    return classify(v, dns) or (("bad", type(v).__name__), None)
 
 
 def _launch_site() -> str | None:

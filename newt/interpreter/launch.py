@@ -21,6 +21,7 @@ from ..errors import LaunchError
 from ..options import Options
 from . import context, memory, ops, philox
 from .values import Tensor, const, unwrap
+from ..tensor_like import for_interpreter
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
 _OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug")
@@ -165,6 +166,9 @@ def _argument(name, value, is_constexpr, rebinder):
     value = unwrap(value)
     if is_constexpr or value is None:
         return rebinder.translate(value)
+    if not isinstance(value, (torch.Tensor, bool, int, float, D.dtype)):
+        t = for_interpreter(name, value)
+        value = _refuse_other(name, value) if t is None else t
     if isinstance(value, torch.Tensor):
         if value.device.type != "cpu":
             raise LaunchError(
@@ -176,6 +180,23 @@ def _argument(name, value, is_constexpr, rebinder):
     if isinstance(value, D.dtype):
         return value
     return rebinder.translate(value)
+
+
+def _add_note(e: BaseException, note: str):
+    """BaseException.add_note on 3.11+; on 3.10 (no notes) the note joins the message."""
+    if hasattr(e, "add_note"):
+        e.add_note(note)
+    elif e.args and isinstance(e.args[0], str):
+        e.args = (f"{e.args[0]} ({note})",) + e.args[1:]
+
+
+def _refuse_other(name, value):
+    """Values a kernel parameter cannot take, named as the compiled path names them; anything
+    else (functions, modules, constexpr wrappers) goes on to the rebinder."""
+    if isinstance(value, (str, bytes, list, dict, set)) or hasattr(value, "__array__"):
+        raise LaunchError(f"argument `{name}` has type {type(value).__name__}; pass a tensor, "
+                          "int, float or bool")
+    return value
 
 
 def _grid(grid, meta, name="") -> tuple:
@@ -228,7 +249,7 @@ def launch(jitfn, grid, args, kwargs):
                                      f"at {where})") from None
             except Exception as e:
                 if not getattr(e, "_newt_noted", False):
-                    e.add_note(f"in kernel {prog.kernel_name}, program id {prog.pid}")
+                    _add_note(e, f"in kernel {prog.kernel_name}, program id {prog.pid}")
                     e._newt_noted = True
                 raise
     finally:

@@ -71,17 +71,22 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
             continue
         dns = p in jf.do_not_specialize
         kp, _ = _classify(v, dns)
-        if isinstance(v, torch.Tensor):
-            if v.device.type != "cuda" and not allow_cpu:
+        if isinstance(v, torch.Tensor) or isinstance(kp[0], torch.dtype):
+            # a tensor, or an object standing for one (newt/tensor_like.py): the key part has
+            # the same layout (dtype, device index, aligned, large)
+            device = v.device if isinstance(v, torch.Tensor) else \
+                torch.device("cpu") if kp[1] < 0 else torch.device("cuda", kp[1])
+            what = "a tensor" if isinstance(v, torch.Tensor) else f"a {type(v).__name__}"
+            if device.type != "cuda" and not allow_cpu:
                 raise LaunchError(
-                    f"kernel {name}: argument '{p}' is a tensor on {v.device}; newt kernels run "
+                    f"kernel {name}: argument '{p}' is {what} on {device}; newt kernels run "
                     "on CUDA tensors. To run this kernel on the CPU, set NEWT_INTERPRET=1 (the "
                     "interpreter).")
-            devices.setdefault(v.device, p)
+            devices.setdefault(device, p)
             try:
-                dt = dtypes.from_torch(v.dtype)
+                dt = dtypes.from_torch(kp[0])
             except (KeyError, ValueError, TypeError):
-                raise LaunchError(f"kernel {name}: argument '{p}' has dtype {v.dtype}, which "
+                raise LaunchError(f"kernel {name}: argument '{p}' has dtype {kp[0]}, which "
                                   "newt does not support") from None
             signature[p] = "*" + dt.short
             spec[p] = dict(divisible_by_16=bool(kp[2]) if not dns else False,
