@@ -141,3 +141,28 @@ def test_launch_compiles_under_inductor_on_the_gpu(mode):
         y = torch.randn(257, 33, device="cuda")
         torch.testing.assert_close(compiled(x, y), reference(x, y))
     assert sum(counters["graph_break"].values()) == 0
+
+
+@newt.autotune(configs=[newt.Config({"BLOCK": 16}), newt.Config({"BLOCK": 64})], key=["n"])
+@newt.jit
+def tuned_scale_add(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) * alpha
+             + nl.load(y_ptr + offs, mask=mask), mask=mask)
+
+
+def tuned_grid(meta):
+    return (newt.cdiv(meta["n"], meta["BLOCK"]),)
+
+
+def test_autotuned_kernel_with_a_grid_function(interp):
+    def f(x, y):
+        out = torch.full_like(x, float("nan"))
+        tuned_scale_add[tuned_grid](x, y, out, x.numel(), 0.5)
+        return out + 1.0
+
+    x, y = torch.randn(83), torch.randn(83)
+    compiled, counters = compile_and_count(f, "aot_eager")
+    torch.testing.assert_close(compiled(x, y), x * 0.5 + y + 1.0)
+    assert sum(counters["graph_break"].values()) == 0
