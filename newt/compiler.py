@@ -3,7 +3,7 @@
     python function --frontend--> typed IR --passes--> decided IR --codegen--> CUDA C++
                     --nvrtc--> PTX + cubin (+ ptxas report)
 
-The same stage names appear in NEWT_DEBUG dumps. Needs no GPU: `newt.compile(...)` is the AOT
+The same stage names appear in NEWT_DEBUG / NEWT_DUMP output (debug_dump.py). Needs no GPU: `newt.compile(...)` is the AOT
 entry point CI uses; the JIT (jit.py) calls the same function on a cache miss.
 
 CONTRACT (used by jit.py, the runtime and tests):
@@ -28,9 +28,8 @@ the grid's x (the number of programs), with at most one CTA per SM launched
 from __future__ import annotations
 
 import dataclasses
-import sys
 
-from . import dtypes
+from . import debug_dump, dtypes
 from .options import Options, flags
 
 
@@ -53,6 +52,7 @@ class CompiledKernel:
     #                           parameters (passes/dot_tma.py), built by the launcher per call
     persistent: bool = False  # one CTA per SM loops over the programs; the grid is a hidden
     #                           last parameter (passes/persistent.py)
+    stages: list | None = None  # NEWT_DEBUG / NEWT_DUMP: the stages shown (debug_dump.py)
 
 
 # ----------------------------------------------------------------------------- the stages
@@ -77,18 +77,15 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
     built by hand (newt.ir.builder)."""
     from .codegen import generate
     from .ir.printer import format_function
-    from .passes import run_passes
     from .runtime import nvrtc
     _apply_specialization(ir_fn, specialization or {})
     eq1 = ir_fn.attrs["equal_to_1"]
     ir_fn.attrs["num_warps"] = options.num_warps
+    stages = debug_dump.start(options)    # NEWT_DEBUG / NEWT_DUMP (None: neither)
     with _at_kernel(ir_fn):
-        run_passes(ir_fn, options)                                      # stage: passes
+        debug_dump.run_passes(ir_fn, options, stages)                   # stage: passes
         ir_text = format_function(ir_fn)
         source, name = generate(ir_fn, options)                         # stage: codegen
-    if options.debug:
-        print(f"// ===== newt IR after passes: {name}\n{ir_text}", file=sys.stderr)
-        print(f"// ===== newt CUDA C++: {name}\n{source}", file=sys.stderr)
     extra = ("-lineinfo",) if options.debug else ()
     res = nvrtc.compile_cuda(source, name, options.arch, extra)        # stage: nvrtc
     rep = res.report
@@ -101,6 +98,7 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
     elif not tight:
         source, name, res, rep = _raise_occupancy(ir_fn, options, extra, source, name, res, rep)
     _check_shared_memory(ir_fn, options, rep)                           # stage: limits
+    shown = debug_dump.finish(stages, options, name, ir_fn, source, res.ptx, res.cubin)
     params = [p for p in ir_fn.params if p.name not in eq1]
     return CompiledKernel(
         name=name, source=source, ptx=res.ptx, cubin=res.cubin, ir=ir_text, params=params,
@@ -108,7 +106,7 @@ def compile_ir(ir_fn, options: Options, specialization=None) -> CompiledKernel:
         shared_bytes=ir_fn.attrs.get("smem_bytes", 0), n_regs=rep["n_regs"],
         n_spills=rep["n_spills"], local_bytes=rep["local_bytes"], log=res.log,
         tma_maps=list(ir_fn.attrs.get("tma_maps", ())),
-        persistent="persistent" in ir_fn.attrs)
+        persistent="persistent" in ir_fn.attrs, stages=shown)
 
 
 class _at_kernel:

@@ -78,6 +78,7 @@ class Emitter:
         self._needed: dict[int, bool] = {}
         # program_id(0) as a C expression when it is not blockIdx.x (codegen/persistent.py)
         self.pid_x: str | None = None
+        self.last_loc = None   # (file, line) of the last source comment (Options.debug)
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -187,6 +188,12 @@ class Emitter:
         h = HANDLERS.get(op.opcode)
         if h is None:
             raise self.error(op, f"codegen: op `{op.opcode}` is not supported")
+        loc = op.loc
+        if self.options.debug and loc is not None and (loc.file, loc.line) != self.last_loc:
+            # NEWT_DEBUG: the Python line of the code below (a comment: the cubin is the same)
+            self.last_loc = (loc.file, loc.line)
+            text = loc.source_line.strip().replace("*/", "* /")
+            self.emit(f"// {loc.file.rsplit('/', 1)[-1]}:{loc.line}" + (f": {text}" if text else ""))
         h(self, op)
 
     def elementwise(self, op, expr_fn):

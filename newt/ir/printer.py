@@ -17,6 +17,8 @@ type, `Op.attrs` in braces after the opcode.
 """
 from __future__ import annotations
 
+import os
+
 from .core import Block, Function, Op, Value
 
 _INLINE_ATTR_OPS = {"binary": "op", "unary": "op", "reduce": "kind", "atomic": "kind",
@@ -46,9 +48,11 @@ def _fmt_attrs(attrs: dict, skip=()) -> str:
 
 
 class _Printer:
-    def __init__(self):
+    def __init__(self, source_lines=False):
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
+        self.source_lines = source_lines   # a `# file:line: source` comment where it changes
+        self.last_loc = None
 
     def name(self, v: Value) -> str:
         n = self.names.get(v.id)
@@ -70,6 +74,12 @@ class _Printer:
 
     def op(self, op: Op, indent: int):
         pad = "  " * indent
+        loc = op.loc
+        if self.source_lines and loc is not None and (loc.file, loc.line) != self.last_loc:
+            self.last_loc = (loc.file, loc.line)
+            text = loc.source_line.strip()
+            self.lines.append(f"{pad}# {os.path.basename(loc.file)}:{loc.line}"
+                              + (f": {text}" if text else ""))
         lhs = ""
         if op.results:
             lhs = ", ".join(self.name(r) for r in op.results) + " = "
@@ -102,8 +112,9 @@ class _Printer:
         self.lines.append(pad + "}")
 
 
-def format_function(fn: Function) -> str:
-    p = _Printer()
+def format_function(fn: Function, source_lines: bool = False) -> str:
+    """`source_lines`: each op's Python line as a `#` comment above it (NEWT_DEBUG, NEWT_DUMP)."""
+    p = _Printer(source_lines)
     params = ", ".join(p.decl(prm.value) if prm.value is not None else f"{prm.name}: {prm.dtype.short}"
                        for prm in fn.params)
     head = f"func {fn.name}({params})" + _fmt_attrs(fn.attrs) + " {"

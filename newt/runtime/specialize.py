@@ -110,20 +110,23 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
 def get_binary(jf, signature, constexprs, spec, *, arch, num_warps, num_stages, compile_fn=None):
     """The KernelBinary of one specialization: disk cache first, compiler on a miss.
     `compile_fn` replaces compiler.compile (tests)."""
+    from .. import debug_dump
     disk = cache.disk_cache()
     debug = bool(options.flags.debug or jf.debug)
     key = cache.cache_key(jf.source_key(), signature, constexprs, spec, arch, num_warps,
                           num_stages, debug)
-    if not debug:  # NEWT_DEBUG dumps happen in the compiler: always compile then
-        kb = disk.load(key)
-        if kb is not None:
-            return kb
+    show = debug_dump.wanted(debug)     # NEWT_DEBUG / NEWT_DUMP: a hit shows its stored stages
+    kb = disk.load(key)
+    if kb is not None and (not show or debug_dump.replay(kb.meta, debug)):
+        return kb
     if compile_fn is None:
         from .. import compiler
         compile_fn = compiler.compile
     ck = compile_fn(jf, signature, constexprs, arch=arch, num_warps=num_warps,
                     num_stages=num_stages, specialization=spec)
     kb = cache.KernelBinary.from_compiled(ck)
+    if getattr(ck, "stages", None):    # shown by the compiler; kept for warm-cache runs
+        kb.meta[debug_dump.META_KEY] = ck.stages
     disk.store(key, kb)
     return kb
 
