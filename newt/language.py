@@ -18,6 +18,8 @@ from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     float16, bfloat16, float32, float64, float8e4nv, float8e5,
 )
 
+from .language_params import documented  # noqa: E402
+
 bool_ = int1
 BUILTINS: dict[str, object] = {}
 
@@ -54,8 +56,12 @@ def builtin(fn):
             f"(set NEWT_INTERPRET=1 to run kernels on the CPU)")
 
     outside_kernel.__newt_builtin__ = fn.__name__
+    outside_kernel.__doc__ = documented(fn)     # + a line per parameter (language_params.py)
     BUILTINS[fn.__name__] = outside_kernel
     return outside_kernel
+
+
+builtin.__doc__ = documented(builtin)
 
 
 # ----------------------------------------------------------------------------- program model
@@ -168,7 +174,7 @@ def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
 for _n, _w in (("atomic_add", "add `val`"), ("atomic_max", "take the max with `val`"),
                ("atomic_min", "take the min with `val`"), ("atomic_xchg", "write `val`"),
                ("atomic_and", "and `val`"), ("atomic_or", "or `val`"), ("atomic_xor", "xor `val`")):
-    BUILTINS[_n].__doc__ = _atomic_doc(_n, _w)
+    BUILTINS[_n].__doc__ = documented(BUILTINS[_n], _atomic_doc(_n, _w))
 
 # ----------------------------------------------------------------------------- shape manipulation
 

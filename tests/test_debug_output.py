@@ -99,3 +99,20 @@ def test_debug_and_dump_work_from_a_warm_disk_cache(tmp_cache, tmp_path, monkeyp
     assert len(compiles) == 3
     assert first == second and "# test_debug_output.py:" in first
 
+
+
+def test_every_nl_function_documents_its_parameters():
+    import inspect
+    missing = []
+    for name in sorted(dir(nl)):
+        f = getattr(nl, name)
+        if name.startswith("_") or not inspect.isfunction(f) or f.__module__ != nl.__name__:
+            continue
+        doc = inspect.getdoc(f) or ""
+        listed = doc.split("\nParameters:\n")[1].splitlines() if "\nParameters:\n" in doc else []
+        names = {line.split()[0] for line in listed if line.strip()}
+        for p in inspect.signature(f).parameters:
+            if p not in names:
+                missing.append(f"nl.{name}: {p}")
+    assert not missing, missing
+    assert "other " in inspect.getdoc(nl.load) and "eviction_policy" in inspect.getdoc(nl.load)
