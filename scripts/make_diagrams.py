@@ -17,6 +17,12 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLORS = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7"]
 
 
+def text_width(s: str, size: float, bold: bool = False) -> float:
+    """A generous estimate of a label's width in Helvetica, to keep labels inside their boxes
+    (tests/test_docs_pictures.py)."""
+    return len(s) * size * (0.62 if bold else 0.56)
+
+
 class SVG:
     def __init__(self, w, h):
         self.w, self.h, self.items = w, h, []
@@ -83,7 +89,7 @@ def gpu_model():
     s.line(265, 95, 320, 95, arrow=True)
     # block
     s.rect(325, 35, 330, 240, fill="#eef3fa", rx=6)
-    s.text(490, 55, "one block = one program (e.g. 4 warps = 128 threads)", 11, weight="bold")
+    s.text(490, 55, "one block = one program (here 4 warps)", 11, weight="bold")
     for w in range(4):
         y = 68 + w * 38
         s.rect(340, y, 228, 30, fill="#fff")
@@ -151,8 +157,9 @@ def swizzle(rows=8, chunks=8):
     for k, (title, f) in enumerate(panels):
         x0 = 10 + k * 450
         s.text(x0 + 180, 48, title, 12)
-        for p in range(chunks):
-            s.text(x0 + 55 + p * 40, 66, f"banks {4 * p}-{4 * p + 3}", 7)
+        s.text(x0 + 32, 66, "banks", 9, anchor="end", fill="#555")
+        for p in range(chunks):   # the numbers alone: "banks 12-15" is wider than a column
+            s.text(x0 + 55 + p * 40, 66, f"{4 * p}-{4 * p + 3}", 9, fill="#555")
         for r in range(rows):
             s.text(x0 + 32, 88 + r * 26, f"row {r}", 10, anchor="end")
             for c in range(chunks):

@@ -44,3 +44,13 @@ def test_every_image_is_referenced():
             text += f.read()
     for img in glob.glob(os.path.join(ROOT, "docs", "img", "*")):
         assert f"img/{os.path.basename(img)}" in text, f"{img} is not referenced by any page"
+
+
+def test_diagram_labels_fit_their_boxes():
+    import make_diagrams as md
+    # swizzle.svg: a bank label per 40-pixel column; gpu_model.svg: the block's title in its
+    # 330-pixel box
+    assert max(md.text_width(f"{4 * p}-{4 * p + 3}", 9) for p in range(8)) < 38
+    assert 'font-size="7"' not in md.swizzle()
+    title = "one block = one program (here 4 warps)"
+    assert f">{title}<" in md.gpu_model() and md.text_width(title, 11, bold=True) < 310
