@@ -81,7 +81,17 @@ TRITON_DIFFERENCES = """\
   ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
-  generated source is readable (`NEWT_DEBUG=1` prints the IR after passes and the CUDA C++).
+  generated source is readable (`NEWT_DEBUG=1` prints the IR after passes, each op under its
+  Python line, and the CUDA C++ with its Python lines as comments; `NEWT_DUMP=dir` writes every
+  stage, [newt/debug_dump.py](../newt/debug_dump.py)).
+- **Under `torch.compile` a launch is the custom op `newt::launch`**, where dynamo traces
+  Triton's launches natively: every tensor argument is declared written (the op cannot know
+  which ones a kernel stores into), so the compiler keeps each launch where it is; an
+  `@newt.autotune` kernel tunes inside the op, so its grid must be a tuple or a function
+  defined outside the compiled function ([newt/torch_ops.py](../newt/torch_ops.py)).
+- **The interpreter refuses objects that have only `data_ptr()` and a dtype** (it cannot know
+  their size): it takes torch tensors and DLPack objects; the compiled path takes all three,
+  as Triton does ([newt/tensor_like.py](../newt/tensor_like.py)).
 """
 
 HELION_DIFFERENCES = """\
@@ -107,6 +117,13 @@ HELION_DIFFERENCES = """\
   `loop_orders`, `indexing`, `pid_type`, `range_unroll_factors`...).
 - **The generated code is newt source** (one `@newt.jit` kernel per top-level tile loop),
   readable with `k.to_newt_source(*args)`, not Triton source.
+- **Under `torch.compile` a call is the custom op `deuteron::call`**, its outputs shaped by
+  running `k.ref` on fake tensors; a kernel that stores into one of its arguments traces as
+  `deuteron::call_inplace` and may then return only its arguments, not new tensors
+  ([deuteron/torch_ops.py](../deuteron/torch_ops.py)).
+- **A call that would autotune inside a CUDA graph capture raises `CaptureError`** ("warm it
+  up first") before any GPU work; warmed kernels and pinned configs capture
+  ([deuteron/capture.py](../deuteron/capture.py)).
 """
 
 # ----------------------------------------------------------------------------- language.md
