@@ -16,15 +16,13 @@ written without them is compiled once more, and replaced by one that has them.
 """
 from __future__ import annotations
 
-import hashlib
 import os
-import re
-import shutil
-import subprocess
 import sys
-import tempfile
 
 from . import options
+
+# Only os and sys at import: the warm-cache path (runtime/specialize.py) imports this module on
+# a kernel's first launch, where every extra module costs (benchmarks/first_call_parts.py).
 
 META_KEY = "debug_stages"     # where a cache entry keeps the stages: [[name, ext, text], ...]
 
@@ -93,6 +91,7 @@ def show(items, name: str, debug: bool):
         print(summarize(by.get(("kernel", "cu"), "")), file=sys.stderr)
     d = dump_dir()
     if d:
+        import hashlib
         src = by.get(("kernel", "cu"), "")
         folder = os.path.join(d, f"{name}-{hashlib.sha256(src.encode()).hexdigest()[:8]}")
         os.makedirs(folder, exist_ok=True)
@@ -114,6 +113,8 @@ def replay(meta: dict, debug: bool) -> bool:
 
 def summarize(source: str) -> str:
     """The CUDA C++ with newt's common preamble (the same in every kernel) as one line."""
+    import re
+
     from .codegen.header import HEADER
     if not source.startswith(HEADER):
         return source
@@ -124,6 +125,9 @@ def summarize(source: str) -> str:
 
 
 def _sass(cubin: bytes) -> str | None:
+    import shutil
+    import subprocess
+    import tempfile
     tool = shutil.which("nvdisasm")
     if tool is None or not cubin:
         return None

@@ -11,6 +11,8 @@ frontend or codegen.
 """
 from __future__ import annotations
 
+import os
+
 from .. import options
 from ..errors import LaunchError
 from . import cache
@@ -110,14 +112,15 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
 def get_binary(jf, signature, constexprs, spec, *, arch, num_warps, num_stages, compile_fn=None):
     """The KernelBinary of one specialization: disk cache first, compiler on a miss.
     `compile_fn` replaces compiler.compile (tests)."""
-    from .. import debug_dump
     disk = cache.disk_cache()
     debug = bool(options.flags.debug or jf.debug)
     key = cache.cache_key(jf.source_key(), signature, constexprs, spec, arch, num_warps,
                           num_stages, debug)
-    show = debug_dump.wanted(debug)     # NEWT_DEBUG / NEWT_DUMP: a hit shows its stored stages
     kb = disk.load(key)
-    if kb is not None and (not show or debug_dump.replay(kb.meta, debug)):
+    if kb is not None and not (debug or os.environ.get("NEWT_DUMP")):
+        return kb
+    from .. import debug_dump   # NEWT_DEBUG / NEWT_DUMP: a hit shows the stages it stored
+    if kb is not None and debug_dump.replay(kb.meta, debug):
         return kb
     if compile_fn is None:
         from .. import compiler
