@@ -11,7 +11,9 @@ launched (a tuple compare, no hashing) before the dict is asked, and the Launche
 state comes out of one tuple. A key not seen before is checked for every launch error (CPU
 tensors, mixed devices, bad constexprs, bad num_warps), then resolved through the disk cache
 (runtime/cache.py) or, only on a disk miss, compiler.compile. Launch errors name the kernel and
-the user's line that launched it; a grid with a zero is one of them (Triton launches nothing).
+the user's line that launched it. A grid with a zero launches nothing (as Triton). A launch
+returns the Launcher it used (runtime/handle.py: `.n_regs`, `.metadata`, `.asm`), an object
+built with the launcher, so returning it costs nothing.
 Under NEWT_INTERPRET=1 (newt.options.flags.interpret) the kernel runs on the interpreter.
 """
 from __future__ import annotations
@@ -37,6 +39,12 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+class _EmptyGrid(Exception):
+    """A grid with a zero dimension: the launch function returns without launching (Triton)."""
+
+
 _GRID_X_MAX = 2147483647   # CUDA's grid x limit (y and z: 65535), the same on every device
 
 
@@ -210,15 +218,33 @@ class JITFunction:
         from .interpreter import launch as interp_launch
         return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
 
-    def run(self, *args, grid, **kwargs):
+    def run(self, *args, grid, warmup=False, **kwargs):
+        """`kernel[grid](*args, **kwargs)` spelled as a call (Triton's JITFunction.run);
+        `warmup=True` compiles without launching (see warmup)."""
+        if warmup:
+            return self.warmup(*args, grid=grid, **kwargs)
         if options.flags.interpret:
             from .interpreter import launch as interp_launch
             return interp_launch(self, grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
-    def warmup(self, *args, **kwargs):
+    def warmup(self, *args, grid=None, **kwargs):
         """Compile (or load from the disk cache) and prepare the launch for these arguments,
-        without launching; returns the Launcher (its `.binary.meta` holds n_regs, spills...)."""
+        without launching (Triton's `warmup(*args, grid=..., **meta)`; the grid is not needed
+        and may be left out). Returns the kernel's handle (runtime/handle.py: `.n_regs`,
+        `.n_spills`, `.metadata`, `.asm`): the Launcher on a GPU; without one, the compiled
+        kernel for `arch=` (a keyword of newt's, default "sm_90a"), with CPU tensors standing in
+        for CUDA ones."""
+        arch = kwargs.pop("arch", None)
+        self._launch_options(kwargs)
+        if arch is not None or not _have_driver():
+            from .runtime import specialize
+            from .runtime.handle import CompiledHandle
+            arguments, num_warps, num_stages = specialize.bind(self, args, kwargs)
+            sig, cx, spec, _ = specialize.specialize(self, arguments, allow_cpu=True)
+            return CompiledHandle(specialize.get_binary(
+                self, sig, cx, spec, arch=arch or "sm_90a", num_warps=num_warps,
+                num_stages=num_stages))
         key, _ = self.binder()(*args, **kwargs)
         launcher = self.cache.get(key)
         if launcher is None:
@@ -227,6 +253,24 @@ class JITFunction:
             launcher = self._miss(key, {**arguments, "num_warps": kwargs.get("num_warps", 4),
                                         "num_stages": kwargs.get("num_stages", 3)})
         return launcher
+
+    @property
+    def src(self) -> str:
+        """The kernel's source text, from its `def` line (Triton's JITFunction.src)."""
+        text = textwrap.dedent(inspect.getsource(self.fn))
+        lines = text.splitlines(keepends=True)
+        first = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def ")), 0)
+        return "".join(lines[first:])
+
+    def _launch_options(self, kwargs):
+        """Remove the launch options newt accepts for Triton's sake from `kwargs`: num_ctas=1
+        (a cluster of more than one CTA is not supported)."""
+        if "num_ctas" in kwargs:
+            n = kwargs.pop("num_ctas")
+            if n != 1:
+                raise LaunchError(f"kernel {self.__name__}: num_ctas={n!r}: thread-block "
+                                  "clusters are not supported; newt launches one CTA per "
+                                  "program (num_ctas=1)")
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
@@ -251,7 +295,7 @@ class JITFunction:
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
-              "_n_grid3": _grid3}
+              "_n_grid3": _grid3, "_n_Empty": _EmptyGrid}
         sig, body, keys, vals, rt_pos = [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
@@ -360,7 +404,10 @@ def launch(_n_grid, {params}):
                 and (_n_gx := _n_grid[0]).__class__ is int and 0 < _n_gx <= 2147483647:
             _n_gy = _n_gz = 1
         else:
-            _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
+            try:
+                _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
+            except _n_Empty:   # a zero in the grid: nothing to launch (as Triton)
+                return _n_L
     try:
         _n_pack(_n_buf, 0, _n_gx, _n_gy, _n_gz, _n_block, 1, 1, _n_shared, _n_stream(_n_dev),
                 {v})
@@ -370,6 +417,7 @@ def launch(_n_grid, {params}):
     _n_last[0] = _n_name
     if _n_r:
         _n_self._failed(_n_L, _n_r, (_n_gx, _n_gy, _n_gz))
+    return _n_L
 """
         if what == "binder":
             src = binder_src
@@ -391,7 +439,7 @@ def launch(_n_grid, {params}):
         """The first launch: learn the argument classes, generate the launch function with its
         fast branch for them (once: compiling it costs about 1 ms, and a later process reads
         the compiled code from the disk cache, runtime/cache.py's python_code), go."""
-        kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+        kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "num_ctas")}
         try:
             ba = self.signature.bind(*args, **kw)
             ba.apply_defaults()
@@ -406,6 +454,11 @@ def launch(_n_grid, {params}):
 
     @_reported_at_launch_site
     def _extra_args(self, more, extra):
+        """Arguments beyond the kernel's parameters and num_warps / num_stages: Triton's launch
+        options newt accepts (num_ctas=1) return to the launch, anything else is an error."""
+        self._launch_options(extra)
+        if not more and not extra:
+            return
         if more:
             raise self._signature_error(TypeError(
                 f"{self.__name__}() takes {len(self.arg_names)} arguments but "
@@ -435,6 +488,7 @@ def launch(_n_grid, {params}):
     @_reported_at_launch_site
     def _slow_launch(self, launcher, grid, values):
         launcher.launch(*grid, values)
+        return launcher
 
     @_reported_at_launch_site
     def _failed(self, launcher, res, grid):
@@ -454,8 +508,8 @@ def launch(_n_grid, {params}):
     def _grid3(self, grid, launcher):
         """(gx, gy, gz) of a grid the fast checks refused: lists, ints, numpy/torch integers, the
         result of a grid callable; every bad grid is a LaunchError naming the kernel. A grid with
-        a zero is an error too: Triton silently launches nothing there, which hides a size bug
-        more often than it saves an `if` (skip the launch yourself when there is no work)."""
+        a zero (and no other error) raises _EmptyGrid: the launch function returns without
+        launching, as Triton does (empty batches are common)."""
         import operator
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
@@ -464,6 +518,7 @@ def launch(_n_grid, {params}):
             raise LaunchError(f"kernel {self.__name__}: grid must have 1 to 3 dimensions, "
                               f"got {grid!r}")
         out = []
+        empty = False
         for axis, g, m in zip("xyz", grid + (1,) * (3 - len(grid)), launcher.max_grid):
             try:
                 if isinstance(g, float):
@@ -473,14 +528,14 @@ def launch(_n_grid, {params}):
                 raise LaunchError(f"kernel {self.__name__}: grid {axis} must be an int, got "
                                   f"{type(g).__name__} {g!r}") from None
             if g == 0:
-                raise LaunchError(
-                    f"kernel {self.__name__}: grid {axis} = 0 in grid {grid!r}: "
-                    "a launch needs at least one program per axis (newt refuses the empty "
-                    "launch that Triton skips silently; test for empty inputs before launching)")
+                empty = True
+                continue
             if not 0 < g <= m:
                 raise LaunchError(f"kernel {self.__name__}: grid {axis} = {g} is outside "
                                   f"[1, {m}] (the device's limit)")
             out.append(g)
+        if empty:
+            raise _EmptyGrid
         return out
 
     def source_key(self) -> str:
@@ -492,6 +547,15 @@ def launch(_n_grid, {params}):
             _collect_sources(self, set(), parts)
             self._source_key = digest(*parts)
         return self._source_key
+
+
+def _have_driver() -> bool:
+    from .runtime import driver
+    try:
+        driver.lib()
+        return True
+    except DriverError:
+        return False
 
 
 def _last_launched():

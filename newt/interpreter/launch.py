@@ -186,10 +186,8 @@ def _grid(grid, meta, name="") -> tuple:
     grid = tuple(int(unwrap(g)) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise LaunchError(f"the grid must have 1 to 3 dimensions, got {grid}")
-    if builtins.any(g <= 0 for g in grid):   # as the compiled path (newt/jit.py) says
-        raise LaunchError(f"kernel {name}: grid dimensions must be >= 1, got {grid}: "
-                          "a launch needs at least one program per axis (test for empty "
-                          "inputs before launching)")
+    if builtins.any(g < 0 for g in grid):   # as the compiled path (newt/jit.py) says
+        raise LaunchError(f"kernel {name}: grid dimensions must be >= 0, got {grid}")
     return grid + (1,) * (3 - len(grid))
 
 
@@ -208,7 +206,12 @@ def launch(jitfn, grid, args, kwargs):
         Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     except ValueError as e:
         raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
+    if opts.get("num_ctas", 1) != 1:
+        raise LaunchError(f"kernel {jitfn.__name__}: num_ctas={opts['num_ctas']!r}: thread-block "
+                          "clusters are not supported (num_ctas=1)")
     grid = _grid(grid, meta, jitfn.__name__)
+    if 0 in grid:   # nothing to run, as Triton (and the compiled path)
+        return None
 
     prog = context.current
     saved = (prog.kernel_name, prog.pid, prog.grid, prog.codes)

@@ -48,7 +48,9 @@ class KernelBinary:
                     num_warps=getattr(opts, "num_warps", ck.num_threads // 32),
                     num_stages=getattr(opts, "num_stages", 0),
                     tma_maps=list(getattr(ck, "tma_maps", ()) or ()),
-                    persistent=bool(getattr(ck, "persistent", False)))
+                    persistent=bool(getattr(ck, "persistent", False)),
+                    # for the handle a launch returns (handle.py: `.asm`)
+                    source=getattr(ck, "source", ""), ptx=getattr(ck, "ptx", ""))
         return cls(meta, bytes(ck.cubin))
 
     @property

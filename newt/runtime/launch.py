@@ -16,6 +16,7 @@ import struct
 
 from ..errors import LaunchError
 from . import driver
+from .handle import KernelInfo
 
 # struct codes of parameter types (dtype short spellings); pointers are 64-bit addresses.
 _CODES = {"i1": "?", "i8": "b", "i16": "h", "i32": "i", "i64": "q",
@@ -80,8 +81,9 @@ def _packing_maps(pack_into, params, first: int, recipes, slot_of, persistent=No
     return pack_persistent
 
 
-class Launcher:
-    """One compiled specialization loaded on one device, ready to launch."""
+class Launcher(KernelInfo):
+    """One compiled specialization loaded on one device, ready to launch. It is also what a
+    launch returns (handle.py: `.n_regs`, `.n_spills`, `.metadata`, `.asm`)."""
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
                  "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
