@@ -186,6 +186,7 @@ class JITFunction:
         self.runtime_positions = None
         self._kinds = None
         self._source_key = None      # hash of this kernel's source and its callees'
+        self._desc_ranks = {}        # parameter -> rank of the TensorDescriptor it takes
 
     # ---- launch ------------------------------------------------------------------------------
     def __getitem__(self, grid):
@@ -237,6 +238,7 @@ class JITFunction:
         for CUDA ones."""
         arch = kwargs.pop("arch", None)
         self._launch_options(kwargs)
+        self._note_descriptors(args, kwargs)
         if arch is not None or not _have_driver():
             from .runtime import specialize
             from .runtime.handle import CompiledHandle
@@ -299,6 +301,8 @@ class JITFunction:
         sig, body, keys, vals, rt_pos = [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
+        next_index = len(names)      # a descriptor's ints come after the parameters
+
         for i, (a, p) in enumerate(self.signature.parameters.items()):
             if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
                     or a in ("num_warps", "num_stages"):
@@ -315,6 +319,18 @@ class JITFunction:
                 body.append(f"    _n_k{i} = {a} if {a}.__class__ is int else _n_ck({a}),")
                 keys.append(f"*_n_k{i}")
                 fast_keys.append(f"{a} if {a}.__class__ is int else _n_ck({a})")
+                continue
+            if a in self._desc_ranks:
+                code, key, n = _descriptor_code(a, i, self._desc_ranks[a])
+                ns["_n_TD"] = _descriptor_class()
+                body += [f"    {c}" for c in code] + [f"    _n_k{i} = ({key},)"]
+                keys.append(f"*_n_k{i}")
+                vals += [f"_n_v{i}"] + [f"_n_v{i}_{k}" for k in range(n)]
+                rt_pos += [i] + list(range(next_index, next_index + n))
+                next_index += n
+                guard.append("True")
+                fast_vals += code
+                fast_keys.append(key)
                 continue
             # The key is one flat tuple: each parameter adds elements whose first one tells its
             # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
@@ -439,14 +455,34 @@ def launch(_n_grid, {params}):
         """The first launch: learn the argument classes, generate the launch function with its
         fast branch for them (once: compiling it costs about 1 ms, and a later process reads
         the compiled code from the disk cache, runtime/cache.py's python_code), go."""
+        kinds = self._note_descriptors(args, kwargs)
+        if kinds is not None:
+            kinds = {n: type(v) for n, v in kinds.items()}
+        return self._generate(kinds)(_grid_arg(grid), *args, **kwargs)
+
+    def _note_descriptors(self, args, kwargs):
+        """The call's arguments by name (None if they do not bind); records the rank of each
+        TensorDescriptor argument, which the launch function is generated for (it packs the
+        base pointer and one int per size and stride)."""
         kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "num_ctas")}
         try:
             ba = self.signature.bind(*args, **kw)
-            ba.apply_defaults()
-            kinds = {n: type(v) for n, v in ba.arguments.items()}
         except TypeError:
-            kinds = None   # the generated function reports the argument error
-        return self._generate(kinds)(_grid_arg(grid), *args, **kwargs)
+            return None    # the generated function reports the argument error
+        ba.apply_defaults()
+        td = _descriptor_class()
+        ranks = {n: len(v.shape) for n, v in ba.arguments.items() if isinstance(v, td)}
+        if ranks and ranks != self._desc_ranks:
+            self._desc_ranks = {**self._desc_ranks, **ranks}
+            self._launch_fn = self._binder = self._kinds = None
+            self._bound = (_MISSING, None)
+        return ba.arguments
+
+    @_reported_at_launch_site
+    def _not_descriptor(self, name, value, rank):
+        raise LaunchError(f"kernel {self.__name__}: argument '{name}' took a TensorDescriptor of "
+                          f"rank {rank} at this kernel's first launch, and must stay one; got "
+                          f"{type(value).__name__}")
 
     def binder(self):
         """(key, values) of a call, as the launch function computes them (tests, warmup)."""
@@ -547,6 +583,32 @@ def launch(_n_grid, {params}):
             _collect_sources(self, set(), parts)
             self._source_key = digest(*parts)
         return self._source_key
+
+
+def _descriptor_class():
+    from .tools.tensor_descriptor import TensorDescriptor
+    return TensorDescriptor
+
+
+def _descriptor_code(a: str, i: int, rank: int):
+    """(statements, key expression, number of ints) of TensorDescriptor parameter `a` in the
+    generated launch function: base pointer `_n_v{i}`, then `_n_v{i}_{k}` for each size and
+    stride (newt/descriptors.py's order), keyed like tensors and ints, with the block shape
+    and padding."""
+    n = 2 * rank
+    code = [f"if {a}.__class__ is not _n_TD or len({a}.shape) != {rank}:",
+            f"    _n_self._not_descriptor({a!r}, {a}, {rank})",
+            f"_n_b{i} = {a}.base",
+            f"_n_v{i} = _n_b{i}.data_ptr()"]
+    code += [f"_n_v{i}_{j} = {a}.shape[{j}]" for j in range(rank)]
+    code += [f"_n_v{i}_{rank + j} = {a}.strides[{j}]" for j in range(rank)]
+    ints = [f"(1 if {x} == 1 else 0 if {x} & 15 or not {x} else 16) if -2147483648 <= {x} <= "
+            f"2147483647 else _n_classify({x}, False)[0]" for x in
+            (f"_n_v{i}_{k}" for k in range(n))]
+    key = (f"_n_b{i}.dtype, _n_b{i}.get_device(), not _n_v{i} & 15, _n_b{i}.nbytes > "
+           f"2147483647 and _n_b{i}.numel() > 2147483647, tuple({a}.block_shape), {a}.padding, "
+           + ", ".join(f"({x})" for x in ints))
+    return code, key, n
 
 
 def _have_driver() -> bool:

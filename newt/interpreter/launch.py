@@ -19,7 +19,7 @@ from .. import dtypes as D
 from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
-from . import context, memory, ops, philox
+from . import context, descriptors, memory, ops, philox
 from .values import Tensor, const, unwrap
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
@@ -89,6 +89,7 @@ def _build_namespace() -> types.ModuleType:
         rand=philox.rand, randn=philox.randn, randint=philox.randint,
         randint4x=philox.randint4x,
         **{k: ops._math(f) for k, f in ops.MATH.items()})
+    impl.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
     missing = sorted(k for k, v in impl.items() if v is None)
     if missing:
         raise ImportError(f"interpreter lacks language builtins: {missing}")
@@ -173,6 +174,9 @@ def _argument(name, value, is_constexpr, rebinder):
         return memory.pointer_to(value, name)
     if isinstance(value, (bool, int, float)):
         return const(value, D.of_python_scalar(value))
+    from ..tools.tensor_descriptor import TensorDescriptor
+    if isinstance(value, TensorDescriptor):   # the descriptor a kernel sees, over its base
+        return descriptors.from_host(value, _argument(name, value.base, False, rebinder))
     if isinstance(value, D.dtype):
         return value
     return rebinder.translate(value)

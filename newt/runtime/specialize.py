@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .. import options
 from ..errors import LaunchError
-from . import cache
+from . import cache, descriptor_args
 
 
 def bind(jf, args, kwargs):
@@ -68,6 +68,9 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
                 raise LaunchError(f"kernel {name}: constexpr '{p}' must be hashable, got "
                                   f"{type(v).__name__}") from None
             constexprs[p] = v
+            continue
+        if descriptor_args.is_descriptor(v):
+            descriptor_args.specialize(name, p, v, signature, spec, devices, allow_cpu)
             continue
         dns = p in jf.do_not_specialize
         kp, _ = _classify(v, dns)
