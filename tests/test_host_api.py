@@ -186,3 +186,31 @@ def test_gpu_handle_properties_and_benchmarks():
     assert props["warpSize"] == 32
     fn = lambda: scale_kernel[(20,)](x, out, 5000, 1.5, BLOCK=256)  # noqa: E731
     assert newt.testing.do_bench_cudagraph(fn) > 0 and newt.testing.do_bench(fn) > 0
+
+
+@newt.jit
+def desc_scale(xd, yd, factor, BM: nl.constexpr, BN: nl.constexpr):
+    pm, pn = nl.program_id(0), nl.program_id(1)
+    yd.store([pm * BM, pn * BN], xd.load([pm * BM, pn * BN]) * factor)
+
+
+def test_descriptor_arguments_are_packed_as_pointer_and_ints(gpu):
+    """Base pointer, then each size and stride, at the slots the compiled kernel names (a
+    stride of 1 is compiled in); the block shape is part of the key; a descriptor parameter
+    must stay a descriptor of the same rank."""
+    from newt.tools.tensor_descriptor import TensorDescriptor
+    x = torch.randn(37, 48)[:, :45]
+    y = torch.randn(37, 45)
+    xd, yd = TensorDescriptor.from_tensor(x, [16, 32]), TensorDescriptor.from_tensor(y, [16, 32])
+    h = desc_scale[(3, 2)](xd, yd, 2.0, BM=16, BN=32)
+    names = [p["name"] for p in h.binary.meta["params"]]
+    assert names == ["xd", "xd_shape0", "xd_shape1", "xd_stride0", "yd", "yd_shape0",
+                     "yd_shape1", "yd_stride0", "factor"]
+    params = fake_state(gpu).params
+    assert params[:8] == [x.data_ptr(), 37, 45, 48, y.data_ptr(), 37, 45, 45]
+    assert desc_scale[(3, 2)](xd, yd, 2.0, BM=16, BN=32) is h
+    xd.block_shape = yd.block_shape = [8, 32]
+    assert desc_scale[(5, 2)](xd, yd, 2.0, BM=8, BN=32) is not h
+    assert len(desc_scale.cache) == 2
+    with pytest.raises(newt.LaunchError, match="argument 'xd' took a TensorDescriptor of rank 2"):
+        desc_scale[(3, 2)](x, yd, 2.0, BM=8, BN=32)
