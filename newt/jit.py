@@ -41,6 +41,9 @@ class _Missing:
 _MISSING = _Missing()
 
 
+_OPTION_DEFAULTS = (("num_warps", 4), ("num_stages", 3))
+
+
 class _EmptyGrid(Exception):
     """A grid with a zero dimension: the launch function returns without launching (Triton)."""
 
@@ -252,8 +255,8 @@ class JITFunction:
         if launcher is None:
             from .runtime import specialize
             arguments, _, _ = specialize.bind(self, args, kwargs)
-            launcher = self._miss(key, {**arguments, "num_warps": kwargs.get("num_warps", 4),
-                                        "num_stages": kwargs.get("num_stages", 3)})
+            launcher = self._miss(key, {"num_warps": kwargs.get("num_warps", 4),
+                                        "num_stages": kwargs.get("num_stages", 3), **arguments})
         return launcher
 
     @property
@@ -304,10 +307,9 @@ class JITFunction:
         next_index = len(names)      # a descriptor's ints come after the parameters
 
         for i, (a, p) in enumerate(self.signature.parameters.items()):
-            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
-                    or a in ("num_warps", "num_stages"):
+            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_"):
                 raise LaunchError(f"kernel {self.__name__}: parameter {a!r} is not supported "
-                                  "(no *args/**kwargs/keyword-only, no num_warps/num_stages)")
+                                  "(no *args/**kwargs/keyword-only)")
             if p.default is p.empty:  # a sentinel, so that a missing argument reaches _miss
                 sig.append(f"{a}=_n_M")
             else:
@@ -377,9 +379,12 @@ class JITFunction:
             else:
                 guard.append("False")
         self.runtime_positions = rt_pos
-        params = ", ".join(sig + ["*_n_more", "num_warps=4", "num_stages=3", "**_n_extra"])
+        # a parameter named num_warps / num_stages is also that launch option (as in Triton)
+        params = ", ".join(sig + ["*_n_more"] + [f"{o}={d}" for o, d in _OPTION_DEFAULTS
+                                                 if o not in names] + ["**_n_extra"])
         check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
-        by_name = "{" + ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"]) + "}"
+        by_name = "{" + ", ".join(f"{n!r}: {n}" for n in dict.fromkeys(
+            names + ["num_warps", "num_stages"])) + "}"
         key = f"    _n_key = ({', '.join(keys + ['num_warps', 'num_stages'])},)"
         v = ", ".join(vals)
         slow = "\n".join(body) + "\n" + key
@@ -464,7 +469,8 @@ def launch(_n_grid, {params}):
         """The call's arguments by name (None if they do not bind); records the rank of each
         TensorDescriptor argument, which the launch function is generated for (it packs the
         base pointer and one int per size and stride)."""
-        kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages", "num_ctas")}
+        kw = {k: v for k, v in kwargs.items()
+              if k in self.arg_names or k not in ("num_warps", "num_stages", "num_ctas")}
         try:
             ba = self.signature.bind(*args, **kw)
         except TypeError:

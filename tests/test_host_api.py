@@ -214,3 +214,31 @@ def test_descriptor_arguments_are_packed_as_pointer_and_ints(gpu):
     assert len(desc_scale.cache) == 2
     with pytest.raises(newt.LaunchError, match="argument 'xd' took a TensorDescriptor of rank 2"):
         desc_scale[(3, 2)](x, yd, 2.0, BM=8, BN=32)
+
+
+@newt.jit
+def rows_kernel(out_ptr, in_ptr, n_rows, n_cols, BLOCK: nl.constexpr, num_stages: nl.constexpr):
+    """A kernel parameter named num_stages is also the launch option (Triton's softmax)."""
+    for row in nl.range(nl.program_id(0), n_rows, nl.num_programs(0), num_stages=num_stages):
+        offs = nl.arange(0, BLOCK)
+        m = offs < n_cols
+        x = nl.load(in_ptr + row * n_cols + offs, mask=m, other=0.0)
+        nl.store(out_ptr + row * n_cols + offs, x - nl.max(x, axis=0), mask=m)
+
+
+def test_num_stages_parameter_and_compiled_launch(gpu, monkeypatch):
+    x = torch.randn(7, 30)
+    out = torch.full_like(x, float("nan"))
+    h = rows_kernel.warmup(out, x, 7, 30, BLOCK=32, num_stages=2, num_warps=2, grid=(1,))
+    assert h.metadata.num_stages == 2 and h.metadata.num_warps == 2
+    assert h.metadata.shared >= h.shared
+    before = fake_state(gpu).launches
+    assert h[(3, 1, 1)](out, x, 7, 30, 32, 2) is h          # Triton's compiled-kernel launch
+    st = fake_state(gpu)
+    assert st.launches == before + 1 and st.grid == (3, 1, 1)
+    assert st.params[:4] == [out.data_ptr(), x.data_ptr(), 7, 30]
+    assert rows_kernel[(2,)](out, x, 7, 30, BLOCK=32, num_stages=2, num_warps=2) is h
+    assert rows_kernel[(2,)](out, x, 7, 30, 32, 3).metadata.num_stages == 3
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    rows_kernel[(3,)](out, x, 7, 30, BLOCK=32, num_stages=4)
+    torch.testing.assert_close(out, x - x.max(1, keepdim=True).values)

@@ -197,7 +197,7 @@ def _grid(grid, meta, name="") -> tuple:
 
 def launch(jitfn, grid, args, kwargs):
     kwargs = dict(kwargs)
-    opts = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
+    opts = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs and k not in jitfn.arg_names}
     try:
         bound = jitfn.signature.bind(*args, **kwargs)
     except TypeError as e:

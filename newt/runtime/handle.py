@@ -25,17 +25,22 @@ class KernelInfo:
 
     @property
     def metadata(self) -> types.SimpleNamespace:
-        """name, num_warps, num_stages, num_ctas (1), shared (dynamic shared memory bytes),
-        arch, target, n_regs, n_spills, local_bytes (Triton's metadata names)."""
+        """name, num_warps, num_stages, num_ctas (1), shared (bytes of shared memory per block,
+        dynamic and static), arch, target, n_regs, n_spills, local_bytes (Triton's names)."""
         from .active import GPUTarget
         m = self.binary.meta
         arch = m.get("arch", "")
         digits = "".join(c for c in arch if c.isdigit())
         return types.SimpleNamespace(
             name=m["name"], num_warps=m.get("num_warps", 4), num_stages=m.get("num_stages", 3),
-            num_ctas=1, shared=int(m.get("shared_bytes", 0)), arch=arch,
+            num_ctas=1, shared=int(m.get("shared_bytes", 0)) + self._static_shared(), arch=arch,
             target=GPUTarget("cuda", int(digits or 0), 32), n_regs=self.n_regs,
             n_spills=self.n_spills, local_bytes=int(m.get("local_bytes", 0)))
+
+    def _static_shared(self) -> int:
+        from .cubin import resources
+        r = resources(self.binary.cubin, self.binary.meta["name"])
+        return int(r["shared_bytes"]) if r else 0
 
     @property
     def asm(self) -> dict:

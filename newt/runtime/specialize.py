@@ -19,13 +19,16 @@ from . import cache, descriptor_args
 def bind(jf, args, kwargs):
     """(arguments by name with defaults applied, num_warps, num_stages)."""
     kw = dict(kwargs)
-    num_warps = kw.pop("num_warps", 4)
-    num_stages = kw.pop("num_stages", 3)
+    # a kernel parameter named num_warps / num_stages is also that option (as in Triton)
+    opts = {o: kw.pop(o) for o in ("num_warps", "num_stages") if o in kw and o not in jf.arg_names}
     try:
         ba = jf.signature.bind(*args, **kw)
     except TypeError as e:
         raise jf._signature_error(e) from None
     ba.apply_defaults()
+    num_warps = opts.get("num_warps", ba.arguments.get("num_warps", 4))
+    num_stages = opts.get("num_stages", ba.arguments.get("num_stages", 3))
+    num_warps, num_stages = (getattr(v, "value", v) for v in (num_warps, num_stages))
     if not (isinstance(num_warps, int) and 1 <= num_warps <= 32
             and num_warps & (num_warps - 1) == 0):
         raise LaunchError(f"kernel {jf.__name__}: num_warps must be a power of two from 1 to 32, "
