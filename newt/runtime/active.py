@@ -71,6 +71,7 @@ class ActiveDriver:
         return True
 
     def get_current_device(self) -> int:
+        """torch's current CUDA device index (0 without a device)."""
         import torch
         return torch.cuda.current_device() if _has_gpu() else 0
 
