@@ -278,7 +278,7 @@ def language_md() -> str:
 LAUNCH_ERRORS = [
     ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
     ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
-    ("num_ctas other than 1", "newt/jit.py", "thread-block clusters are not supported"),
+    ("num_ctas other than 1", "newt/jit.py", "clusters are not supported"),
     ("descriptor parameter given something else", "newt/jit.py", "took a TensorDescriptor of"),
     ("grid dimension out of range", "newt/jit.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),
