@@ -5,7 +5,7 @@ Sits beside the pipeline: it times regions of the host program, not compiled cod
     import newt.profiler as proton
     proton.start("matmul")
     with proton.scope("fp16 4096", {"flops16": 2 * M * N * K, "bytes": nbytes}):
-        kernel[grid](...)
+        c = matmul(a, b)     # whatever it launches is timed
     proton.finalize()        # prints a table; writes matmul.hatchet (read by proton.viewer)
 
 A scope records a pair of CUDA events on torch's current stream around its body (wall-clock time
