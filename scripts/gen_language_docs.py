@@ -231,7 +231,8 @@ def language_md() -> str:
            "there; otherwise computed exactly through fp16). "
            "Arithmetic on them is an error: cast to a wider float first (Triton rejects it too).\n",
            f"#### `nl.constexpr`\n\n{_doc(nl.constexpr)}\n",
-           f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n"]
+           f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n",
+           f"#### `nl.tensor_descriptor`\n\n{_doc(nl.tensor_descriptor)}\n"]
     by_section: dict = {}
     for name, fn in nl.BUILTINS.items():
         by_section.setdefault(secs.get(name, "misc"), []).append((name, fn))

@@ -309,3 +309,38 @@ def test_descriptor_matmul_takes_the_pointer_forms_path():
     tensor-core decision on sm_90a (the dot plan and the operand ring, with its reason)."""
     got, want = _dot_decision(desc_matmul), _dot_decision(ptr_matmul)
     assert got == want and "dot_plan" in want
+
+
+@newt.jit
+def _offsets_kernel(x_ptr, out_ptr, n, r, g, K, MODE: nl.constexpr):
+    d = nl.make_tensor_descriptor(x_ptr, [n, n], [n, 1], [16, 16])
+    pid = nl.program_id(0)
+    acc = nl.zeros((16, 16), dtype=nl.float32)
+    if MODE == 0:     # program ids, products, quotients, remainders, minimums, a loop from 0
+        for k in range(0, K, 16):
+            acc += d.load([nl.minimum(pid // 4, 3) * 16, k + pid % g])
+    elif MODE == 1:   # a runtime argument may be negative: both bounds on that axis
+        acc += d.load([r, 0])
+    else:             # a loop from a runtime start, and a difference: both bounds on both axes
+        for k in range(r, K, 16):
+            acc += d.load([k, pid - 1])
+    nl.store(out_ptr + nl.arange(0, 16), nl.sum(acc, axis=1))
+
+
+@pytest.mark.parametrize("mode,lower_bounds", [(0, 0), (1, 1), (2, 2)])
+def test_lower_bound_checks_only_where_an_offset_may_be_negative(mode, lower_bounds):
+    from newt.frontend import build_ir
+    from newt.ir.printer import format_function
+    sig = {"x_ptr": "*fp32", "out_ptr": "*fp32", "n": "i32", "r": "i32", "g": "i32", "K": "i32"}
+    text = format_function(build_ir(_offsets_kernel, sig, dict(MODE=mode)))
+    assert text.count("binary.ge") == lower_bounds
+    assert text.count("binary.lt") == 2
+
+
+@pytest.mark.parametrize("r", [-9, 5])
+def test_negative_runtime_offsets_read_padding(target, device, r):
+    n = 40
+    x = torch.randn(n, n, device=device)
+    out = torch.full((16,), NAN, device=device)
+    _offsets_kernel[(1,)](x, out, n, r, 1, 16, MODE=1)
+    torch.testing.assert_close(out.cpu(), padded(x.cpu(), r, 0, 16, 16).sum(1))

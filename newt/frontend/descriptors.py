@@ -24,8 +24,9 @@ def ops_for(b) -> DS.Ops:
 
 def nonneg(v, depth=0) -> bool:
     """Is IR value `v` >= 0 in every lane, by construction? Non-negative constants, program
-    ids, aranges, sums and products of those, int casts and shape ops of them, and the
-    induction variable of a loop counting up from such a value. False when unsure."""
+    ids, aranges, their sums, products, quotients and minimums (a maximum needs one such
+    operand, a remainder a non-negative dividend), int casts and shape ops of them, and the induction variable of a loop
+    counting up from such a value. False when unsure."""
     from ..ir.core import Block
     o = v.owner
     if depth > 12 or o is None:
@@ -46,8 +47,13 @@ def nonneg(v, depth=0) -> bool:
                                                   and o.operands[0].dtype.is_int()
                                                   and not o.attrs.get("bitcast")):
         return nonneg(o.operands[0], depth + 1)
-    if k == "binary" and o.attrs["op"] in ("add", "mul"):
+    if k == "binary" and o.attrs["op"] in ("add", "mul", "minimum", "idiv"):
+        # (`//` of non-negative values: a zero divisor is undefined on the GPU anyway)
         return all(nonneg(x, depth + 1) for x in o.operands)
+    if k == "binary" and o.attrs["op"] == "mod":   # truncating: the dividend's sign
+        return nonneg(o.operands[0], depth + 1)
+    if k == "binary" and o.attrs["op"] == "maximum":
+        return any(nonneg(x, depth + 1) for x in o.operands)
     return False
 
 
