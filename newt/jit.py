@@ -26,6 +26,7 @@ import types
 
 from . import options
 from .errors import DriverError, LaunchError, NewtError
+from .jit_host import HostAPI, descriptor_class
 from .language import constexpr as _constexpr
 
 _INT32 = (-2**31, 2**31)
@@ -162,7 +163,7 @@ def _constexpr_key(v):
     return (v.__class__, v)
 
 
-class JITFunction:
+class JITFunction(HostAPI):
     # What `k[grid]` reads on every launch lives in slots: a slot is one specialized attribute
     # read in every kernel (an instance-dict read is specialized on one dict's layout, so a loop
     # launching several kernels would keep un-specializing it)
@@ -232,51 +233,6 @@ class JITFunction:
             return interp_launch(self, grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
-    def warmup(self, *args, grid=None, **kwargs):
-        """Compile (or load from the disk cache) and prepare the launch for these arguments,
-        without launching (Triton's `warmup(*args, grid=..., **meta)`; the grid is not needed
-        and may be left out). Returns the kernel's handle (runtime/handle.py: `.n_regs`,
-        `.n_spills`, `.metadata`, `.asm`): the Launcher on a GPU; without one, the compiled
-        kernel for `arch=` (a keyword of newt's, default "sm_90a"), with CPU tensors standing in
-        for CUDA ones."""
-        arch = kwargs.pop("arch", None)
-        self._launch_options(kwargs)
-        self._note_descriptors(args, kwargs)
-        if arch is not None or not _have_driver():
-            from .runtime import specialize
-            from .runtime.handle import CompiledHandle
-            arguments, num_warps, num_stages = specialize.bind(self, args, kwargs)
-            sig, cx, spec, _ = specialize.specialize(self, arguments, allow_cpu=True)
-            return CompiledHandle(specialize.get_binary(
-                self, sig, cx, spec, arch=arch or "sm_90a", num_warps=num_warps,
-                num_stages=num_stages))
-        key, _ = self.binder()(*args, **kwargs)
-        launcher = self.cache.get(key)
-        if launcher is None:
-            from .runtime import specialize
-            arguments, _, _ = specialize.bind(self, args, kwargs)
-            launcher = self._miss(key, {"num_warps": kwargs.get("num_warps", 4),
-                                        "num_stages": kwargs.get("num_stages", 3), **arguments})
-        return launcher
-
-    @property
-    def src(self) -> str:
-        """The kernel's source text, from its `def` line (Triton's JITFunction.src)."""
-        text = textwrap.dedent(inspect.getsource(self.fn))
-        lines = text.splitlines(keepends=True)
-        first = next((i for i, ln in enumerate(lines) if ln.lstrip().startswith("def ")), 0)
-        return "".join(lines[first:])
-
-    def _launch_options(self, kwargs):
-        """Remove the launch options newt accepts for Triton's sake from `kwargs`: num_ctas=1
-        (a cluster of more than one CTA is not supported)."""
-        if "num_ctas" in kwargs:
-            n = kwargs.pop("num_ctas")
-            if n != 1:
-                raise LaunchError(f"kernel {self.__name__}: num_ctas={n!r}: thread-block "
-                                  "clusters are not supported; newt launches one CTA per "
-                                  "program (num_ctas=1)")
-
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
                            f"{self.__name__}[grid](...), or call it from another kernel")
@@ -296,6 +252,7 @@ class JITFunction:
         `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
         branch that builds the same key as one flat tuple, without per-parameter tuples."""
         import torch
+        from .runtime import descriptor_args
         from .runtime.cache import python_code
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
@@ -323,8 +280,8 @@ class JITFunction:
                 fast_keys.append(f"{a} if {a}.__class__ is int else _n_ck({a})")
                 continue
             if a in self._desc_ranks:
-                code, key, n = _descriptor_code(a, i, self._desc_ranks[a])
-                ns["_n_TD"] = _descriptor_class()
+                code, key, n = descriptor_args.launch_code(a, i, self._desc_ranks[a])
+                ns["_n_TD"] = descriptor_class()
                 body += [f"    {c}" for c in code] + [f"    _n_k{i} = ({key},)"]
                 keys.append(f"*_n_k{i}")
                 vals += [f"_n_v{i}"] + [f"_n_v{i}_{k}" for k in range(n)]
@@ -476,7 +433,7 @@ def launch(_n_grid, {params}):
         except TypeError:
             return None    # the generated function reports the argument error
         ba.apply_defaults()
-        td = _descriptor_class()
+        td = descriptor_class()
         ranks = {n: len(v.shape) for n, v in ba.arguments.items() if isinstance(v, td)}
         if ranks and ranks != self._desc_ranks:
             self._desc_ranks = {**self._desc_ranks, **ranks}
@@ -589,41 +546,6 @@ def launch(_n_grid, {params}):
             _collect_sources(self, set(), parts)
             self._source_key = digest(*parts)
         return self._source_key
-
-
-def _descriptor_class():
-    from .tools.tensor_descriptor import TensorDescriptor
-    return TensorDescriptor
-
-
-def _descriptor_code(a: str, i: int, rank: int):
-    """(statements, key expression, number of ints) of TensorDescriptor parameter `a` in the
-    generated launch function: base pointer `_n_v{i}`, then `_n_v{i}_{k}` for each size and
-    stride (newt/descriptors.py's order), keyed like tensors and ints, with the block shape
-    and padding."""
-    n = 2 * rank
-    code = [f"if {a}.__class__ is not _n_TD or len({a}.shape) != {rank}:",
-            f"    _n_self._not_descriptor({a!r}, {a}, {rank})",
-            f"_n_b{i} = {a}.base",
-            f"_n_v{i} = _n_b{i}.data_ptr()"]
-    code += [f"_n_v{i}_{j} = {a}.shape[{j}]" for j in range(rank)]
-    code += [f"_n_v{i}_{rank + j} = {a}.strides[{j}]" for j in range(rank)]
-    ints = [f"(1 if {x} == 1 else 0 if {x} & 15 or not {x} else 16) if -2147483648 <= {x} <= "
-            f"2147483647 else _n_classify({x}, False)[0]" for x in
-            (f"_n_v{i}_{k}" for k in range(n))]
-    key = (f"_n_b{i}.dtype, _n_b{i}.get_device(), not _n_v{i} & 15, _n_b{i}.nbytes > "
-           f"2147483647 and _n_b{i}.numel() > 2147483647, tuple({a}.block_shape), {a}.padding, "
-           + ", ".join(f"({x})" for x in ints))
-    return code, key, n
-
-
-def _have_driver() -> bool:
-    from .runtime import driver
-    try:
-        driver.lib()
-        return True
-    except DriverError:
-        return False
 
 
 def _last_launched():

@@ -4,7 +4,8 @@ A host `newt.tools.tensor_descriptor.TensorDescriptor` argument becomes the comp
 its parameter (newt/descriptors.py, "as a parameter"): the signature entry
 "tensordesc<fp16[64,64]>" with the base tensor's alignment and size facts, and one int entry
 per dimension's size and stride, typed and specialized like an int argument (i64 for a tensor
-of 2**31 elements or more, where the offsets need 64 bits).
+of 2**31 elements or more, where the offsets need 64 bits). `launch_code` writes the part of
+jit.py's generated launch function that keys and packs such an argument.
 """
 from __future__ import annotations
 
@@ -49,3 +50,24 @@ def specialize(name: str, p: str, desc, signature: dict, spec: dict, devices: di
                               f"ints, got {v}")
         signature[sub] = "i64" if large else kp[0]
         spec[sub] = dict(divisible_by_16=bool(kp[2]), equal_to_1=bool(kp[1]), large=False)
+
+
+def launch_code(a: str, i: int, rank: int):
+    """(statements, key expression, number of ints) of TensorDescriptor parameter `a` in the
+    generated launch function: base pointer `_n_v{i}`, then `_n_v{i}_{k}` for each size and
+    stride (newt/descriptors.py's order), keyed like tensors and ints, with the block shape
+    and padding."""
+    n = 2 * rank
+    code = [f"if {a}.__class__ is not _n_TD or len({a}.shape) != {rank}:",
+            f"    _n_self._not_descriptor({a!r}, {a}, {rank})",
+            f"_n_b{i} = {a}.base",
+            f"_n_v{i} = _n_b{i}.data_ptr()"]
+    code += [f"_n_v{i}_{j} = {a}.shape[{j}]" for j in range(rank)]
+    code += [f"_n_v{i}_{rank + j} = {a}.strides[{j}]" for j in range(rank)]
+    ints = [f"(1 if {x} == 1 else 0 if {x} & 15 or not {x} else 16) if -2147483648 <= {x} <= "
+            f"2147483647 else _n_classify({x}, False)[0]" for x in
+            (f"_n_v{i}_{k}" for k in range(n))]
+    key = (f"_n_b{i}.dtype, _n_b{i}.get_device(), not _n_v{i} & 15, _n_b{i}.nbytes > "
+           f"2147483647 and _n_b{i}.numel() > 2147483647, tuple({a}.block_shape), {a}.padding, "
+           + ", ".join(f"({x})" for x in ints))
+    return code, key, n
