@@ -344,3 +344,15 @@ def test_negative_runtime_offsets_read_padding(target, device, r):
     out = torch.full((16,), NAN, device=device)
     _offsets_kernel[(1,)](x, out, n, r, 1, 16, MODE=1)
     torch.testing.assert_close(out.cpu(), padded(x.cpu(), r, 0, 16, 16).sum(1))
+
+
+def test_benchmark_forms_agree_on_the_interpreter(monkeypatch):
+    """benchmarks/descriptor_forms.py (the GPU timing of the three forms) checks itself."""
+    import importlib.util
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "benchmarks", "descriptor_forms.py")
+    spec = importlib.util.spec_from_file_location("newt_descriptor_forms", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    mod.check("cpu", small=True)
