@@ -242,3 +242,27 @@ def test_num_stages_parameter_and_compiled_launch(gpu, monkeypatch):
     monkeypatch.setattr(newt.options.flags, "interpret", True)
     rows_kernel[(3,)](out, x, 7, 30, BLOCK=32, num_stages=4)
     torch.testing.assert_close(out, x - x.max(1, keepdim=True).values)
+
+
+def test_asm_of_a_kernel_loaded_from_the_disk_cache(gpu):
+    """The source and PTX live in a disk entry of their own, read when `.asm` is asked: a
+    process that loads the kernel from the cache still gets them."""
+    from newt.runtime import cache
+    x, out = torch.randn(64), torch.empty(64)
+    first = scale_kernel.warmup(x, out, 64, 1.0, BLOCK=32, arch="sm_80").asm
+    fresh = cache.disk_cache().load(next(iter(_entries_with(cache.disk_cache().root, b"sm_80"))))
+    from newt.runtime.handle import CompiledHandle
+    again = CompiledHandle(fresh).asm
+    assert fresh.asm is None and again["ptx"] == first["ptx"] and "sm_80" in again["ptx"]
+    assert again["source"] == first["source"] and again["cubin"] == first["cubin"]
+
+
+def _entries_with(root, needle):
+    import os
+    for folder, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(folder, f)
+            with open(path, "rb") as fh:
+                data = fh.read()
+            if needle in data and b'"asm_key"' in data:
+                yield f.rsplit(".", 1)[0]

@@ -46,8 +46,13 @@ class KernelInfo:
     def asm(self) -> dict:
         """{"source": the CUDA C++, "ptx", "cubin" (bytes), and "sass" when nvdisasm is on
         PATH}."""
-        m = self.binary.meta
-        out = {"source": m.get("source", ""), "ptx": m.get("ptx", ""), "cubin": self.binary.cubin}
+        texts = self.binary.asm
+        if texts is None:     # loaded from the disk cache: the text is in an entry of its own
+            from .cache import disk_cache
+            key = self.binary.meta.get("asm_key")
+            texts = (disk_cache().load_json(key) if key else None) or {}
+        out = {"source": texts.get("source", ""), "ptx": texts.get("ptx", ""),
+               "cubin": self.binary.cubin}
         sass = disassemble(self.binary.cubin)
         if sass is not None:
             out["sass"] = sass

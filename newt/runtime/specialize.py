@@ -125,7 +125,9 @@ def get_binary(jf, signature, constexprs, spec, *, arch, num_warps, num_stages, 
     ck = compile_fn(jf, signature, constexprs, arch=arch, num_warps=num_warps,
                     num_stages=num_stages, specialization=spec)
     kb = cache.KernelBinary.from_compiled(ck)
+    kb.meta["asm_key"] = cache.digest(key, "asm")    # where a handle's `.asm` finds the text
     disk.store(key, kb)
+    disk.store_json(kb.meta["asm_key"], kb.asm)
     return kb
 
 
