@@ -109,7 +109,7 @@ def _row(tri, dt, n):
     for r in range(3):       # interleaved rounds, the order rotated
         order = list(calls)
         for x in order[r:] + order[:r]:
-            res[x].append(2.0 * n ** 3 / do_bench(calls[x]) / 1e9)
+            res[x].append(2.0 * n ** 3 / do_bench(calls[x], return_mode="median") / 1e9)
     best = {}
     for (p, cfg), v in res.items():
         tf = statistics.median(v)

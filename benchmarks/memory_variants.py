@@ -451,7 +451,7 @@ def add_call(p, x, y, out):
 
 def table(title: str, calls: dict, nbytes: int, rounds: int):
     """Time `calls` in interleaved rounds (do_bench medians) and print GB/s per variant."""
-    med, notes = common.timed_in_rounds(calls, lambda fn: (do_bench(fn), None), rounds)
+    med, notes = common.timed_in_rounds(calls, lambda fn: (do_bench(fn, return_mode="median"), None), rounds)
     print(f"{title}, GB/s (median of {rounds} interleaved rounds)")
     for name, ms in med.items():
         print(f"  {name:10s} {common.gbps(nbytes, ms):7.0f}")

@@ -84,7 +84,7 @@ def main():
         torch.cuda.synchronize()
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6, msg=lambda s: f"{name}: {s}")
     nbytes = 2 * m * n * 4
-    ms, _ = common.timed_in_rounds(calls, lambda fn: (do_bench(fn), None),
+    ms, _ = common.timed_in_rounds(calls, lambda fn: (do_bench(fn, return_mode="median"), None),
                                    rounds=int(os.environ.get("ROUNDS", "5")))
     launcher.shared = base
     print(f"\nsoftmax fp32 {m}x{n}, {torch.cuda.get_device_name()}, newt.testing.do_bench medians")

@@ -85,9 +85,10 @@ def bench():
     cfg = attention.autotune((q, k, v), effort="quick")
     tune_s = time.perf_counter() - t0
     flops = 4 * B * H * N * N * D
-    ms_dt = do_bench(lambda: attention(q, k, v))
+    ms_dt = do_bench(lambda: attention(q, k, v), return_mode="median")
     q4, k4, v4 = (t.view(B, H, N, D) for t in (q, k, v))
-    ms_sdpa = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q4, k4, v4))
+    ms_sdpa = do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(q4, k4, v4),
+                       return_mode="median")
     print(f"attention fp16 B={B} H={H} N={N} D={D}: tune {tune_s:.1f} s, deuteron "
           f"{flops / ms_dt * 1e-9:.0f} TFLOP/s, SDPA {flops / ms_sdpa * 1e-9:.0f} TFLOP/s; {cfg}")
 

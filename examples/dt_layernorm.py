@@ -73,9 +73,10 @@ def bench():
     cfg = layernorm.autotune((x, w, b), effort="quick")
     tune_s = time.perf_counter() - t0
     gbs = lambda ms: (2 * m * n + 2 * n) * 2 / ms * 1e-6   # noqa: E731
-    ms_dt = do_bench(lambda: layernorm(x, w, b))
-    ms_hand = do_bench(lambda: hand(x, w, b))
-    ms_torch = do_bench(lambda: torch.nn.functional.layer_norm(x, (n,), w, b))
+    ms_dt = do_bench(lambda: layernorm(x, w, b), return_mode="median")
+    ms_hand = do_bench(lambda: hand(x, w, b), return_mode="median")
+    ms_torch = do_bench(lambda: torch.nn.functional.layer_norm(x, (n,), w, b),
+                        return_mode="median")
     print(f"layernorm fp16 {m}x{n}: tune {tune_s:.1f} s, deuteron {gbs(ms_dt):.0f} GB/s, "
           f"hand-written newt {gbs(ms_hand):.0f} GB/s ({ms_hand / ms_dt:.3f}x), "
           f"torch {gbs(ms_torch):.0f} GB/s; {cfg}")

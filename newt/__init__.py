@@ -3,7 +3,9 @@
     @newt.jit kernels  ->  typed block IR  ->  CUDA C++  ->  NVRTC  ->  cubin  ->  driver launch
 
 `newt.compile` (the AOT entry point) and `newt.testing` load lazily: a process that only launches
-cached kernels never imports the compiler.
+cached kernels never imports the compiler. So do the parts of Triton's host API that programs
+written for Triton call: `newt.runtime.driver.active`, `newt.tools.tensor_descriptor`,
+`newt.set_allocator` and the scoped profiler `newt.profiler`.
 """
 from . import language  # noqa: F401
 from .autotune import Config, autotune, heuristics  # noqa: F401
@@ -30,7 +32,11 @@ def __getattr__(name):
     if name == "compile":
         from .compiler import compile
         return compile
-    if name in ("testing", "compiler", "interpreter", "frontend", "codegen", "passes"):
+    if name == "set_allocator":
+        from .runtime.allocation import set_allocator
+        return set_allocator
+    if name in ("testing", "compiler", "interpreter", "frontend", "codegen", "passes", "runtime",
+                "tools", "profiler"):
         import importlib
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'newt' has no attribute {name!r}")

@@ -65,8 +65,8 @@ def compile(fn, signature, constexprs=None, *, arch="sm_90a", num_warps=4, num_s
     options = Options(arch=arch, num_warps=num_warps, num_stages=num_stages, debug=flags.debug,
                       nvrtc_version=nvrtc.version())
     pyfn = getattr(fn, "fn", fn)
-    sig = {k: (dtypes.from_signature(v) if isinstance(v, str) else v)
-           for k, v in signature.items()}
+    sig = {k: (dtypes.from_signature(v) if isinstance(v, str) and not v.startswith("tensordesc")
+               else v) for k, v in signature.items()}    # descriptors: frontend/descriptors.py
     spec = dict(specialization or {})
     ir_fn = build_ir(pyfn, sig, dict(constexprs or {}), spec)          # stage: frontend
     return compile_ir(ir_fn, options, spec)

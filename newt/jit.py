@@ -11,7 +11,9 @@ launched (a tuple compare, no hashing) before the dict is asked, and the Launche
 state comes out of one tuple. A key not seen before is checked for every launch error (CPU
 tensors, mixed devices, bad constexprs, bad num_warps), then resolved through the disk cache
 (runtime/cache.py) or, only on a disk miss, compiler.compile. Launch errors name the kernel and
-the user's line that launched it; a grid with a zero is one of them (Triton launches nothing).
+the user's line that launched it. A grid with a zero launches nothing (as Triton). A launch
+returns the Launcher it used (runtime/handle.py: `.n_regs`, `.metadata`, `.asm`), an object
+built with the launcher, so returning it costs nothing.
 Under NEWT_INTERPRET=1 (newt.options.flags.interpret) the kernel runs on the interpreter.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ import types
 
 from . import options
 from .errors import DriverError, LaunchError, NewtError
+from .jit_host import HostAPI, descriptor_class
 from .language import constexpr as _constexpr
 
 _INT32 = (-2**31, 2**31)
@@ -37,6 +40,15 @@ class _Missing:
 
 
 _MISSING = _Missing()
+
+
+_OPTION_DEFAULTS = (("num_warps", 4), ("num_stages", 3))
+
+
+class _EmptyGrid(Exception):
+    """A grid with a zero dimension: the launch function returns without launching (Triton)."""
+
+
 _GRID_X_MAX = 2147483647   # CUDA's grid x limit (y and z: 65535), the same on every device
 
 
@@ -152,7 +164,7 @@ def _constexpr_key(v):
     return (v.__class__, v)
 
 
-class JITFunction:
+class JITFunction(HostAPI):
     # What `k[grid]` reads on every launch lives in slots: a slot is one specialized attribute
     # read in every kernel (an instance-dict read is specialized on one dict's layout, so a loop
     # launching several kernels would keep un-specializing it)
@@ -179,6 +191,7 @@ class JITFunction:
         self.runtime_positions = None
         self._kinds = None
         self._source_key = None      # hash of this kernel's source and its callees'
+        self._desc_ranks = {}        # parameter -> rank of the TensorDescriptor it takes
 
     # ---- launch ------------------------------------------------------------------------------
     def __getitem__(self, grid):
@@ -211,23 +224,15 @@ class JITFunction:
         from .interpreter import launch as interp_launch
         return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
 
-    def run(self, *args, grid, **kwargs):
+    def run(self, *args, grid, warmup=False, **kwargs):
+        """`kernel[grid](*args, **kwargs)` spelled as a call (Triton's JITFunction.run);
+        `warmup=True` compiles without launching (see warmup)."""
+        if warmup:
+            return self.warmup(*args, grid=grid, **kwargs)
         if options.flags.interpret:
             from .interpreter import launch as interp_launch
             return interp_launch(self, grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
-
-    def warmup(self, *args, **kwargs):
-        """Compile (or load from the disk cache) and prepare the launch for these arguments,
-        without launching; returns the Launcher (its `.binary.meta` holds n_regs, spills...)."""
-        key, _ = self.binder()(*args, **kwargs)
-        launcher = self.cache.get(key)
-        if launcher is None:
-            from .runtime import specialize
-            arguments, _, _ = specialize.bind(self, args, kwargs)
-            launcher = self._miss(key, {**arguments, "num_warps": kwargs.get("num_warps", 4),
-                                        "num_stages": kwargs.get("num_stages", 3)})
-        return launcher
 
     def __call__(self, *args, **kwargs):
         raise RuntimeError(f"{self.__name__} is a @newt.jit kernel: launch it as "
@@ -248,19 +253,21 @@ class JITFunction:
         `kinds` (the argument classes of the first launch, per parameter) adds a guarded fast
         branch that builds the same key as one flat tuple, without per-parameter tuples."""
         import torch
+        from .runtime import descriptor_args
         from .runtime.cache import python_code
         ns = {"_n_Tensor": torch.Tensor, "_n_classify": _classify, "_n_ck": _constexpr_key,
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
-              "_n_grid3": _grid3}
+              "_n_grid3": _grid3, "_n_Empty": _EmptyGrid}
         sig, body, keys, vals, rt_pos = [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
+        next_index = len(names)      # a descriptor's ints come after the parameters
+
         for i, (a, p) in enumerate(self.signature.parameters.items()):
-            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
-                    or a in ("num_warps", "num_stages"):
+            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_"):
                 raise LaunchError(f"kernel {self.__name__}: parameter {a!r} is not supported "
-                                  "(no *args/**kwargs/keyword-only, no num_warps/num_stages)")
+                                  "(no *args/**kwargs/keyword-only)")
             if p.default is p.empty:  # a sentinel, so that a missing argument reaches _miss
                 sig.append(f"{a}=_n_M")
             else:
@@ -272,6 +279,18 @@ class JITFunction:
                 body.append(f"    _n_k{i} = {a} if {a}.__class__ is int else _n_ck({a}),")
                 keys.append(f"*_n_k{i}")
                 fast_keys.append(f"{a} if {a}.__class__ is int else _n_ck({a})")
+                continue
+            if a in self._desc_ranks:
+                code, key, n = descriptor_args.launch_code(a, i, self._desc_ranks[a])
+                ns["_n_TD"] = descriptor_class()
+                body += [f"    {c}" for c in code] + [f"    _n_k{i} = ({key},)"]
+                keys.append(f"*_n_k{i}")
+                vals += [f"_n_v{i}"] + [f"_n_v{i}_{k}" for k in range(n)]
+                rt_pos += [i] + list(range(next_index, next_index + n))
+                next_index += n
+                guard.append("True")
+                fast_vals += code
+                fast_keys.append(key)
                 continue
             # The key is one flat tuple: each parameter adds elements whose first one tells its
             # kind apart (a torch dtype, an int code 0/1/16, or a str/tuple from _classify), so
@@ -318,9 +337,12 @@ class JITFunction:
             else:
                 guard.append("False")
         self.runtime_positions = rt_pos
-        params = ", ".join(sig + ["*_n_more", "num_warps=4", "num_stages=3", "**_n_extra"])
+        # a parameter named num_warps / num_stages is also that launch option (as in Triton)
+        params = ", ".join(sig + ["*_n_more"] + [f"{o}={d}" for o, d in _OPTION_DEFAULTS
+                                                 if o not in names] + ["**_n_extra"])
         check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
-        by_name = "{" + ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"]) + "}"
+        by_name = "{" + ", ".join(f"{n!r}: {n}" for n in dict.fromkeys(
+            names + ["num_warps", "num_stages"])) + "}"
         key = f"    _n_key = ({', '.join(keys + ['num_warps', 'num_stages'])},)"
         v = ", ".join(vals)
         slow = "\n".join(body) + "\n" + key
@@ -361,7 +383,10 @@ def launch(_n_grid, {params}):
                 and (_n_gx := _n_grid[0]).__class__ is int and 0 < _n_gx <= 2147483647:
             _n_gy = _n_gz = 1
         else:
-            _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
+            try:
+                _n_gx, _n_gy, _n_gz = _n_grid3(_n_self, _n_grid, _n_L)
+            except _n_Empty:   # a zero in the grid: nothing to launch (as Triton)
+                return _n_L
     try:
         _n_pack(_n_buf, 0, _n_gx, _n_gy, _n_gz, _n_block, 1, 1, _n_shared, _n_stream(_n_dev),
                 {v})
@@ -371,6 +396,7 @@ def launch(_n_grid, {params}):
     _n_last[0] = _n_name
     if _n_r:
         _n_self._failed(_n_L, _n_r, (_n_gx, _n_gy, _n_gz))
+    return _n_L
 """
         if what == "binder":
             src = binder_src
@@ -392,14 +418,35 @@ def launch(_n_grid, {params}):
         """The first launch: learn the argument classes, generate the launch function with its
         fast branch for them (once: compiling it costs about 1 ms, and a later process reads
         the compiled code from the disk cache, runtime/cache.py's python_code), go."""
-        kw = {k: v for k, v in kwargs.items() if k not in ("num_warps", "num_stages")}
+        kinds = self._note_descriptors(args, kwargs)
+        if kinds is not None:
+            kinds = {n: type(v) for n, v in kinds.items()}
+        return self._generate(kinds)(_grid_arg(grid), *args, **kwargs)
+
+    def _note_descriptors(self, args, kwargs):
+        """The call's arguments by name (None if they do not bind); records the rank of each
+        TensorDescriptor argument, which the launch function is generated for (it packs the
+        base pointer and one int per size and stride)."""
+        kw = {k: v for k, v in kwargs.items()
+              if k in self.arg_names or k not in ("num_warps", "num_stages", "num_ctas")}
         try:
             ba = self.signature.bind(*args, **kw)
-            ba.apply_defaults()
-            kinds = {n: type(v) for n, v in ba.arguments.items()}
         except TypeError:
-            kinds = None   # the generated function reports the argument error
-        return self._generate(kinds)(_grid_arg(grid), *args, **kwargs)
+            return None    # the generated function reports the argument error
+        ba.apply_defaults()
+        td = descriptor_class()
+        ranks = {n: len(v.shape) for n, v in ba.arguments.items() if isinstance(v, td)}
+        if ranks and ranks != self._desc_ranks:
+            self._desc_ranks = {**self._desc_ranks, **ranks}
+            self._launch_fn = self._binder = self._kinds = None
+            self._bound = (_MISSING, None)
+        return ba.arguments
+
+    @_reported_at_launch_site
+    def _not_descriptor(self, name, value, rank):
+        raise LaunchError(f"kernel {self.__name__}: argument '{name}' took a TensorDescriptor of "
+                          f"rank {rank} at this kernel's first launch, and must stay one; got "
+                          f"{type(value).__name__}")
 
     def binder(self):
         """(key, values) of a call, as the launch function computes them (tests, warmup)."""
@@ -407,6 +454,11 @@ def launch(_n_grid, {params}):
 
     @_reported_at_launch_site
     def _extra_args(self, more, extra):
+        """Arguments beyond the kernel's parameters and num_warps / num_stages: Triton's launch
+        options newt accepts (num_ctas=1) return to the launch, anything else is an error."""
+        self._launch_options(extra)
+        if not more and not extra:
+            return
         if more:
             raise self._signature_error(TypeError(
                 f"{self.__name__}() takes {len(self.arg_names)} arguments but "
@@ -436,6 +488,7 @@ def launch(_n_grid, {params}):
     @_reported_at_launch_site
     def _slow_launch(self, launcher, grid, values):
         launcher.launch(*grid, values)
+        return launcher
 
     @_reported_at_launch_site
     def _failed(self, launcher, res, grid):
@@ -455,8 +508,8 @@ def launch(_n_grid, {params}):
     def _grid3(self, grid, launcher):
         """(gx, gy, gz) of a grid the fast checks refused: lists, ints, numpy/torch integers, the
         result of a grid callable; every bad grid is a LaunchError naming the kernel. A grid with
-        a zero is an error too: Triton silently launches nothing there, which hides a size bug
-        more often than it saves an `if` (skip the launch yourself when there is no work)."""
+        a zero (and no other error) raises _EmptyGrid: the launch function returns without
+        launching, as Triton does (empty batches are common)."""
         import operator
         if not isinstance(grid, (tuple, list)):
             grid = (grid,)
@@ -465,6 +518,7 @@ def launch(_n_grid, {params}):
             raise LaunchError(f"kernel {self.__name__}: grid must have 1 to 3 dimensions, "
                               f"got {grid!r}")
         out = []
+        empty = False
         for axis, g, m in zip("xyz", grid + (1,) * (3 - len(grid)), launcher.max_grid):
             try:
                 if isinstance(g, float):
@@ -474,14 +528,14 @@ def launch(_n_grid, {params}):
                 raise LaunchError(f"kernel {self.__name__}: grid {axis} must be an int, got "
                                   f"{type(g).__name__} {g!r}") from None
             if g == 0:
-                raise LaunchError(
-                    f"kernel {self.__name__}: grid {axis} = 0 in grid {grid!r}: "
-                    "a launch needs at least one program per axis (newt refuses the empty "
-                    "launch that Triton skips silently; test for empty inputs before launching)")
+                empty = True
+                continue
             if not 0 < g <= m:
                 raise LaunchError(f"kernel {self.__name__}: grid {axis} = {g} is outside "
                                   f"[1, {m}] (the device's limit)")
             out.append(g)
+        if empty:
+            raise _EmptyGrid
         return out
 
     def source_key(self) -> str:

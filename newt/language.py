@@ -116,13 +116,15 @@ def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", c
          eviction_policy="", volatile=False):
     """Load a block (or scalar) from global memory at `pointer`. Where `mask` is false nothing is
     read and the result is `other` (0 if not given). Contiguous, aligned, unmasked 16-byte groups
-    are read with one vector instruction (checked at run time)."""
+    are read with one vector instruction (checked at run time). `pointer` may be a block pointer
+    (`nl.make_block_ptr`), loaded with `boundary_check` and `padding_option` instead of a mask."""
 
 
 @builtin
 def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", eviction_policy=""):
     """Store `value` (broadcast to the pointer block's shape, cast to the pointee type) at `pointer`
-    where `mask` is true."""
+    where `mask` is true. `pointer` may be a block pointer (`nl.make_block_ptr`), stored with
+    `boundary_check` instead of a mask."""
 
 
 def _atomic_doc(name, what):
@@ -427,3 +429,9 @@ class static_range:
 
 BUILTINS["range"] = range
 BUILTINS["static_range"] = static_range
+
+
+# tensor descriptors and block pointers live in their own file; they are part of this namespace
+from .language_blocks import (  # noqa: E402,F401
+    advance, load_tensor_descriptor, make_block_ptr, make_tensor_descriptor,
+    store_tensor_descriptor, tensor_descriptor)

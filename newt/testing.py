@@ -6,7 +6,9 @@ kernels (CUDA events on the current stream) and to compare results against torch
 - `do_bench(fn)` follows the method of `triton.testing.do_bench`, so the two agree on the same
   kernel: estimate the runtime from 5 calls, derive warm-up and repeat counts from the
   millisecond budgets, time every repeat with its own pair of events, overwrite a 256 MB buffer
-  before each repeat so no run starts with a warm L2, and summarize (median by default).
+  before each repeat so no run starts with a warm L2, and summarize (the mean by default, as
+  Triton; pass return_mode="median" for a figure robust to outliers).
+- `do_bench_cudagraph(fn)` times `fn` replayed from a CUDA graph (no launch overhead).
 - `assert_close(actual, expected)` picks tolerances from the dtypes and, on failure, reports how
   many elements differ, the worst one with its index and values, and NaN/inf disagreements.
 - `perf_report(Benchmark(...))` runs a grid of x values across providers, prints a table and
@@ -51,16 +53,20 @@ def _summarize(times: list[float], quantiles, return_mode: str):
             "median": statistics.median}[return_mode](times)
 
 
-def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="median"):
+def _check_mode(return_mode):
+    if return_mode not in ("min", "max", "mean", "median", "all"):
+        raise ValueError(f"return_mode must be min, max, mean, median or all, got {return_mode!r}")
+
+
+def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_mode="mean"):
     """Run time of `fn()` in milliseconds, measured on the GPU with CUDA events.
 
     warmup, rep: time budgets in ms for the warm-up calls and the timed calls.
     grad_to_none: tensors whose `.grad` is reset before each timed call (backward benchmarks).
     quantiles: if given, return these quantiles of the timings instead of `return_mode`.
-    return_mode: "median" (default), "mean", "min", "max" or "all" (the list of timings).
+    return_mode: "mean" (default, as Triton), "median", "min", "max" or "all" (the list).
     """
-    if return_mode not in ("min", "max", "mean", "median", "all"):
-        raise ValueError(f"return_mode must be min, max, mean, median or all, got {return_mode!r}")
+    _check_mode(return_mode)
     _require_cuda()
     fn()
     torch.cuda.synchronize()
@@ -92,6 +98,50 @@ def do_bench(fn, warmup=25, rep=100, grad_to_none=None, quantiles=None, return_m
         ends[i].record()
     torch.cuda.synchronize()
     times = [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    return _summarize(times, quantiles, return_mode)
+
+
+def do_bench_cudagraph(fn, rep=20, grad_to_none=None, quantiles=None, return_mode="mean"):
+    """Run time of `fn()` in milliseconds, replayed from a CUDA graph (Triton's method): the
+    calls are captured once, so launch overhead is not timed. `rep` is the time budget in ms of
+    each timed replay; the graph holds as many calls as fit in it (at least one), and the
+    per-call time of 10 replays is summarized by `return_mode` ("mean" by default)."""
+    _check_mode(return_mode)
+    _require_cuda()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        fn()                      # compile and warm up off the capture
+        if grad_to_none is not None:
+            for t in grad_to_none:
+                t.grad = None
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            fn()
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(5):
+            g.replay()
+        end.record()
+        torch.cuda.synchronize()
+        estimate_ms = start.elapsed_time(end) / 5
+        n = max(1, int(rep / estimate_ms)) if estimate_ms > 0 else 1000
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(n):
+                if grad_to_none is not None:
+                    for t in grad_to_none:
+                        t.grad = None
+                fn()
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(10):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            g.replay()
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end) / n)
     return _summarize(times, quantiles, return_mode)
 
 
@@ -381,6 +431,6 @@ def run_example(argv, check, describe, timed=None) -> str:
     if device == "cuda" and not small and timed is not None:
         nbytes, impls = timed(shape)
         for name, fn in impls:
-            ms = do_bench(fn)
+            ms = do_bench(fn, return_mode="median")
             print(f"  {name:6s} {nbytes / ms * 1e-6:8.0f} GB/s  ({ms * 1e3:.1f} us)")
     return device

@@ -46,19 +46,28 @@ TRITON_DIFFERENCES = """\
   type, as in Triton.
 - **`break` and `continue` are not supported**: a `CompilationError` at the line. `return`
   inside a loop is an error too.
-- **Block pointers are not supported**: no `make_block_ptr` / `advance`; `boundary_check` and
-  `padding_option` on `nl.load` / `nl.store` raise a `CompilationError`
-  ([newt/frontend/memory.py](../newt/frontend/memory.py)).
+- **Tensor descriptors and block pointers are pointer blocks and masks**, not TMA descriptors
+  made on the device: `nl.make_tensor_descriptor`, `nl.make_block_ptr` / `nl.advance` and
+  `boundary_check` / `padding_option` are lowered in the frontend to the form a user would write
+  by hand ([newt/descriptors.py](../newt/descriptors.py)), so every target computes the same
+  result and the tensor-core path treats them as that pointer form (on sm_90a it turns a
+  matmul's loads into TMA boxes where it does for the pointer form). So newt needs no scratch
+  memory for them (`newt.set_allocator` is accepted and unused), a descriptor's last stride
+  need not be 1, and `order` is ignored. A host `TensorDescriptor` argument is its base
+  pointer plus one int per size and stride (specialized like int arguments); a parameter that
+  took a descriptor at a kernel's first launch must keep taking descriptors of that rank.
 - **`nl.max` / `nl.min` keep the input type** (exact in any type); `argmax` / `argmin` return
   int32 and the first index among ties; max/min reductions ignore NaN like `nl.maximum` /
   `nl.minimum` ([newt/frontend/reductions.py](../newt/frontend/reductions.py)).
 - **`nl.sum` of bool or of unsigned ints narrower than 32 bits accumulates in uint32**, of signed
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
-- **A grid with a zero dimension is a `LaunchError`** naming the kernel (Triton silently
-  launches nothing, which hides size bugs: skip the launch when there is no work); negative
-  dims are an error too ([newt/jit.py](../newt/jit.py),
-  [newt/interpreter/launch.py](../newt/interpreter/launch.py)).
+- **`num_ctas` must be 1**: thread-block clusters are not supported (a `LaunchError`
+  otherwise) ([newt/jit.py](../newt/jit.py)).
+- **The profiler `newt.profiler` times scopes, not kernels**: proton's calls (`start`,
+  `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
+  per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer` reads
+  ([newt/profiler/](../newt/profiler/__init__.py)).
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)
   and `sqrt.approx.ftz.f32` (denormal inputs give 0), the instructions Triton emits, so results
   match Triton's; `nl.div_rn` and `nl.sqrt_rn` are correctly rounded. fp16/bf16 `/` and
@@ -169,18 +178,58 @@ def _interpreter_notes() -> str:
             "\n".join(ln.strip() for ln in items.splitlines()) + "\n")
 
 
+def _host_api() -> list:
+    """Triton's host-side names under newt's (runtime/active.py, tools/, profiler/, jit.py)."""
+    import newt.profiler as proton
+    import newt.testing as testing
+    from newt.jit import JITFunction
+    from newt.runtime import active, handle, launch
+    from newt.runtime.allocation import set_allocator
+    from newt.tools.tensor_descriptor import TensorDescriptor
+    drv = active.ActiveDriver
+    out = ["## Host API: Triton's names\n",
+           "What programs written for Triton call on the host, under newt's names "
+           "(`triton.X` is `newt.X`). Triton's tutorials can be run with only their imports "
+           "changed by `python scripts/run_triton_tutorials.py PATH`.\n",
+           f"#### `newt.runtime.driver.active`\n\n{_doc(drv)}\n\n{_doc(active)}\n"]
+    for name in ("get_current_target", "get_active_torch_device", "get_current_device",
+                 "get_current_stream"):
+        out.append(f"#### `driver.active.{_sig(name, getattr(drv, name))}`\n\n"
+                   f"{_doc(getattr(drv, name))}\n".replace("(self, ", "(").replace("(self)", "()"))
+    out += [f"#### `driver.active.utils.get_device_properties(device)`\n\n"
+            f"{_doc(active.Utils.get_device_properties)}\n",
+            f"#### `newt.tools.tensor_descriptor.TensorDescriptor`\n\n{_doc(TensorDescriptor)} "
+            f"`TensorDescriptor.from_tensor(tensor, block_shape, padding=\"zero\")`: "
+            f"{_doc(TensorDescriptor.from_tensor)}\n",
+            f"#### `newt.set_allocator(allocator)`\n\n{_doc(set_allocator)}\n",
+            f"#### `newt.profiler`\n\n{_doc(proton)}\n",
+            f"#### `kernel[grid](...)` returns the kernel's handle\n\n{_doc(handle)}\n\n"
+            f"`.metadata`: {_doc(handle.KernelInfo.metadata)} `.asm`: "
+            f"{_doc(handle.KernelInfo.asm)}\n\n{_doc(launch.Launcher.__getitem__)}\n"]
+    for name in ("warmup", "run"):
+        f = getattr(JITFunction, name)
+        out.append(f"#### `kernel.{_sig(name, f)}`\n\n{_doc(f)}\n".replace("(self, ", "("))
+    out.append(f"#### `kernel.src`\n\n{_doc(JITFunction.src)}\n")
+    for name in ("do_bench", "do_bench_cudagraph"):
+        f = getattr(testing, name)
+        out.append(f"#### `newt.testing.{_sig(name, f)}`\n\n{_doc(f)}\n")
+    return out
+
+
 def language_md() -> str:
     import newt.language as nl
     import deuteron as dt
     dk = sys.modules["deuteron.kernel"]   # the module (dt.kernel is the decorator)
 
-    secs = _sections(os.path.join(ROOT, "newt", "language.py"))
+    secs = {**_sections(os.path.join(ROOT, "newt", "language.py")),
+            **_sections(os.path.join(ROOT, "newt", "language_blocks.py"))}
     out = [HEADER, "# Language reference\n",
            "Every kernel-language name of newt (`import newt.language as nl`) and the public API "
            "of deuteron (`import deuteron as dt`), generated from the docstrings by "
            "[scripts/gen_language_docs.py](../scripts/gen_language_docs.py). The differences "
            "from Triton and Helion are listed at the end.\n",
-           "Contents: [nl.*](#nl-newtlanguage) · [dt.*](#dt-deuteron) · "
+           "Contents: [nl.*](#nl-newtlanguage) · [host API](#host-api-tritons-names) · "
+           "[dt.*](#dt-deuteron) · "
            "[differences from Triton](#differences-from-triton) · "
            "[differences from Helion](#differences-from-helion)\n",
            "## nl: newt.language\n",
@@ -199,7 +248,8 @@ def language_md() -> str:
            "there; otherwise computed exactly through fp16). "
            "Arithmetic on them is an error: cast to a wider float first (Triton rejects it too).\n",
            f"#### `nl.constexpr`\n\n{_doc(nl.constexpr)}\n",
-           f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n"]
+           f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n",
+           f"#### `nl.tensor_descriptor`\n\n{_doc(nl.tensor_descriptor)}\n"]
     by_section: dict = {}
     for name, fn in nl.BUILTINS.items():
         by_section.setdefault(secs.get(name, "misc"), []).append((name, fn))
@@ -208,6 +258,7 @@ def language_md() -> str:
         for name, fn in items:
             out.append(f"#### `nl.{_sig(name, fn)}`\n\n{_doc(fn)}\n")
 
+    out += _host_api()
     out += ["## dt: deuteron\n", f"{_doc(dt)}\n",
             f"#### `@dt.{_sig('kernel', dt.kernel)}`\n\n{_doc(dt.kernel)}\n",
             f"#### `dt.Kernel`\n\n{_doc(dk.Kernel)}\n"]
@@ -245,7 +296,8 @@ def language_md() -> str:
 LAUNCH_ERRORS = [
     ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
     ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
-    ("grid with a zero dimension", "newt/jit.py", "a launch needs at least one program"),
+    ("num_ctas other than 1", "newt/jit.py", "clusters are not supported"),
+    ("descriptor parameter given something else", "newt/jit.py", "took a TensorDescriptor of"),
     ("grid dimension out of range", "newt/jit.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),
     ("constexpr parameter not given", "newt/runtime/specialize.py", "is a constexpr and needs a"),
@@ -259,8 +311,8 @@ LAUNCH_ERRORS = [
     ("scalar does not fit its parameter type", "newt/runtime/launch.py", "does not fit its parameter"),
     ("autotune key also given by the caller", "newt/autotune.py", "are given by the"),
     ("shared memory above the device's limit", "newt/runtime/driver.py", "bytes of shared memory"),
-    ("zero or negative grid (interpreter)", "newt/interpreter/launch.py",
-     "a launch needs at least one program"),
+    ("negative grid (interpreter)", "newt/interpreter/launch.py",
+     "grid dimensions must be >= 0"),
 ]
 
 

@@ -39,6 +39,9 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 5: *v = fake_max_grid_x; break;
     case 6: case 7: *v = 65535; break;
     case 8: *v = 49152; break;
+    case 10: *v = 32; break;                  /* warp size */
+    case 12: *v = 65536; break;               /* registers per block */
+    case 13: *v = 1980000; break;             /* clock rate, kHz */
     case 16: *v = 132; break;
     case 75: *v = 9; break;
     case 76: *v = 0; break;

@@ -257,11 +257,14 @@ def test_processes_compiling_the_same_kernels_at_once(tmp_path, tmp_cache, monke
         assert p.returncode == 0, err
         assert json.loads(out.strip().splitlines()[-1])["names"] == ["scale_kernel"] * 2
     files = sorted(f for _, _, fs in os.walk(tmp_cache) for f in fs)
-    assert len(files) == 2 and all(f.endswith(cache.DiskCache.SUFFIX) for f in files), files
+    # per kernel: its binary, and the source and PTX a handle's `.asm` reads (handle.py)
+    assert len(files) == 4 and all(f.endswith(cache.DiskCache.SUFFIX) for f in files), files
     d = cache.DiskCache(str(tmp_cache))
-    for f in files:
-        kb = d.load(f[:-len(cache.DiskCache.SUFFIX)])
-        assert kb is not None and kb.cubin[:4] == b"\x7fELF"
+    kbs = [d.load(f[:-len(cache.DiskCache.SUFFIX)]) for f in files]
+    assert all(kb is not None for kb in kbs)
+    bins = [kb for kb in kbs if kb.cubin]
+    assert len(bins) == 2 and all(kb.cubin[:4] == b"\x7fELF" for kb in bins)
+    assert all(".entry" in d.load_json(kb.meta["asm_key"])["ptx"] for kb in bins)
     assert d.stats["corrupt"] == 0
 
     def must_not_compile(*a, **k):
@@ -296,7 +299,8 @@ def test_damaged_entry_is_recompiled_by_the_jit_path(tmp_cache, damage):
     get = lambda: specialize.get_binary(k, sig, {"BLOCK": 64}, spec, arch="sm_90a",  # noqa: E731
                                         num_warps=4, num_stages=3, compile_fn=fc)
     get()
-    (path,) = [os.path.join(d, f) for d, _, fs in os.walk(tmp_cache) for f in fs]
+    paths = [os.path.join(d, f) for d, _, fs in os.walk(tmp_cache) for f in fs]
+    (path,) = [p for p in paths if b'"asm_key"' in open(p, "rb").read()]  # the binary's entry
     data = open(path, "rb").read()
     data = data[:len(data) - 7] if damage == "truncate" else data[:-3] + b"\x00\x01\x02"
     open(path, "wb").write(data)

@@ -35,10 +35,10 @@ LAUNCH_CASES = [
      lambda: add_kernel[(1,)](X, X, X)),
     ("unknown keyword", r"unexpected keyword argument 'BLK'",
      lambda: add_kernel[(1,)](X, X, X, 64, BLK=64)),
-    ("grid of zero", r"grid x = 0 in grid \(0,\): a launch needs at least one program",
-     lambda: add_kernel[(0,)](X, X, X, 64)),
-    ("grid of zero from a callable", r"grid y = 0",
-     lambda: add_kernel[lambda meta: (2, meta["n"] // 128)](X, X, X, 64)),
+    ("negative grid", r"grid x = -1 is outside",
+     lambda: add_kernel[(-1,)](X, X, X, 64)),
+    ("negative grid from a callable", r"grid y = -1 is outside",
+     lambda: add_kernel[lambda meta: (2, meta["n"] // 128 - 1, 0)](X, X, X, 64)),
     ("grid too large", r"grid x = 2147483648 is outside \[1, 2147483647\]",
      lambda: add_kernel[(2**31,)](X, X, X, 64)),
     ("grid y too large", r"grid y = 65536 is outside \[1, 65535\]",
@@ -98,8 +98,8 @@ def test_launch_error_on_first_launch(stand_in):
     @newt.jit
     def first(x_ptr, n):
         pass
-    with pytest.raises(newt.LaunchError, match=r"kernel first: grid x = 0") as info:
-        first[(0,)](X, 4)
+    with pytest.raises(newt.LaunchError, match=r"kernel first: grid x = -5 is outside") as info:
+        first[(-5,)](X, 4)
     assert f"launched at {__file__}:" in str(info.value)
 
 

@@ -22,10 +22,12 @@ import gc
 import inspect
 
 from .. import dtypes as D
+from ..descriptors import parse_signature
 from ..errors import CompilationError
 from ..ir.builder import Builder
 from ..ir.core import Param
 from ..ir.verifier import verify
+from . import descriptors
 from .expressions import _unwrap
 from .source import get_source
 from .values import Tensor
@@ -35,7 +37,8 @@ from .visitor import CodeGen, Context
 def build_ir(fn, signature, constexprs=None, specialization=None):
     """Build the IR of kernel `fn` (a JITFunction or a plain function).
 
-    signature       {runtime param name: dtype or Triton spelling ("*fp32", "i32")}
+    signature       {runtime param name: dtype or Triton spelling ("*fp32", "i32"), or
+                    "tensordesc<fp16[64,64]>" for a tensor descriptor (newt/descriptors.py)}
     constexprs      {constexpr param name: Python value}
     specialization  {param name: {"divisible_by_16", "equal_to_1", "large"}}: params equal to 1
                     become the constant 1 (not parameters); the others are recorded on the
@@ -59,15 +62,24 @@ def _build(fn, signature, constexprs, specialization):
     src = get_source(pyfn)
     constexprs = dict(constexprs or {})
     specialization = specialization or {}
-    params, scope, ones = [], {}, []
-    for i, (name, p) in enumerate(inspect.signature(pyfn).parameters.items()):
+    params, scope, ones, descs = [], {}, [], []
+    py_params = inspect.signature(pyfn).parameters
+    next_index = len(py_params)      # a descriptor's ints are numbered after the parameters
+    for i, (name, p) in enumerate(py_params.items()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             raise CompilationError(f"kernels cannot take *args / **kwargs (`{name}`)",
                                    src.loc(src.node))
         if name in constexprs:
             scope[name] = _unwrap(constexprs[name])
             continue
-        if name in signature:
+        if name in signature and parse_signature(signature[name]) is not None:
+            base, ps, ints, block, padding = descriptors.parameter(
+                name, signature[name], specialization.get(name) or {}, signature,
+                specialization, i, next_index)
+            params += ps
+            next_index += 2 * len(block)
+            descs.append((name, base, ints, block, padding))
+        elif name in signature:
             dt = signature[name]
             dt = D.from_signature(dt) if isinstance(dt, str) else dt
             spec = specialization.get(name) or {}
@@ -84,6 +96,11 @@ def _build(fn, signature, constexprs, specialization):
     b = Builder.for_function(pyfn.__name__, params, loc=src.loc(src.node))
     for prm in params:
         scope[prm.name] = Tensor(prm.value, b)
+    for name, base, ints, block, padding in descs:   # (replaces the base pointer's entry)
+        for prm in ints:
+            if prm[0] == "param":
+                del scope[prm[1].name]
+        scope[name] = descriptors.descriptor_value(b, base, ints, block, padding)
     # A runtime int specialized as equal to 1 keeps its parameter's type: the kernel must mean
     # the same whatever value the argument happens to have (int8_block + n stays int32 math).
     for name, dt in ones:

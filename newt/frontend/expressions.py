@@ -267,7 +267,9 @@ class ExprVisitor:
             error(f"`{fn!r}` is not callable")
         if any(isinstance(a, Tensor) for a in (*args, *kwargs.values())):
             owner = getattr(fn, "__self__", None)
-            if not (isinstance(owner, Tensor) or _is_tensor_method(fn)):
+            # methods of the language's own values (desc.load(...)) build IR themselves
+            if not (isinstance(owner, Tensor) or _is_tensor_method(fn)
+                    or getattr(owner, "__newt_kernel_value__", False)):
                 fname = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
                 error(f"calling the plain Python function `{fname}` on a runtime value is not "
                       f"supported inside a kernel (decorate it with @newt.jit to inline it)")

@@ -59,7 +59,8 @@ def load(b, pointer, mask=None, other=None, boundary_check=(), padding_option=""
          cache_modifier="", eviction_policy="", volatile=False) -> Tensor:
     ptr = _pointer(b, pointer, "load")
     if boundary_check or padding_option:
-        error("load: boundary_check / padding_option (block pointers) are not supported")
+        error("load: boundary_check / padding_option apply to block pointers "
+              "(nl.make_block_ptr), not to blocks of pointers")
     ptr, m = _mask(b, mask, ptr, "load")
     o = None
     if other is not None:
@@ -81,7 +82,7 @@ def store(b, pointer, value, mask=None, boundary_check=(), cache_modifier="",
           eviction_policy=""):
     ptr = _pointer(b, pointer, "store")
     if boundary_check:
-        error("store: boundary_check (block pointers) is not supported")
+        error("store: boundary_check applies to block pointers (nl.make_block_ptr)")
     if isinstance(value, Tensor) and value.is_block() and not ptr.is_block():
         error(f"store: cannot store a block of shape {list(value.shape)} through a scalar "
               f"pointer (make the pointer a block: ptr + offsets)")

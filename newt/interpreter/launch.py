@@ -19,7 +19,7 @@ from .. import dtypes as D
 from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
-from . import context, memory, ops, philox
+from . import context, descriptors, memory, ops, philox
 from .values import Tensor, const, unwrap
 from ..tensor_like import for_interpreter
 
@@ -90,6 +90,7 @@ def _build_namespace() -> types.ModuleType:
         rand=philox.rand, randn=philox.randn, randint=philox.randint,
         randint4x=philox.randint4x,
         **{k: ops._math(f) for k, f in ops.MATH.items()})
+    impl.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
     missing = sorted(k for k, v in impl.items() if v is None)
     if missing:
         raise ImportError(f"interpreter lacks language builtins: {missing}")
@@ -177,6 +178,9 @@ def _argument(name, value, is_constexpr, rebinder):
         return memory.pointer_to(value, name)
     if isinstance(value, (bool, int, float)):
         return const(value, D.of_python_scalar(value))
+    from ..tools.tensor_descriptor import TensorDescriptor
+    if isinstance(value, TensorDescriptor):   # the descriptor a kernel sees, over its base
+        return descriptors.from_host(value, _argument(name, value.base, False, rebinder))
     if isinstance(value, D.dtype):
         return value
     return rebinder.translate(value)
@@ -207,16 +211,14 @@ def _grid(grid, meta, name="") -> tuple:
     grid = tuple(int(unwrap(g)) for g in grid)
     if not 1 <= len(grid) <= 3:
         raise LaunchError(f"the grid must have 1 to 3 dimensions, got {grid}")
-    if builtins.any(g <= 0 for g in grid):   # as the compiled path (newt/jit.py) says
-        raise LaunchError(f"kernel {name}: grid dimensions must be >= 1, got {grid}: "
-                          "a launch needs at least one program per axis (test for empty "
-                          "inputs before launching)")
+    if builtins.any(g < 0 for g in grid):   # as the compiled path (newt/jit.py) says
+        raise LaunchError(f"kernel {name}: grid dimensions must be >= 0, got {grid}")
     return grid + (1,) * (3 - len(grid))
 
 
 def launch(jitfn, grid, args, kwargs):
     kwargs = dict(kwargs)
-    opts = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs}
+    opts = {k: kwargs.pop(k) for k in _OPTIONS if k in kwargs and k not in jitfn.arg_names}
     try:
         bound = jitfn.signature.bind(*args, **kwargs)
     except TypeError as e:
@@ -229,7 +231,12 @@ def launch(jitfn, grid, args, kwargs):
         Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     except ValueError as e:
         raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
+    if opts.get("num_ctas", 1) != 1:
+        raise LaunchError(f"kernel {jitfn.__name__}: num_ctas={opts['num_ctas']!r}: thread-block "
+                          "clusters are not supported (num_ctas=1)")
     grid = _grid(grid, meta, jitfn.__name__)
+    if 0 in grid:   # nothing to run, as Triton (and the compiled path)
+        return None
 
     prog = context.current
     saved = (prog.kernel_name, prog.pid, prog.grid, prog.codes)

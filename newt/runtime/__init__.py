@@ -7,3 +7,11 @@ def synchronize(device_index=None):
     newt.DriverError naming the last newt kernel launched, with debugging hints."""
     from .driver import synchronize as _sync
     _sync(device_index)
+
+
+def __getattr__(name):
+    # `newt.runtime.driver.active` as Triton's programs spell it: submodules on first use
+    if name in ("driver", "active", "cache", "nvrtc", "launch", "specialize", "allocation"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

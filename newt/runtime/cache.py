@@ -31,10 +31,12 @@ class KernelBinary:
     """A cubin and what launching it needs: entry name, parameters (name, dtype short spelling
     such as "*fp32"/"i32", index among the Python parameters), threads, dynamic shared memory."""
 
-    __slots__ = ("meta", "cubin")
+    __slots__ = ("meta", "cubin", "asm")
 
-    def __init__(self, meta: dict, cubin: bytes):
-        self.meta, self.cubin = meta, cubin
+    def __init__(self, meta: dict, cubin: bytes, asm: dict | None = None):
+        # asm: {"source", "ptx"} of a kernel compiled in this process; the disk keeps them in
+        # an entry of their own (meta["asm_key"]), read only when a handle's `.asm` is asked
+        self.meta, self.cubin, self.asm = meta, cubin, asm
 
     @classmethod
     def from_compiled(cls, ck) -> "KernelBinary":
@@ -49,7 +51,8 @@ class KernelBinary:
                     num_stages=getattr(opts, "num_stages", 0),
                     tma_maps=list(getattr(ck, "tma_maps", ()) or ()),
                     persistent=bool(getattr(ck, "persistent", False)))
-        return cls(meta, bytes(ck.cubin))
+        return cls(meta, bytes(ck.cubin), dict(source=getattr(ck, "source", ""),
+                                               ptx=getattr(ck, "ptx", "")))
 
     @property
     def name(self) -> str:

@@ -357,3 +357,11 @@ def encode_tensor_map_tiled(dtype_code: int, rank: int, address: int, dims, stri
                                     interleave, swizzle, l2_promotion, oob_fill),
           "cuTensorMapEncodeTiled")
     return tm
+
+
+def __getattr__(name):
+    # `driver.active` (Triton's host API, active.py) loads on first use, not with the launch path
+    if name == "active":
+        from .active import active
+        return active
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -16,6 +16,7 @@ import struct
 
 from ..errors import LaunchError
 from . import driver
+from .handle import KernelInfo
 
 # struct codes of parameter types (dtype short spellings); pointers are 64-bit addresses.
 _CODES = {"i1": "?", "i8": "b", "i16": "h", "i32": "i", "i64": "q",
@@ -80,18 +81,20 @@ def _packing_maps(pack_into, params, first: int, recipes, slot_of, persistent=No
     return pack_persistent
 
 
-class Launcher:
-    """One compiled specialization loaded on one device, ready to launch."""
+class Launcher(KernelInfo):
+    """One compiled specialization loaded on one device, ready to launch. It is also what a
+    launch returns (handle.py: `.n_regs`, `.n_spills`, `.metadata`, `.asm`)."""
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
                  "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
-                 "stream", "go", "go_args", "fast")
+                 "stream", "go", "go_args", "fast", "positions")
 
     def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
         """`runtime_positions`: the Python parameter index of each value the launch function
         packs, in packing order (every non-constexpr parameter)."""
         meta = binary.meta
         self.binary, self.name = binary, meta["name"]
+        self.positions = tuple(runtime_positions)
         module = driver.Module(device, binary.cubin, self.name)
         self.kernel = module.get_kernel(self.name)    # holds the Module, which holds the Device
         self.device_index, self.max_grid = device.index, device.max_grid
@@ -146,6 +149,23 @@ class Launcher:
         # variables instead of a dozen attribute reads per launch.
         self.fast = (self.pack, self.storage, self.block, self.shared, self.stream,
                      self.device_index, self.go, *self.go_args, self.name, self)
+
+    def __getitem__(self, grid):
+        """`handle[grid](*args)`: launch this specialization with the kernel's arguments in
+        order, constexprs included (and skipped), as Triton's compiled kernels launch. Nothing
+        is checked against the specialization (Triton checks nothing either): tensors and ints
+        must be of the kinds it was compiled for."""
+        def run(*args):
+            if len(self.positions) and max(self.positions) >= len(args):
+                raise LaunchError(f"kernel '{self.name}': launching a compiled kernel directly "
+                                  f"needs its {max(self.positions) + 1} arguments in order "
+                                  "(tensor descriptor arguments: launch the @jit function)")
+            vals = tuple(v.data_ptr() if hasattr(v, "data_ptr") else v
+                         for v in (args[p] for p in self.positions))
+            g = tuple(grid) + (1,) * (3 - len(grid))
+            self.launch(*g, vals)
+            return self
+        return run
 
     def launch(self, gx: int, gy: int, gz: int, values: tuple):
         """The slow path's launch (the generated launch function inlines the same two calls)."""

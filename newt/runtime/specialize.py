@@ -15,19 +15,22 @@ import os
 
 from .. import options
 from ..errors import LaunchError
-from . import cache
+from . import cache, descriptor_args
 
 
 def bind(jf, args, kwargs):
     """(arguments by name with defaults applied, num_warps, num_stages)."""
     kw = dict(kwargs)
-    num_warps = kw.pop("num_warps", 4)
-    num_stages = kw.pop("num_stages", 3)
+    # a kernel parameter named num_warps / num_stages is also that option (as in Triton)
+    opts = {o: kw.pop(o) for o in ("num_warps", "num_stages") if o in kw and o not in jf.arg_names}
     try:
         ba = jf.signature.bind(*args, **kw)
     except TypeError as e:
         raise jf._signature_error(e) from None
     ba.apply_defaults()
+    num_warps = opts.get("num_warps", ba.arguments.get("num_warps", 4))
+    num_stages = opts.get("num_stages", ba.arguments.get("num_stages", 3))
+    num_warps, num_stages = (getattr(v, "value", v) for v in (num_warps, num_stages))
     if not (isinstance(num_warps, int) and 1 <= num_warps <= 32
             and num_warps & (num_warps - 1) == 0):
         raise LaunchError(f"kernel {jf.__name__}: num_warps must be a power of two from 1 to 32, "
@@ -70,6 +73,9 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
                 raise LaunchError(f"kernel {name}: constexpr '{p}' must be hashable, got "
                                   f"{type(v).__name__}") from None
             constexprs[p] = v
+            continue
+        if descriptor_args.is_descriptor(v):
+            descriptor_args.specialize(name, p, v, signature, spec, devices, allow_cpu)
             continue
         dns = p in jf.do_not_specialize
         kp, _ = _classify(v, dns)
@@ -130,7 +136,9 @@ def get_binary(jf, signature, constexprs, spec, *, arch, num_warps, num_stages, 
     kb = cache.KernelBinary.from_compiled(ck)
     if getattr(ck, "stages", None):    # shown by the compiler; kept for warm-cache runs
         kb.meta[debug_dump.META_KEY] = ck.stages
+    kb.meta["asm_key"] = cache.digest(key, "asm")    # where a handle's `.asm` finds the text
     disk.store(key, kb)
+    disk.store_json(kb.meta["asm_key"], kb.asm)
     return kb
 
 

@@ -1,0 +1,1 @@
+"""Host-side helpers of Triton's `triton.tools`, under newt's names (tensor_descriptor.py)."""

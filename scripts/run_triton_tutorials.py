@@ -1,0 +1,128 @@
+"""Run Triton's tutorials on newt: each file with its imports pointed at newt, nothing else.
+
+    python scripts/run_triton_tutorials.py PATH [--timeout S] [-k NAME]... [--interpret] [--keep]
+
+PATH is a folder of tutorial files you have (a Triton checkout's python/tutorials). Each
+`*.py` in it is copied to a temporary folder with only its import lines rewritten, so that the
+names the code uses stay Triton's and mean newt's:
+
+    import triton                        ->  import newt as triton
+    import triton.language as tl         ->  import newt.language as tl
+    from triton.tools.x import Y         ->  from newt.tools.x import Y
+    import triton.profiler               ->  import newt.profiler; import newt as triton
+
+then run in its own process (from the temporary folder, with this checkout's newt first on the
+path) under a timeout. A table follows: each tutorial, pass / fail / timeout, its time, and
+the line that says why it failed (the exception the traceback ends with). The exit status is
+the number of tutorials that did not pass. `--interpret` sets NEWT_INTERPRET=1 (CPU tensors,
+for the tutorials that create them on the active torch device); `--keep` keeps the copies.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_IMPORT = re.compile(r"^(\s*)import\s+triton((?:\.\w+)*)(\s+as\s+\w+)?\s*(#.*)?$")
+_FROM = re.compile(r"^(\s*)from\s+triton((?:\.\w+)*)\s+import\s")
+
+
+def substitute(source: str) -> str:
+    """The source with every import of triton rewritten to import newt under the same names;
+    every other line unchanged."""
+    out = []
+    for line in source.splitlines(keepends=True):
+        body = line.rstrip("\r\n")
+        end = line[len(body):]
+        m = _IMPORT.match(body)
+        if m:
+            indent, sub, alias, comment = m.group(1), m.group(2), m.group(3), m.group(4)
+            if alias:                               # import triton[.x] as y
+                body = f"{indent}import newt{sub}{alias}"
+            elif sub:                               # import triton.x binds `triton`
+                body = f"{indent}import newt{sub}; import newt as triton"
+            else:
+                body = f"{indent}import newt as triton"
+            body += f"  {comment}" if comment else ""
+        elif _FROM.match(body):
+            body = _FROM.sub(lambda m: f"{m.group(1)}from newt{m.group(2)} import ", body, 1)
+        out.append(body + end)
+    return "".join(out)
+
+
+def _why(stderr: str, stdout: str) -> str:
+    """The exception line a traceback ends with, else the last line written."""
+    lines = [ln.strip() for ln in (stderr or "").splitlines() if ln.strip()]
+    for ln in reversed(lines):   # (notes added to an exception follow its line)
+        if re.match(r"^[\w.]+(Error|Exception|Exit|Interrupt)\b", ln):
+            return ln
+    rest = lines or [ln.strip() for ln in (stdout or "").splitlines() if ln.strip()]
+    return rest[-1] if rest else ""
+
+
+def run_one(path: str, workdir: str, timeout: float, env: dict) -> tuple[str, float, str]:
+    """(result, seconds, why) of one tutorial copied into `workdir`."""
+    dst = os.path.join(workdir, os.path.basename(path))
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    with open(dst, "w", encoding="utf-8") as f:
+        f.write(substitute(text))
+    t0 = time.monotonic()
+    try:
+        r = subprocess.run([sys.executable, dst], cwd=workdir, env=env, capture_output=True,
+                           text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.monotonic() - t0, f"still running after {timeout:g} s"
+    secs = time.monotonic() - t0
+    if r.returncode == 0:
+        return "pass", secs, ""
+    return "fail", secs, _why(r.stderr, r.stdout)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("path", help="folder of Triton tutorial files")
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per tutorial")
+    ap.add_argument("-k", dest="only", action="append", default=[],
+                    help="run only files whose name contains this (repeatable)")
+    ap.add_argument("--interpret", action="store_true", help="run with NEWT_INTERPRET=1")
+    ap.add_argument("--keep", action="store_true", help="keep the rewritten copies")
+    args = ap.parse_args(argv)
+    files = sorted(os.path.join(args.path, n) for n in os.listdir(args.path)
+                   if n.endswith(".py") and (not args.only or any(k in n for k in args.only)))
+    if not files:
+        print(f"no tutorial files (*.py) in {args.path}")
+        return 1
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [ROOT] + [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    if args.interpret:
+        env["NEWT_INTERPRET"] = "1"
+    workdir = tempfile.mkdtemp(prefix="newt-tutorials-")
+    rows = []
+    try:
+        for path in files:
+            name = os.path.basename(path)
+            print(f"running {name} ...", flush=True)
+            rows.append((name, *run_one(path, workdir, args.timeout, env)))
+    finally:
+        if args.keep:
+            print(f"copies kept in {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    width = max(len("tutorial"), *(len(r[0]) for r in rows))
+    print(f"\n{'tutorial'.ljust(width)}  result   seconds  why")
+    for name, result, secs, why in rows:
+        print(f"{name.ljust(width)}  {result:7s} {secs:8.1f}  {why[:160]}")
+    failed = sum(r[1] != "pass" for r in rows)
+    print(f"\n{len(rows) - failed} of {len(rows)} pass")
+    return failed
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""scripts/run_triton_tutorials.py on a folder of small tutorial-like files it is given here:
+only import lines change in the copies; a working file passes (on the interpreter), a failing
+one reports its exception line, a slow one times out."""
+import os
+import subprocess
+import sys
+
+SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "scripts",
+                      "run_triton_tutorials.py")
+sys.path.insert(0, os.path.dirname(SCRIPT))
+
+from run_triton_tutorials import substitute  # noqa: E402
+
+GOOD = '''"""A vector add written for Triton."""
+import torch
+
+import triton
+import triton.language as tl
+from triton.runtime import driver
+
+DEVICE = driver.active.get_active_torch_device()
+
+
+@triton.jit
+def add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) + tl.load(y_ptr + offs, mask=m), mask=m)
+
+
+x, y = torch.randn(1000, device=DEVICE), torch.randn(1000, device=DEVICE)
+out = torch.full_like(x, float("nan"))
+add_kernel[(triton.cdiv(1000, 256),)](x, y, out, 1000, BLOCK=256)
+torch.testing.assert_close(out, x + y)
+print("import triton stays as it is in this string")
+'''
+BAD = '''import triton
+import triton.language as tl
+
+print("working...")
+raise ValueError("boom at step 2")
+'''
+SLOW = '''import time
+import triton
+time.sleep(60)
+'''
+
+
+def test_only_import_lines_change():
+    out = substitute(GOOD)
+    changed = [(a, b) for a, b in zip(GOOD.splitlines(), out.splitlines()) if a != b]
+    assert changed == [("import triton", "import newt as triton"),
+                       ("import triton.language as tl", "import newt.language as tl"),
+                       ("from triton.runtime import driver", "from newt.runtime import driver")]
+    assert substitute("    import triton.tools.x  # note\r\n") == \
+        "    import newt.tools.x; import newt as triton  # note\r\n"
+
+
+def _run(folder, *args):
+    return subprocess.run([sys.executable, SCRIPT, str(folder), *args], capture_output=True,
+                          text=True, timeout=600)
+
+
+def test_runs_and_reports(tmp_path):
+    tut = tmp_path / "tutorials"
+    tut.mkdir()
+    (tut / "01-good.py").write_text(GOOD)
+    (tut / "02-bad.py").write_text(BAD)
+    (tut / "03-slow.py").write_text(SLOW)
+    (tut / "notes.txt").write_text("not a tutorial")
+    r = _run(tut, "--interpret", "-k", "good", "-k", "bad", "--timeout", "300")
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith("0")}
+    assert r.returncode == 1, r.stdout + r.stderr       # one did not pass
+    assert rows["01-good.py"].split()[1] == "pass"
+    assert rows["02-bad.py"].split()[1] == "fail"
+    assert rows["02-bad.py"].endswith("ValueError: boom at step 2")
+    assert (tut / "01-good.py").read_text() == GOOD      # the originals are untouched
+    r = _run(tut, "-k", "slow", "--timeout", "2")
+    assert r.returncode == 1 and "03-slow.py  timeout" in r.stdout and "0 of 1 pass" in r.stdout
