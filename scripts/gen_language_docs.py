@@ -4,7 +4,7 @@ catalogue) from the code itself.
     python scripts/gen_language_docs.py            # rewrite both files
     python scripts/gen_language_docs.py --check    # exit 1 if a committed file is stale
 
-language.md comes from the docstrings of newt/language.py (every name in `BUILTINS`, grouped by
+language.md comes from the docstrings of newt/language/ (every name in `BUILTINS`, grouped by
 the section comments of that file) and of deuteron's public API. errors.md comes from the
 catalogue of bad kernels in tests/test_errors.py: each kernel is run through the frontend and
 the message it really raises is printed beside the offending line. tests/test_docs.py runs the
@@ -113,7 +113,7 @@ HELION_DIFFERENCES = """\
 
 
 def _sections(path):
-    """{name: section title} from the `# ---- title` comments of newt/language.py."""
+    """{name: section title} from the `# ---- title` comments of newt/language/__init__.py."""
     out, section = {}, "misc"
     for line in open(path):
         m = re.match(r"# -{5,} (.+)", line)
@@ -157,7 +157,7 @@ def language_md() -> str:
     import deuteron as dt
     dk = sys.modules["deuteron.kernel"]   # the module (dt.kernel is the decorator)
 
-    secs = _sections(os.path.join(ROOT, "newt", "language.py"))
+    secs = _sections(os.path.join(ROOT, "newt", "language", "__init__.py"))
     out = [HEADER, "# Language reference\n",
            "Every kernel-language name of newt (`import newt.language as nl`) and the public API "
            "of deuteron (`import deuteron as dt`), generated from the docstrings by "

@@ -18,7 +18,7 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = [  # (row, glob patterns relative to the repository root)
-    ("newt: language, dtypes, options, errors", ["newt/__init__.py", "newt/language.py",
+    ("newt: language, dtypes, options, errors", ["newt/__init__.py", "newt/language/**/*.py",
                                                   "newt/dtypes.py", "newt/options.py",
                                                   "newt/errors.py"]),
     ("newt/frontend (Python AST -> IR)", ["newt/frontend/**/*.py"]),

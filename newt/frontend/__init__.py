@@ -1,6 +1,6 @@
 """Frontend: Python AST -> typed block IR (newt/ir). Three layers, as in Triton:
 
-    newt/language.py   what users call (names and docstrings only)
+    newt/language/     what users call (names and docstrings only)
     semantic.py        type rules: promotion, broadcasting, casts, operators, pointer arithmetic
     shapes.py          creation (arange, full, zeros) and shape ops (reshape, permute, x[:, None])
     reductions.py      sum / max / min / argmax / argmin / cumsum, dot

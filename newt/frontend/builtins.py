@@ -1,4 +1,4 @@
-"""What each `nl.*` name (newt/language.py BUILTINS), each block method and each Python builtin
+"""What each `nl.*` name (newt/language/ BUILTINS), each block method and each Python builtin
 means inside a kernel: a table from name to a semantic function taking (builder, *args).
 
 Arguments arrive evaluated: Tensors for runtime values, plain Python objects for constexprs.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins as _py
 
-from . import memory, reductions, semantic, shapes
+from . import libdevice, memory, reductions, semantic, shapes
 from .semantic import error, to_tensor
 from .values import Tensor
 
@@ -145,6 +145,7 @@ for _k in ("add", "max", "min", "xchg", "and", "or", "xor"):
     IMPLS["atomic_" + _k] = _atomic(_k)
 for _n in ("rand", "randn", "randint", "randint4x"):
     IMPLS[_n] = _random(_n)
+IMPLS.update(libdevice.IMPLS)
 
 # x.method(...) on a block; `x.to` is defined on Tensor itself
 TENSOR_METHODS = {n: IMPLS[n] for n in (

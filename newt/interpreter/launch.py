@@ -19,7 +19,7 @@ from .. import dtypes as D
 from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
-from . import context, memory, ops, philox
+from . import context, extras, memory, ops, philox
 from .values import Tensor, const, unwrap
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
@@ -102,6 +102,8 @@ def _build_namespace() -> types.ModuleType:
 NL = _build_namespace()
 _BY_STUB = {id(getattr(L, k)): getattr(NL, k) for k in L.BUILTINS}
 _BY_STUB.update({id(L.constexpr): _constexpr, id(L.tensor): Tensor})
+_MODULES = extras.namespaces(NL)      # nl.math, nl.extra(.cuda).libdevice: their twins
+_BY_STUB.update(extras.stubs())
 
 
 class _NewtProxy(types.ModuleType):
@@ -128,6 +130,8 @@ class _Rebinder:
         from ..jit import JITFunction
         if v is L:
             return NL
+        if isinstance(v, types.ModuleType) and id(v) in _MODULES:
+            return _MODULES[id(v)]
         if isinstance(v, types.ModuleType) and getattr(v, "language", None) is L:
             return _NewtProxy(v)
         if isinstance(v, L.constexpr):

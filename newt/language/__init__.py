@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 
-from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
+from ..dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     dtype, pointer_type, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
     float16, bfloat16, float32, float64, float8e4nv, float8e5,
 )
@@ -421,3 +421,8 @@ class static_range:
 
 BUILTINS["range"] = range
 BUILTINS["static_range"] = static_range
+
+
+# ----------------------------------------------------------------------------- namespaces
+# (imported last: they refer to the functions above)
+from . import extra, math  # noqa: E402,F401
