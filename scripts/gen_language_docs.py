@@ -157,7 +157,9 @@ def language_md() -> str:
     import deuteron as dt
     dk = sys.modules["deuteron.kernel"]   # the module (dt.kernel is the decorator)
 
-    secs = _sections(os.path.join(ROOT, "newt", "language", "__init__.py"))
+    secs = {}
+    for part in ("__init__", "movement", "scans", "lowlevel"):
+        secs.update(_sections(os.path.join(ROOT, "newt", "language", part + ".py")))
     out = [HEADER, "# Language reference\n",
            "Every kernel-language name of newt (`import newt.language as nl`) and the public API "
            "of deuteron (`import deuteron as dt`), generated from the docstrings by "

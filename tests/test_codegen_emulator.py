@@ -85,6 +85,8 @@ static unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
   return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
 static int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 static long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static int atomicAdd(int* p, int v) {   // shared-memory counters (nl.histogram)
+  pthread_mutex_lock(&nt_mu); int old = *p; *p = old + v; pthread_mutex_unlock(&nt_mu); return old; }
 static float __fsqrt_rn(float x) { return sqrtf(x); }
 static double __dsqrt_rn(double x) { return sqrt(x); }
 static float rsqrtf(float x) { return 1.0f / sqrtf(x); }

@@ -33,3 +33,47 @@ def namespaces(nl) -> dict:
 def stubs() -> dict:
     """{id(stub of a libdevice function): its interpreter function}."""
     return {id(f): libdevice.FUNCTIONS[k] for k, f in LD.FUNCTIONS.items()}
+
+
+# ----------------------------------------------------------------------------- Python builtins
+
+def _minmax(which):
+    import builtins
+
+    from . import ops
+    from .values import Tensor, unwrap
+    pick, elementwise = (builtins.min, ops.minimum) if which == "min" else (builtins.max, ops.maximum)
+
+    def f(*args, **kwargs):
+        vals = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list)) else args
+        vals = [unwrap(v) for v in vals]
+        if kwargs or not any(isinstance(v, Tensor) for v in vals):
+            return pick(*args, **kwargs)
+        if len(vals) == 1:
+            raise TypeError(f"Python's {which}() of one block is not a reduction inside a "
+                            f"kernel; use nl.{which}(x, axis)")
+        acc = vals[0]
+        for v in vals[1:]:
+            acc = elementwise(acc, v)
+        return acc
+    f.__name__ = which
+    return f
+
+
+def _print(*args, **kwargs):
+    """Python print in a kernel: nl.device_print when a block or scalar value is printed."""
+    import builtins
+
+    from . import ops
+    from .values import Tensor, unwrap
+    vals = [unwrap(a) for a in args]
+    if not any(isinstance(v, Tensor) for v in vals):
+        return builtins.print(*vals, **kwargs)
+    i = 0
+    while i < len(vals) and isinstance(vals[i], str):
+        i += 1
+    prefix = " ".join(vals[:i])
+    return ops.device_print(prefix + " " if prefix else "", *vals[i:])
+
+
+PY_BUILTINS = {"min": _minmax("min"), "max": _minmax("max"), "print": _print}

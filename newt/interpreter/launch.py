@@ -152,6 +152,8 @@ class _Rebinder:
         context.current.codes.add(fn.__code__)
         new_globals.update({k: self.translate(v) for k, v in fn.__globals__.items()})
         new_globals.setdefault("range", range)
+        for k, v in extras.PY_BUILTINS.items():      # Python's min / max / print, as Triton's
+            new_globals.setdefault(k, v)
         for cell, old in zip(cells, fn.__closure__ or ()):
             try:
                 cell.cell_contents = self.translate(old.cell_contents)

@@ -235,12 +235,14 @@ def div_rn(x, y):
 
 
 def umulhi(x, y):
-    """High half of the 2n-bit product (uint32/int32)."""
+    """High 32 bits of the 64-bit product of the operands read as unsigned (int32 too, as
+    Triton computes it)."""
     a, b, ct = promote(x, y)
     if ct.bits != 32 or not ct.is_int():
         raise TypeError(f"umulhi needs 32-bit integers, got {ct.name}")
-    p = a.data * b.data  # exact for int32; the low 64 bits for uint32
-    return _down(p >> 32, ct)
+    m = (1 << 32) - 1
+    hi = ((a.data & m) * (b.data & m)) >> 32    # the 64-bit product, wrapped: bits 32..63 exact
+    return _down(hi & m, ct)
 
 
 # ----------------------------------------------------------------------------- reductions, scans
@@ -428,3 +430,165 @@ TENSOR_METHODS = {
     "min": min, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "abs": abs_,
     "cast": cast_, **{k: _math(f) for k, f in MATH.items()},
 }
+
+
+# ----------------------------------------------------------------------------- data movement
+
+def _dim(x: Tensor, dim):
+    return x.data.dim() - 1 if unwrap(dim) is None else _constexpr_int(dim, "dim") % x.data.dim()
+
+
+def join(a, b):
+    a, b = to_tensor(a), to_tensor(b)
+    if a.dtype is not b.dtype:
+        raise TypeError(f"join: the two blocks must have one dtype, got {a.dtype.name} and "
+                        f"{b.dtype.name}")
+    x, y = torch.broadcast_tensors(a.data, b.data)
+    return Tensor(torch.stack([x, y], -1), a.dtype)
+
+
+def split(a):
+    a = to_tensor(a)
+    if a.data.dim() == 0 or a.shape[-1] != 2:
+        raise CompilationError(f"split needs a block whose last dim is 2, got shape "
+                               f"{list(a.shape)}", _loc())
+    return Tensor(a.data[..., 0], a.dtype), Tensor(a.data[..., 1], a.dtype)
+
+
+def interleave(a, b):
+    j = join(a, b)
+    if j.data.dim() == 1:
+        return j
+    return Tensor(j.data.reshape(*j.shape[:-2], j.shape[-2] * 2), j.dtype)
+
+
+def flip(x, dim=None):
+    x = to_tensor(x)
+    return Tensor(x.data.flip(_dim(x, dim)), x.dtype)
+
+
+def gather(src, index, axis):
+    """Triton's gather; an index outside the axis gives 0 (as the compiled code)."""
+    s, i = to_tensor(src), to_tensor(index)
+    ax = _constexpr_int(axis, "axis") % builtins.max(s.data.dim(), 1)
+    n = s.shape[ax]
+    ok = (i.data >= 0) & (i.data < n)
+    idx = torch.where(ok, i.data, torch.zeros_like(i.data)).long()
+    if i.data.dim() == 0:
+        v = s.data[idx]
+    else:
+        v = torch.gather(s.data, ax, idx)
+    return Tensor(torch.where(ok, v, torch.zeros_like(v)), s.dtype)
+
+
+def sort(x, dim=None, descending=False):
+    """torch.sort's order: NaN above every number."""
+    x = to_tensor(x)
+    d = _dim(x, dim)
+    key = _ordered(x) if x.dtype.is_int() else x.data
+    _, order = torch.sort(key, stable=True, dim=d, descending=bool(unwrap(descending)))
+    return Tensor(torch.gather(x.data, d, order), x.dtype)
+
+
+def topk(x, k, dim=None):
+    x = to_tensor(x)
+    d = _dim(x, dim)
+    k = _constexpr_int(k, "topk k")
+    s = sort(x, d, True)
+    return Tensor(s.data.narrow(d, 0, k), x.dtype)
+
+
+def histogram(x, num_bins, mask=None):
+    x = to_tensor(x)
+    nb = _constexpr_int(num_bins, "num_bins")
+    v = x.data.reshape(-1)
+    keep = (v >= 0) & (v < nb)
+    if mask is not None:
+        m = to_tensor(mask).data
+        keep &= (m if m.dtype == torch.bool else m != 0).expand(x.shape).reshape(-1)
+    return Tensor(torch.bincount(v[keep], minlength=nb)[:nb].to(torch.int64), D.int32)
+
+
+def assume(cond):
+    return None
+
+
+def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
+    raise CompilationError("nl.inline_asm_elementwise runs PTX, which the interpreter cannot "
+                           "execute: run this kernel compiled (unset NEWT_INTERPRET)", _loc())
+
+
+TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
+                       "histogram": histogram})
+
+
+# ----------------------------------------------------------------------------- combine functions
+
+def _operands(input):
+    xs = unwrap(input)
+    single = not isinstance(xs, (tuple, list))
+    xs = [to_tensor(x) for x in ([xs] if single else xs)]
+    return xs, single
+
+
+def _combine(fn, left, right, dtypes):
+    r = fn(*left, *right)
+    r = list(r) if isinstance(r, (tuple, list)) else [r]
+    if len(r) != len(dtypes):
+        raise TypeError(f"combine_fn returned {len(r)} value(s) for {len(dtypes)} operand(s)")
+    return [cast(to_tensor(v), dt) for v, dt in zip(r, dtypes)]
+
+
+def associative_scan(input, axis, combine_fn, reverse=False):
+    """A sequential scan along `axis`: acc = combine(acc, x[i]) over whole slices (from the end
+    with `reverse`, the accumulated part then the left argument, as in Triton)."""
+    xs, single = _operands(input)
+    dts = [x.dtype for x in xs]
+    if xs[0].data.dim() == 0:
+        return xs[0] if single else tuple(xs)
+    ax = _constexpr_int(axis, "axis") % xs[0].data.dim()
+    n = xs[0].shape[ax]
+    order = builtins.range(n - 1, -1, -1) if unwrap(reverse) else builtins.range(n)
+    outs, acc = {}, None
+    for i in order:
+        cur = [Tensor(x.data.select(ax, i), x.dtype) for x in xs]
+        acc = cur if acc is None else _combine(combine_fn, acc, cur, dts)
+        outs[i] = acc
+    res = [Tensor(torch.stack([outs[i][k].data.expand(xs[0].data.select(ax, 0).shape)
+                               for i in builtins.range(n)], ax), dts[k])
+           for k in builtins.range(len(xs))]
+    return res[0] if single else tuple(res)
+
+
+def reduce(input, axis, combine_fn, keep_dims=False):
+    xs, single = _operands(input)
+    dts = [x.dtype for x in xs]
+    if unwrap(axis) is None:
+        xs = [Tensor(x.data.reshape(-1), x.dtype) for x in xs]
+        ax = 0
+    elif xs[0].data.dim() == 0:
+        return xs[0] if single else tuple(xs)
+    else:
+        ax = _constexpr_int(axis, "axis") % xs[0].data.dim()
+    n = xs[0].shape[ax]
+    acc = [Tensor(x.data.select(ax, 0), x.dtype) for x in xs]
+    for i in builtins.range(1, n):
+        acc = _combine(combine_fn, acc, [Tensor(x.data.select(ax, i), x.dtype) for x in xs], dts)
+    shape = list(xs[0].data.select(ax, 0).shape)
+    res = [Tensor(a.data.expand(shape).clone(), dt) for a, dt in zip(acc, dts)]
+    if unwrap(keep_dims):
+        rank = to_tensor(unwrap(input)[0] if not single else unwrap(input)).data.dim()
+        res = [Tensor(r.data.reshape((1,) * rank) if unwrap(axis) is None
+                      else r.data.unsqueeze(ax), r.dtype) for r in res]
+    return res[0] if single else tuple(res)
+
+
+def cumprod(input, axis=0, reverse=False):
+    x = to_tensor(input)
+    if x.dtype is D.bfloat16:        # as Triton: bf16 is promoted to fp32
+        x = cast(x, D.float32)
+    return associative_scan(x, axis, lambda a, b: a * b, reverse)
+
+
+TENSOR_METHODS.update({"reduce": reduce, "associative_scan": associative_scan,
+                       "cumprod": cumprod})

@@ -39,7 +39,8 @@ class tensor:
     Methods available inside kernels: `x.to(dtype, bitcast=False)`, `x.reshape(*shape)`,
     `x.trans(*dims)`, `x.permute(*dims)`, `x.expand_dims(axis)`, `x.broadcast_to(*shape)`,
     `x.sum/max/min/argmax/argmin(axis=None, keep_dims=False)`, `x.cumsum(axis=0)`,
-    `x.shape`, `x.dtype`, indexing with `None` and `:` (`x[:, None]`), and every Python
+    `x.cumprod(axis=0)`, `x.split()`, `x.sort(dim)`, `x.flip(dim)`, `x.reduce(axis, fn)`,
+    `x.T` (2-D transpose), `x.shape`, `x.dtype`, indexing with `None` and `:` (`x[:, None]`), and every Python
     arithmetic, comparison, bitwise and shift operator.
     """
 
@@ -425,4 +426,7 @@ BUILTINS["static_range"] = static_range
 
 # ----------------------------------------------------------------------------- namespaces
 # (imported last: they refer to the functions above)
-from . import extra, math  # noqa: E402,F401
+from . import extra, lowlevel, math, movement, scans  # noqa: E402,F401
+from .lowlevel import assume, inline_asm_elementwise  # noqa: E402,F401
+from .movement import flip, gather, histogram, interleave, join, sort, split, topk  # noqa: E402,F401
+from .scans import associative_scan, cumprod, reduce  # noqa: E402,F401
