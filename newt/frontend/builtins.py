@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins as _py
 
-from . import libdevice, memory, movement, reductions, semantic, shapes
+from . import combine, libdevice, memory, movement, reductions, semantic, shapes
 from .semantic import error, to_tensor
 from .values import Tensor
 
@@ -149,13 +149,15 @@ for _n in ("rand", "randn", "randint", "randint4x"):
 IMPLS.update(libdevice.IMPLS)
 IMPLS.update({n: getattr(movement, n) for n in (
     "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume")})
+IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod")})
 
 # x.method(...) on a block; `x.to` is defined on Tensor itself
 TENSOR_METHODS = {n: IMPLS[n] for n in (
     "reshape", "view", "expand_dims", "broadcast_to", "trans", "permute", "sum", "max", "min",
     "argmax", "argmin", "cumsum", "abs", "cast") + MATH}
 TENSOR_METHODS["cast"] = IMPLS["cast"]
-TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram")})
+TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram",
+                                             "reduce", "associative_scan", "cumprod")})
 
 
 # ----------------------------------------------------------------------------- Python builtins

@@ -189,6 +189,10 @@ def _insert_conversions(block, asg: _Assigner):
             for i, o in enumerate(op.operands[1:], 1):
                 if is_block(o.type) and want is not None and o.attrs["layout"] != want:
                     op.operands[i] = _convert(o, want, op, block)
+        if c == "scan_fn":      # every operand in the default layout of its shape
+            for i, o in enumerate(op.operands):
+                if o.attrs["layout"] != asg.default(o.type):
+                    op.operands[i] = _convert(o, asg.default(o.type), op, block)
         if c in ("reduce", "scan") and not isinstance(op.operands[0].attrs["layout"], CyclicLayout):
             op.operands[0] = _convert(op.operands[0], asg.default(op.operands[0].type), op, block)
         if c == "reduce" and len(op.operands[0].shape) > 1 \
