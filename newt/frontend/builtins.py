@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins as _py
 
-from . import combine, libdevice, memory, movement, reductions, semantic, shapes
+from . import combine, inline_asm, libdevice, memory, movement, reductions, semantic, shapes
 from .semantic import error, to_tensor
 from .values import Tensor
 
@@ -150,6 +150,7 @@ IMPLS.update(libdevice.IMPLS)
 IMPLS.update({n: getattr(movement, n) for n in (
     "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume")})
 IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod")})
+IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise
 
 # x.method(...) on a block; `x.to` is defined on Tensor itself
 TENSOR_METHODS = {n: IMPLS[n] for n in (
