@@ -72,11 +72,32 @@ TRITON_DIFFERENCES = """\
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
-- **Missing Triton names**: no `tl.math` / `tl.extra.cuda` / `libdevice` namespaces, no
-  `inline_asm_elementwise`, no `tl.reduce` / `tl.associative_scan` with a user combine
-  function, no `cumprod`, `xor_sum`, `sort`, `topk`, `histogram`, `flip`, `ravel`,
-  `interleave`, `join` / `split`, `gather`, `swizzle2d`, `fdiv`, `dot_scaled`, no tensor
-  descriptors (TMA): only the names listed on this page exist.
+- **Missing Triton names**: no `xor_sum`, `ravel`, `swizzle2d`, `fdiv`, `dot_scaled`, no
+  tensor descriptors (TMA): only the names listed on this page exist.
+- **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`
+  holding both Triton's `tl.math` names and every libdevice function) is generated from one
+  table of CUDA math functions and intrinsics
+  ([newt/language/extra/cuda/libdevice.py](../newt/language/extra/cuda/libdevice.py)).
+  Where Triton rejects them, fp16 / bf16 arguments are computed in fp32 and rounded back to
+  their type, and integer arguments of float functions are converted to fp32; `rcp64h` is the
+  correctly rounded reciprocal; `pow(x, int)` is `pow(x, (float)n)`. The interpreter computes
+  each function with torch, and rounds the `_rz` / `_rd` / `_ru` forms of fp64 results to
+  nearest.
+- **`nl.reduce` / `nl.associative_scan`** need a `@newt.jit` combine function (as Triton);
+  they combine in a tree (a Hillis-Steele scan through shared memory: log2(n) steps), so
+  floating-point results may round differently from Triton's order; a reduction is that scan's
+  last element ([newt/codegen/scan_fn.py](../newt/codegen/scan_fn.py)). `nl.cumprod` of bf16
+  returns fp32, as Triton's.
+- **`nl.sort` / `nl.topk`** order NaN above every number (torch's order); **`nl.gather`** with
+  an index outside the axis gives 0 and **`nl.histogram`** does not count values outside
+  `[0, num_bins)` (both undefined in Triton); sort, topk, flip, gather, split and histogram
+  move data through shared memory ([newt/frontend/movement.py](../newt/frontend/movement.py)).
+- **`nl.inline_asm_elementwise`** supports `pack=1` only (one element per asm statement); the
+  interpreter cannot run PTX and raises a `CompilationError` naming the call.
+- **`nl.assume`** compiles to nothing (no `__builtin_assume`), and the interpreter ignores it.
+- **Python's `min`, `max`, `print` in a kernel** are `nl.minimum`, `nl.maximum` (elementwise on
+  blocks: `max(x, 0.0)` is a ReLU) and `nl.device_print` (the leading strings are the prefix),
+  as in Triton; `max(x)` of one block is an error (use `nl.max(x, axis)`).
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
   ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
