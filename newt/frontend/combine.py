@@ -14,6 +14,7 @@ from .. import dtypes as D
 from ..ir.builder import Builder, type_like
 from ..ir.verifier import verify
 from .semantic import broadcast_all, cast, error, to_tensor
+from .movement import const_int
 from .shapes import reshape
 from .values import Tensor
 
@@ -76,8 +77,7 @@ def _operands(b, input):
 
 
 def _axis(x, axis, what):
-    from .shapes import _const_int
-    a = _const_int(axis, f"{what} axis")
+    a = const_int(axis, f"{what} axis")
     r = len(x.shape)
     if not -r <= a < r:
         error(f"{what}: axis {a} is out of range for a block of shape {list(x.shape)}")

@@ -16,15 +16,22 @@ from __future__ import annotations
 from .. import dtypes as D
 from ..ir.core import BlockType, ScalarType
 from .semantic import broadcast_all, broadcast_to_shape, cast, error, to_tensor, where
-from .shapes import _const_int, arange, reshape
+from .shapes import arange, reshape
 from .values import Tensor
+
+
+def const_int(x, what: str) -> int:
+    """A compile-time int argument (a runtime value or anything else is an error)."""
+    if isinstance(x, Tensor) or isinstance(x, bool) or not isinstance(x, int):
+        error(f"{what} must be a compile-time int, got {x!r}")
+    return x
 
 
 def _dim(x: Tensor, dim, what) -> int:
     rank = len(x.shape)
     if rank == 0:
         error(f"{what} needs a block, got a scalar")
-    d = rank - 1 if dim is None else _const_int(dim, f"{what} dim")
+    d = rank - 1 if dim is None else const_int(dim, f"{what} dim")
     if not -rank <= d < rank:
         error(f"{what}: dim {d} is out of range for a block of shape {list(x.shape)}")
     return d % rank
@@ -127,7 +134,7 @@ def sort(b, x, dim=None, descending=False) -> Tensor:
 def topk(b, x, k, dim=None) -> Tensor:
     x = to_tensor(b, x)
     d = _dim(x, dim, "topk")
-    k = _const_int(k, "topk k")
+    k = const_int(k, "topk k")
     _pow2(k, "topk k")
     if k > x.shape[d]:
         error(f"topk: k={k} is larger than the dim ({x.shape[d]})")
@@ -138,9 +145,9 @@ def topk(b, x, k, dim=None) -> Tensor:
     return gather(b, s, _along(b, arange(b, 0, k), shape, d), d)
 
 
-def histogram(b, x, num_bins, mask=None) -> Tensor:
-    x = to_tensor(b, x)
-    num_bins = _const_int(num_bins, "histogram num_bins")
+def histogram(b, input, num_bins, mask=None) -> Tensor:
+    x = to_tensor(b, input)
+    num_bins = const_int(num_bins, "histogram num_bins")
     _pow2(num_bins, "histogram num_bins")
     if len(x.shape) != 1 or not x.dtype.is_int() or x.dtype.is_bool():
         error(f"histogram needs a 1-D integer block, got {x.type}")

@@ -395,7 +395,9 @@ def randint4x(seed, offset, n_rounds=10):
 
 class range:
     """`for i in nl.range(start, stop, step, num_stages=None)`: a device loop (like Python's range).
-    `num_stages` overrides the kernel's pipelining depth for loads in this loop."""
+    `num_stages` overrides the kernel's pipelining depth for loads in this loop;
+    `loop_unroll_factor`, `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are
+    accepted as hints (Triton's options) and do not change the generated code."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):

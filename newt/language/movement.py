@@ -57,7 +57,7 @@ def topk(x, k, dim=None):
 
 
 @builtin
-def histogram(x, num_bins, mask=None):
-    """Counts of the values of the 1-D integer block `x` in bins 0..num_bins-1 of width 1:
+def histogram(input, num_bins, mask=None):
+    """Counts of the values of the 1-D integer block `input` in bins 0..num_bins-1 of width 1:
     an int32 block of `num_bins` (a power of two). Elements where `mask` is false, and values
     outside [0, num_bins), are not counted (Triton: out-of-range values are undefined)."""
