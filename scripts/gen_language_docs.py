@@ -214,6 +214,7 @@ def language_md() -> str:
         for name, fn in items:
             out.append(f"#### `nl.{_sig(name, fn)}`\n\n{_doc(fn)}\n")
 
+    out += _libdevice_md()
     out += ["## dt: deuteron\n", f"{_doc(dt)}\n",
             f"#### `@dt.{_sig('kernel', dt.kernel)}`\n\n{_doc(dt.kernel)}\n",
             f"#### `dt.Kernel`\n\n{_doc(dk.Kernel)}\n"]
@@ -242,6 +243,20 @@ def language_md() -> str:
             "## Differences from Helion\n", HELION_DIFFERENCES,
             "## Interpreter and GPU\n", _interpreter_notes()]
     return "\n".join(out)
+
+
+def _libdevice_md() -> list:
+    """The libdevice table: every function, its variants and the CUDA function of each."""
+    import newt.language.extra.cuda.libdevice as ld
+    head = inspect.getdoc(ld).split("\n\n")[0].replace("\n", " ")
+    rows = ["| function | (arguments) -> result: CUDA |", "|---|---|"]
+    for name in sorted(ld.TABLE):
+        forms = "; ".join(f"({', '.join(a)}) -> {r}: `{c}`" for a, r, c in ld.TABLE[name])
+        rows.append(f"| `{name}` | {_cell(forms)} |")
+    return ["### libdevice, nl.math\n", head + "\n",
+            "`nl.math` holds Triton's `tl.math` names (`nl.exp`, `nl.sqrt`, ... themselves) and "
+            "every other function below. Dtype codes: f32 f64 i32 i64 u32 u64 b (int1); a "
+            "CUDA name with `{0}` is a C template of the arguments.\n", "\n".join(rows) + "\n"]
 
 
 # ----------------------------------------------------------------------------- errors.md
