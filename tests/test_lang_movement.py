@@ -232,6 +232,26 @@ def test_inline_asm(target, device):
     torch.testing.assert_close(p.cpu(), y + 1.5)
 
 
+@newt.jit
+def asm_packed_kernel(x_ptr, o_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    # four int8 per register: and + shift of each byte (Triton's packed form)
+    y = nl.inline_asm_elementwise("and.b32 $0, $1, 0x1F1F1F1F;\n\tshl.b32 $0, $0, 3;", "=r,r",
+                                  [x], dtype=nl.int8, is_pure=True, pack=4)
+    nl.store(o_ptr + offs, y, mask=offs < n)
+
+
+def test_inline_asm_packed(target, device):
+    n = 99
+    x = torch.randint(-128, 128, (n,), dtype=torch.int8)
+    o = torch.full((n,), 77, dtype=torch.int8, device=device)
+    if target == "interp":
+        return      # (the interpreter's error is tested above)
+    asm_packed_kernel[(1,)](x.to(device), o, n, BLOCK=128)
+    assert torch.equal(o.cpu(), ((x.int() & 0x1F) << 3).to(torch.int8))
+
+
 def test_inline_asm_errors():
     @newt.jit
     def k(x_ptr, B: nl.constexpr):
@@ -240,7 +260,7 @@ def test_inline_asm_errors():
                                       is_pure=True, pack=4)
         nl.store(x_ptr + nl.arange(0, B), y)
 
-    with pytest.raises(newt.CompilationError, match="pack=4 is not supported"):
+    with pytest.raises(newt.CompilationError, match="at most 8 bits"):
         newt.compile(k, {"x_ptr": "*i32"}, {"B": 16})
 
 
@@ -258,3 +278,6 @@ def test_kernels_compile(arch):
     k = nvrtc(asm_kernel, {"x_ptr": "*i32", "y_ptr": f, "o_ptr": "*i32", "p_ptr": f, "n": "i32"},
               {"BLOCK": 256}, arch)
     assert 'asm("shl.b32 %0, %1, 3;"' in k.source
+    k = nvrtc(asm_packed_kernel, {"x_ptr": "*i8", "o_ptr": "*i8", "n": "i32"}, {"BLOCK": 128},
+              arch)
+    assert "0x1F1F1F1F" in k.source

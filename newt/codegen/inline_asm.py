@@ -2,6 +2,8 @@
 its constraint names and back (r: 32-bit, l: 64-bit, h: 16-bit, f: fp32, d: fp64).
 
 Triton's `$0, $1..` operand references become CUDA's `%0, %1..` and a literal `%` becomes `%%`.
+With `pack` > 1 one statement handles `pack` consecutive slots of a thread, each operand's
+elements packed into one register (element j in bits j*b..), as Triton packs them.
 fp16 / bf16 values (held in fp32 registers) travel as their 16-bit patterns in `r` and `h`
 registers.
 """
@@ -54,25 +56,55 @@ def _inline_asm(em, op):
     outs = [c.lstrip("=") for c in cons if c.startswith("=")]
     ins = [c for c in cons if not c.startswith("=")]
     rs = op.results
+    P = op.attrs.get("pack", 1)
     vol = "" if op.attrs.get("pure") else " volatile"
     text = c_string(op.attrs["asm"])
     block = bool(rs[0].type.shape)
     lay = rs[0].attrs.get("layout")
-    names = [em.declare(r) for r in rs] if block else None
+    nslots = em.nslots(rs[0]) if block else 1
 
-    def one(s):
+    def elem(a, s):
+        return em.at(a, s, lay) if block else em.name(a)
+
+    def packed(a, c, g):
+        """The register of input `a` for the group of slots starting at `g`."""
+        if P == 1:
+            return to_reg(a.dtype, c, elem(a, g))
+        b, mask = a.dtype.bits, f"0x{(1 << a.dtype.bits) - 1:x}u"
+        parts = []
+        for j in range(P):
+            s = f"{g} + {j}"
+            v = f"(({to_reg(a.dtype, 'r', elem(a, s))} & {mask}) << {j * b})"
+            parts.append(f"({s} < {nslots} ? {v} : 0u)" if nslots % P else v)
+        return f"({_REG[c]})({' | '.join(parts)})"
+
+    def one(g):
+        """Emit one asm statement for the slots g..g+P-1; returns [(slot, result, value)]."""
         tmps = [em.fresh("ao") for _ in rs]
         em.emit(" ".join(f"{_REG[c]} {t};" for t, c in zip(tmps, outs)))
         o = ", ".join(f'"={c}"({t})' for t, c in zip(tmps, outs))
-        i = ", ".join(f'"{c}"({to_reg(a.dtype, c, em.at(a, s, lay))})'
-                      for a, c in zip(op.operands, ins))
+        i = ", ".join(f'"{c}"({packed(a, c, g)})' for a, c in zip(op.operands, ins))
         em.emit(f"asm{vol}({text} : {o} : {i});")
-        return [from_reg(r.dtype, c, t) for r, c, t in zip(rs, outs, tmps)]
+        if P == 1:
+            return [(g, k, from_reg(r.dtype, c, t)) for k, (r, c, t) in enumerate(zip(rs, outs, tmps))]
+        got = []
+        for k, (r, c, t) in enumerate(zip(rs, outs, tmps)):
+            b = r.dtype.bits
+            for j in range(P):
+                bits = f"((u32)({t}) >> {j * b}) & 0x{(1 << b) - 1:x}u"
+                got.append((f"{g} + {j}", k, from_reg(r.dtype, "r", bits)))
+        return got
 
-    if block:
-        with em.slots(em.nslots(rs[0])) as s:
-            for n, v in zip(names, one(s)):
-                em.emit(f"{n}[{s}] = {v};")
-    else:
-        for r, v in zip(rs, one(None)):
-            em.declare(r, v)
+    if not block:
+        vals = {}
+        for s, k, v in one("0"):
+            vals.setdefault(k, v)          # a scalar is element 0 of the pack
+        for k, r in enumerate(rs):
+            em.declare(r, vals[k])
+        return
+    names = [em.declare(r) for r in rs]
+    groups = -(-nslots // P)
+    with em.slots(groups, "g") as g:
+        for s, k, v in one(f"{g} * {P}" if P > 1 else g):
+            st = f"{names[k]}[{s}] = {v};"
+            em.emit(f"if ({s} < {nslots}) {st}" if P > 1 and nslots % P else st)

@@ -2,8 +2,10 @@
 name and docs in newt/language/lowlevel.py).
 
 The arguments are broadcast to one shape; the constraints are checked here (one `=`-output per
-result dtype, one input per argument, letters r / l / h / f / d), so codegen
-(newt/codegen/inline_asm.py) only converts values to and from their registers.
+result dtype, one input per argument, letters r / l / h / f / d), and `pack` (1, 2 or 4
+elements per asm statement, each operand's `pack` elements together in one register of at most
+32 bits, as Triton packs them), so codegen (newt/codegen/inline_asm.py) only moves values into
+and out of their registers.
 """
 from __future__ import annotations
 
@@ -17,9 +19,8 @@ LETTERS = "rlhfd"
 def inline_asm_elementwise(b, asm, constraints, args, dtype, is_pure, pack):
     if not isinstance(asm, str) or not isinstance(constraints, str):
         error("inline_asm_elementwise: asm and constraints must be compile-time strings")
-    if pack != 1:
-        error(f"inline_asm_elementwise: pack={pack!r} is not supported (only pack=1: one "
-              f"element per asm call)")
+    if pack not in (1, 2, 4):
+        error(f"inline_asm_elementwise: pack={pack!r} is not supported (1, 2 or 4)")
     args = list(args) if isinstance(args, (tuple, list)) else [args]
     ts = broadcast_all(b, *[to_tensor(b, a) for a in args]) if args else []
     multi = isinstance(dtype, (tuple, list))
@@ -37,10 +38,16 @@ def inline_asm_elementwise(b, asm, constraints, args, dtype, is_pure, pack):
     for t in ts:
         if t.dtype.is_ptr():
             error("inline_asm_elementwise: pointer arguments are not supported")
+    if pack > 1:   # `pack` elements share one register: at most 32 bits together
+        for dt in [t.dtype for t in ts] + dts:
+            if dt.bits * pack > 32:
+                error(f"inline_asm_elementwise: pack={pack} packs {pack} elements into one "
+                      f"32-bit register, so it needs elements of at most {32 // pack} bits, "
+                      f"got {dt.name}")
     like = ts[0].type if ts else None
     types = [type_like(like, d) if like is not None else type_like(_scalar(d), d) for d in dts]
     op = b.create("inline_asm", [t.v for t in ts], types,
-                  {"asm": asm, "constraints": tuple(cons), "pure": bool(is_pure)})
+                  {"asm": asm, "constraints": tuple(cons), "pure": bool(is_pure), "pack": pack})
     rs = [Tensor(r, b) for r in op.results]
     return tuple(rs) if multi else rs[0]
 
