@@ -126,6 +126,26 @@ def test_reduce(where, axis):
 
 
 @newt.jit
+def affine_reduce_kernel(x_ptr, y_ptr, a_ptr, b_ptr, N, BN: nl.constexpr):
+    rn = nl.arange(0, BN)
+    x = nl.load(x_ptr + rn, mask=rn < N, other=1.0)     # identity maps (a=1, b=0) as padding
+    y = nl.load(y_ptr + rn, mask=rn < N, other=0.0)
+    a, b = nl.reduce((x, y), 0, affine_fn)
+    nl.store(a_ptr, a)
+    nl.store(b_ptr, b)
+
+
+def test_reduce_keeps_the_order_of_a_non_commutative_function(where):
+    N = 45
+    x, y = torch.rand(N) + 0.5, torch.randn(N)
+    a, b = nan_like((1,), device=where.device), nan_like((1,), device=where.device)
+    where(affine_reduce_kernel, (1,), where.t(x), where.t(y), a, b, N, BN=64)
+    ra, rb = _affine_ref(x.double()[None], y.double()[None], 1, False)
+    torch.testing.assert_close(a.cpu(), ra[0, -1:].float(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(b.cpu(), rb[0, -1:].float(), rtol=1e-5, atol=1e-5)
+
+
+@newt.jit
 def cumprod_kernel(x_ptr, o_ptr, n, REV: nl.constexpr, BLOCK: nl.constexpr):
     offs = nl.arange(0, BLOCK)
     x = nl.load(x_ptr + offs, mask=offs < n, other=1)

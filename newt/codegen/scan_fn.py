@@ -8,9 +8,10 @@ per element. The scan is Hillis-Steele along the axis: log2(n) steps, each stagi
 operand's current values at their flat index, a barrier, and each element combining with the
 one d elements before it (after it, with `reverse`: the element further right is then the left
 argument, as in Triton). The order of combination only regroups, so an associative function
-gives the sequential result. A reduction stages the final values once more and reads the last
-element of its row (the first with `reverse`); a 1-D reduction gives a scalar every thread
-holds.
+gives the sequential result. A reduction is a tree instead (at step d, each element at a
+multiple of 2d takes in the one d after it: n - 1 combines in all), staged once more at the end
+so that each result reads the first element of its row; a 1-D reduction gives a scalar every
+thread holds.
 """
 from __future__ import annotations
 
@@ -80,17 +81,23 @@ def _scan_fn(em, op):
             f = em.fresh("f")
             em.emit(f"int {f} = {lay.flat('tid', s)};")
             c = f"(({f} / {stride}) % {n})"
-            cond, other = (f"{c} + {d} < {n}", f"{f} + {d * stride}") if rev else \
-                (f"{c} >= {d}", f"{f} - {d * stride}")
+            if red:      # a tree: element c (a multiple of 2d) takes in [c + d, c + 2d)
+                cond, other, left = f"{c} % {2 * d} == 0 && {c} + {d} < {n}", \
+                    f"{f} + {d * stride}", False
+            elif rev:
+                cond, other, left = f"{c} + {d} < {n}", f"{f} + {d * stride}", True
+            else:
+                cond, other, left = f"{c} >= {d}", f"{f} - {d * stride}", True
             v = lay.valid("tid", s)
-            args = [f"{bf}[{other}]" for bf in bufs] + [f"{a}[{s}]" for a in accs] + \
-                [f"&{a}[{s}]" for a in accs]
+            theirs = [f"{bf}[{other}]" for bf in bufs]
+            mine = [f"{a}[{s}]" for a in accs]
+            args = (theirs + mine if left else mine + theirs) + [f"&{a}[{s}]" for a in accs]
             em.emit(f"if ({f'{v} && ' if v else ''}{cond}) {fn}({', '.join(args)});")
         d *= 2
     if not red:
         return
     stage(first)
-    last = 0 if rev else n - 1
+    last = 0           # the tree's root
     for r, bf in zip(rs, bufs):
         if not is_block(r.type):
             em.declare(r, f"{bf}[{last}]")
