@@ -281,3 +281,47 @@ def test_kernels_compile(arch):
     k = nvrtc(asm_packed_kernel, {"x_ptr": "*i8", "o_ptr": "*i8", "n": "i32"}, {"BLOCK": 128},
               arch)
     assert "0x1F1F1F1F" in k.source
+
+
+@newt.jit
+def dot_split_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BM: nl.constexpr, BN: nl.constexpr,
+                     BK: nl.constexpr):
+    # the epilogue of Triton's persistent-matmul tutorial: the accumulator split in halves
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    rk = nl.arange(0, BK)
+    nl.assume(K > 0)
+    acc = nl.zeros([BM, BN], dtype=nl.float32)
+    for k0 in range(0, K, BK):
+        a = nl.load(a_ptr + rm[:, None] * K + (k0 + rk)[None, :])
+        b = nl.load(b_ptr + (k0 + rk)[:, None] * N + rn[None, :])
+        acc = nl.dot(a, b, acc)
+    acc0, acc1 = nl.split(nl.permute(nl.reshape(acc, (BM, 2, BN // 2)), (0, 2, 1)))
+    h = nl.arange(0, BN // 2)
+    nl.store(c_ptr + rm[:, None] * N + h[None, :], acc0.to(nl.float16))
+    nl.store(c_ptr + rm[:, None] * N + (BN // 2 + h)[None, :], acc1.to(nl.float16))
+
+
+@pytest.mark.parametrize("arch", NVRTC_ARCHS)
+def test_split_of_a_dot_accumulator_emulated(monkeypatch, arch):
+    """The generated code for sm_80 (mma.sync) and sm_90a (wgmma) run on the CPU with the
+    instruction models of tests/emu_dot.py, as tests/test_dot_emulated.py does."""
+    import test_codegen_emulator as E
+    from emu_dot import emulated_source
+
+    import newt.codegen as C
+    from newt.options import Options
+    orig = C.generate
+
+    def generate(fn, opts):
+        src, name = orig(fn, opts)
+        return emulated_source(src), name
+
+    monkeypatch.setattr(C, "generate", generate)
+    monkeypatch.setattr(E, "Options", lambda arch=None, num_warps=4, _a=arch:
+                        Options(arch=_a, num_warps=num_warps, num_stages=2))
+    M = N = K = 64
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = nan_like((M, N), torch.float16)
+    E.emulate(dot_split_kernel, (1,), a, b, c, M, N, K, BM=64, BN=64, BK=32)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
