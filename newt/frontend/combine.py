@@ -90,6 +90,8 @@ def associative_scan(b, input, axis, combine_fn, reverse=False):
         return xs[0] if single else tuple(xs)
     ax = _axis(xs[0], axis, "associative_scan")
     cf = build_combine(b, combine_fn, [x.dtype for x in xs])
+    if xs[0].shape[ax] == 1:     # nothing to combine (and no scratch user without a barrier)
+        return xs[0] if single else tuple(xs)
     op = b.create("scan_fn", [x.v for x in xs], [x.type for x in xs],
                   {"axis": ax, "reverse": bool(reverse), "reduce": False, "combine": cf})
     rs = [Tensor(r, b) for r in op.results]
