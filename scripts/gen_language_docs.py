@@ -72,8 +72,8 @@ TRITON_DIFFERENCES = """\
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
-- **Missing Triton names**: no `xor_sum`, `ravel`, `swizzle2d`, `fdiv`, `dot_scaled`, no
-  tensor descriptors (TMA): only the names listed on this page exist.
+- **Missing Triton names**: no `dot_scaled`, no tensor descriptors (TMA): only the names
+  listed on this page exist.
 - **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`
   holding both Triton's `tl.math` names and every libdevice function) is generated from one
   table of CUDA math functions and intrinsics

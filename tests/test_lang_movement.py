@@ -325,3 +325,48 @@ def test_split_of_a_dot_accumulator_emulated(monkeypatch, arch):
     c = nan_like((M, N), torch.float16)
     E.emulate(dot_split_kernel, (1,), a, b, c, M, N, K, BM=64, BN=64, BK=32)
     torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=1e-2)
+
+
+@newt.jit
+def misc_kernel(x_ptr, i_ptr, r_ptr, xs_ptr, si_ptr, sj_ptr, d_ptr, e_ptr, M, N, GROUP,
+                BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    x = nl.load(x_ptr + offs, mask=mask, other=1.0)
+    iv = nl.load(i_ptr + offs, mask=mask, other=0)
+    nl.store(r_ptr + nl.arange(0, BM * BN), nl.ravel(x))
+    nl.store(xs_ptr + rm, nl.xor_sum(iv, 1), mask=rm < M)
+    si, sj = nl.swizzle2d(rm[:, None] + 0 * rn[None, :], rn[None, :] + 0 * rm[:, None], M, N,
+                          GROUP)
+    nl.store(si_ptr + offs, si, mask=mask)
+    nl.store(sj_ptr + offs, sj, mask=mask)
+    y = x + 2.0
+    nl.store(d_ptr + offs, nl.fdiv(x, y), mask=mask)
+    nl.store(e_ptr + offs, nl.math.fdiv(x, y, ieee_rounding=True), mask=mask)
+
+
+def test_ravel_xor_sum_swizzle2d_fdiv(where):
+    M, N, BM, BN, G = 7, 5, 8, 8, 3
+    x = torch.rand(M, N) + 0.5
+    iv = torch.randint(-2 ** 31, 2 ** 31 - 1, (M, N), dtype=torch.int32)
+    outs = [nan_like((BM * BN,)), torch.full((M,), 7, dtype=torch.int32),
+            torch.full((M, N), -1, dtype=torch.int32), torch.full((M, N), -1, dtype=torch.int32),
+            nan_like((M, N)), nan_like((M, N))]
+    outs = [where.t(o) for o in outs]
+    where(misc_kernel, (1,), where.t(x), where.t(iv), *outs, M, N, G, BM=BM, BN=BN)
+    r, xs, si, sj, d, e = [o.cpu() for o in outs]
+    xp = torch.ones(BM, BN)
+    xp[:M, :N] = x
+    assert torch.equal(r, xp.reshape(-1))
+    ref = iv[:, 0].clone()
+    for c in range(1, N):
+        ref ^= iv[:, c]
+    assert torch.equal(xs, ref)
+    # grouped order: the linear index walks groups of G rows column by column
+    order = [(i, j) for g in range(0, M, G) for j in range(N) for i in range(g, min(g + G, M))]
+    got = [(int(si[i, j]), int(sj[i, j])) for i in range(M) for j in range(N)]
+    assert got == order
+    torch.testing.assert_close(d, x / (x + 2))
+    assert torch.equal(e, x / (x + 2))

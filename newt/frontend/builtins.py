@@ -148,8 +148,12 @@ for _n in ("rand", "randn", "randint", "randint4x"):
     IMPLS[_n] = _random(_n)
 IMPLS.update(libdevice.IMPLS)
 IMPLS.update({n: getattr(movement, n) for n in (
-    "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume")})
-IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod")})
+    "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume",
+    "ravel", "swizzle2d")})
+IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod",
+                                                "xor_sum")})
+IMPLS["fdiv"] = lambda b, x, y, ieee_rounding=False: (
+    semantic.div_rn(b, x, y) if ieee_rounding else semantic.binary(b, "truediv", x, y))
 IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise
 
 # x.method(...) on a block; `x.to` is defined on Tensor itself
@@ -158,7 +162,8 @@ TENSOR_METHODS = {n: IMPLS[n] for n in (
     "argmax", "argmin", "cumsum", "abs", "cast") + MATH}
 TENSOR_METHODS["cast"] = IMPLS["cast"]
 TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram",
-                                             "reduce", "associative_scan", "cumprod")})
+                                             "reduce", "associative_scan", "cumprod", "ravel",
+                                             "xor_sum")})
 
 
 # ----------------------------------------------------------------------------- Python builtins

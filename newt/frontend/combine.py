@@ -134,3 +134,19 @@ def cumprod(b, input, axis=0, reverse=False):
     if x.dtype is D.bfloat16:        # as Triton: bf16 products are computed in fp32
         x = cast(b, x, D.float32)
     return associative_scan(b, x, axis, _multiply, reverse)
+
+
+def _xor(cb, a, c):
+    from .semantic import binary
+    return binary(cb, "xor", a, c)
+
+
+_xor.__newt_internal__ = True
+_xor.__name__ = "xor"
+
+
+def xor_sum(b, input, axis=None, keep_dims=False):
+    x = to_tensor(b, input)
+    if not x.dtype.is_int() or x.dtype.is_bool():
+        error(f"xor_sum needs integers, got {x.dtype.name}")
+    return reduce(b, x, axis, _xor, keep_dims)

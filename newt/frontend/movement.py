@@ -1,4 +1,5 @@
-"""join / split / interleave / flip / gather / sort / topk / histogram (part of the frontend's
+"""join / split / interleave / ravel / flip / gather / sort / topk / histogram / swizzle2d (part
+of the frontend's
 semantic layer; names and docs in newt/language/movement.py).
 
 Three new ops carry the data movement (ops.py): `gather` (any element of the source along one
@@ -158,6 +159,24 @@ def histogram(b, input, num_bins, mask=None) -> Tensor:
         ops.append(broadcast_to_shape(b, to_bool(b, m), x.shape).v)
     return Tensor(b.create("histogram", ops, [BlockType(D.int32, (num_bins,))],
                            {"num_bins": num_bins, "has_mask": mask is not None}).result, b)
+
+
+def ravel(b, x, can_reorder=False) -> Tensor:
+    x = to_tensor(b, x)
+    return reshape(b, x, x.numel) if len(x.shape) > 1 else x
+
+
+def swizzle2d(b, i, j, size_i, size_j, size_g):
+    """Grouped ordering: the linear index of (i, j), row-major over size_j columns, walks
+    groups of size_g rows column by column."""
+    from .semantic import binary, minmax
+    lin = binary(b, "add", binary(b, "mul", i, size_j), j)
+    per_group = binary(b, "mul", size_g, size_j)
+    first = binary(b, "mul", binary(b, "floordiv", lin, per_group), size_g)   # group's 1st row
+    rows = minmax(b, "minimum", binary(b, "sub", size_i, first), size_g)     # last: fewer
+    within = binary(b, "mod", lin, per_group)
+    return (binary(b, "add", first, binary(b, "mod", within, rows)),
+            binary(b, "floordiv", within, rows))
 
 
 def assume(b, cond):

@@ -9,6 +9,7 @@ import torch
 
 from .. import dtypes as D
 from ..errors import CompilationError
+from . import ops
 from .ops import constexpr_int as _constexpr_int, user_loc as _loc
 from .values import Tensor, to_tensor, unwrap
 
@@ -88,6 +89,20 @@ def histogram(input, num_bins, mask=None):
         m = to_tensor(mask).data
         keep &= (m if m.dtype == torch.bool else m != 0).expand(x.shape).reshape(-1)
     return Tensor(torch.bincount(v[keep], minlength=nb)[:nb].to(torch.int64), D.int32)
+
+
+def ravel(x, can_reorder=False):
+    x = to_tensor(x)
+    return Tensor(x.data.reshape(-1), x.dtype)
+
+
+def swizzle2d(i, j, size_i, size_j, size_g):
+    lin = i * size_j + j
+    per_group = size_g * size_j
+    first = (lin // per_group) * size_g
+    rows = ops.minimum(size_i - first, size_g)
+    within = lin % per_group
+    return first + within % rows, within // rows
 
 
 def assume(cond):

@@ -436,9 +436,15 @@ constexpr_int, user_loc = _constexpr_int, _loc     # (for movement.py, scans.py)
 
 # the language functions of newt/language/movement.py, scans.py and lowlevel.py
 from .movement import (assume, flip, gather, histogram, inline_asm_elementwise,  # noqa: E402,F401
-                       interleave, join, sort, split, topk)
-from .scans import associative_scan, cumprod, reduce  # noqa: E402,F401
+                       interleave, join, ravel, sort, split, swizzle2d, topk)
+from .scans import associative_scan, cumprod, reduce, xor_sum  # noqa: E402,F401
+
+
+def fdiv(x, y, ieee_rounding=False):
+    return div_rn(x, y) if unwrap(ieee_rounding) else to_tensor(x) / y
+
 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
-                       "histogram": histogram, "reduce": reduce,
-                       "associative_scan": associative_scan, "cumprod": cumprod})
+                       "histogram": histogram, "reduce": reduce, "ravel": ravel,
+                       "associative_scan": associative_scan, "cumprod": cumprod,
+                       "xor_sum": xor_sum})

@@ -78,3 +78,10 @@ def cumprod(input, axis=0, reverse=False):
     if x.dtype is D.bfloat16:        # as Triton: bf16 is promoted to fp32
         x = cast(x, D.float32)
     return associative_scan(x, axis, lambda a, b: a * b, reverse)
+
+
+def xor_sum(input, axis=None, keep_dims=False):
+    x = to_tensor(input)
+    if not x.dtype.is_int() or x.dtype.is_bool():
+        raise TypeError(f"xor_sum needs integers, got {x.dtype.name}")
+    return reduce(x, axis, lambda a, b: a ^ b, keep_dims)

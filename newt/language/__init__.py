@@ -428,7 +428,9 @@ BUILTINS["static_range"] = static_range
 
 # ----------------------------------------------------------------------------- namespaces
 # (imported last: they refer to the functions above)
-from . import extra, lowlevel, math, movement, scans  # noqa: E402,F401
-from .lowlevel import assume, inline_asm_elementwise  # noqa: E402,F401
-from .movement import flip, gather, histogram, interleave, join, sort, split, topk  # noqa: E402,F401
-from .scans import associative_scan, cumprod, reduce  # noqa: E402,F401
+from . import extra, lowlevel, movement, scans  # noqa: E402,F401
+from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
+from .movement import (flip, gather, histogram, interleave, join, ravel, sort,  # noqa: E402,F401
+                       split, swizzle2d, topk)
+from .scans import associative_scan, cumprod, reduce, xor_sum  # noqa: E402,F401
+from . import math  # noqa: E402,F401  (last: it refers to the names above)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from . import builtin
 
-# ----------------------------------------------------------------------------- assumptions, inline assembly
+# ----------------------------------------------------------------------------- assumptions, inline assembly, division
 
 
 @builtin
@@ -21,3 +21,9 @@ def inline_asm_elementwise(asm, constraints, args, dtype, is_pure, pack):
     bit, `l` 64-bit, `h` 16-bit, `f` fp32, `d` fp64). Returns a block (or a tuple of blocks).
     Differences from Triton: only `pack=1` (one element per call); the interpreter cannot run
     PTX, so a kernel using it raises there."""
+
+
+@builtin
+def fdiv(x, y, ieee_rounding=False):
+    """`x / y` in floating point: as the `/` operator (fp32: Triton's `div.full`), or correctly
+    rounded with `ieee_rounding=True` (as `nl.div_rn`)."""

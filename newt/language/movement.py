@@ -29,6 +29,18 @@ def interleave(a, b):
 
 
 @builtin
+def ravel(x, can_reorder=False):
+    """`x` as a 1-D block (row-major order)."""
+
+
+@builtin
+def swizzle2d(i, j, size_i, size_j, size_g):
+    """Reorder the (i, j) indices of a size_i x size_j grid so that consecutive linear indices
+    walk groups of `size_g` rows column by column (the last group may have fewer rows):
+    returns the new (i, j). Used to order matmul tiles for L2 reuse."""
+
+
+@builtin
 def flip(x, dim=None):
     """`x` reversed along `dim` (default: the last axis)."""
 

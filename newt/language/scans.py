@@ -30,6 +30,11 @@ def associative_scan(input, axis, combine_fn, reverse=False):
 
 
 @builtin
+def xor_sum(input, axis=None, keep_dims=False):
+    """Bitwise xor of the integer block `input` over `axis` (all axes if None)."""
+
+
+@builtin
 def cumprod(input, axis=0, reverse=False):
     """Inclusive product along `axis`. bf16 inputs are computed and returned in fp32, as in
     Triton; other types keep their type (integers wrap)."""
