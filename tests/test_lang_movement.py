@@ -370,3 +370,27 @@ def test_ravel_xor_sum_swizzle2d_fdiv(where):
     assert got == order
     torch.testing.assert_close(d, x / (x + 2))
     assert torch.equal(e, x / (x + 2))
+
+
+@newt.jit
+def cat_softmax_kernel(x_ptr, y_ptr, c_ptr, s_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    x = nl.load(x_ptr + offs, mask=mask, other=-float("inf"))
+    y = nl.load(y_ptr + offs, mask=mask, other=0.0)
+    r2 = nl.arange(0, 2 * BM)
+    nl.store(c_ptr + r2[:, None] * BN + rn[None, :], nl.cat(x, y, can_reorder=True))
+    nl.store(s_ptr + offs, nl.softmax(x, 1), mask=mask)
+
+
+def test_cat_softmax(where):
+    M, N, BM, BN = 3, 5, 4, 8
+    x, y = torch.randn(M, N), torch.randn(M, N)
+    c, s = nan_like((2 * BM, BN), device=where.device), nan_like((M, N), device=where.device)
+    where(cat_softmax_kernel, (1,), where.t(x), where.t(y), c, s, M, N, BM=BM, BN=BN)
+    xp, yp = torch.full((BM, BN), -float("inf")), torch.zeros(BM, BN)
+    xp[:M, :N], yp[:M, :N] = x, y
+    assert torch.equal(c.cpu(), torch.cat([xp, yp], 0))
+    torch.testing.assert_close(s.cpu(), torch.softmax(x, 1))

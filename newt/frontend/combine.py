@@ -150,3 +150,14 @@ def xor_sum(b, input, axis=None, keep_dims=False):
     if not x.dtype.is_int() or x.dtype.is_bool():
         error(f"xor_sum needs integers, got {x.dtype.name}")
     return reduce(b, x, axis, _xor, keep_dims)
+
+
+def softmax(b, x, dim=None, keep_dims=False, ieee_rounding=False):
+    from .reductions import max_, sum_
+    from .semantic import binary, div_rn, math_unary
+    x = to_tensor(b, x)
+    d = 0 if dim is None else dim
+    z = binary(b, "sub", x, max_(b, x, d, keep_dims=True))
+    num = math_unary(b, "exp", z)
+    den = sum_(b, num, d, keep_dims=True)
+    return div_rn(b, num, den) if ieee_rounding else binary(b, "truediv", num, den)

@@ -161,6 +161,17 @@ def histogram(b, input, num_bins, mask=None) -> Tensor:
                            {"num_bins": num_bins, "has_mask": mask is not None}).result, b)
 
 
+def cat(b, input, other, can_reorder=False) -> Tensor:
+    a, c = to_tensor(b, input), to_tensor(b, other)
+    if not a.is_block() or a.shape != c.shape:
+        error(f"cat needs two blocks of one shape, got {a.type} and {c.type}")
+    from .shapes import permute
+    j = join(b, a, c)                                        # [n, ..., 2]
+    r = len(a.shape)
+    j = permute(b, j, r, *range(r))                          # [2, n, ...]
+    return reshape(b, j, (2 * a.shape[0],) + a.shape[1:])
+
+
 def ravel(b, x, can_reorder=False) -> Tensor:
     x = to_tensor(b, x)
     return reshape(b, x, x.numel) if len(x.shape) > 1 else x

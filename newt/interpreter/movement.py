@@ -91,6 +91,14 @@ def histogram(input, num_bins, mask=None):
     return Tensor(torch.bincount(v[keep], minlength=nb)[:nb].to(torch.int64), D.int32)
 
 
+def cat(input, other, can_reorder=False):
+    a, b = to_tensor(input), to_tensor(other)
+    if a.data.dim() == 0 or a.shape != b.shape:
+        raise CompilationError(f"cat needs two blocks of one shape, got {list(a.shape)} and "
+                               f"{list(b.shape)}", _loc())
+    return Tensor(torch.cat([a.data, b.data], 0), a.dtype)
+
+
 def ravel(x, can_reorder=False):
     x = to_tensor(x)
     return Tensor(x.data.reshape(-1), x.dtype)

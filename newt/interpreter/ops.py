@@ -435,9 +435,12 @@ TENSOR_METHODS = {
 constexpr_int, user_loc = _constexpr_int, _loc     # (for movement.py, scans.py)
 
 # the language functions of newt/language/movement.py, scans.py and lowlevel.py
-from .movement import (assume, flip, gather, histogram, inline_asm_elementwise,  # noqa: E402,F401
-                       interleave, join, ravel, sort, split, swizzle2d, topk)
-from .scans import associative_scan, cumprod, reduce, xor_sum  # noqa: E402,F401
+MATH_FNS = {k: _math(f) for k, f in MATH.items()}     # (nl.exp etc., for scans.softmax)
+
+from .movement import (assume, cat, flip, gather, histogram,  # noqa: E402,F401
+                       inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
+                       topk)
+from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
 
 
 def fdiv(x, y, ieee_rounding=False):
@@ -447,4 +450,4 @@ def fdiv(x, y, ieee_rounding=False):
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
                        "histogram": histogram, "reduce": reduce, "ravel": ravel,
                        "associative_scan": associative_scan, "cumprod": cumprod,
-                       "xor_sum": xor_sum})
+                       "xor_sum": xor_sum, "softmax": softmax})

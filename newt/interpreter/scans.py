@@ -85,3 +85,13 @@ def xor_sum(input, axis=None, keep_dims=False):
     if not x.dtype.is_int() or x.dtype.is_bool():
         raise TypeError(f"xor_sum needs integers, got {x.dtype.name}")
     return reduce(x, axis, lambda a, b: a ^ b, keep_dims)
+
+
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    from . import ops
+    x = to_tensor(x)
+    d = 0 if unwrap(dim) is None else dim
+    z = x - ops.max(x, d, keep_dims=True)
+    num = ops.MATH_FNS["exp"](z)
+    den = ops.sum(num, d, keep_dims=True)
+    return ops.div_rn(num, den) if unwrap(ieee_rounding) else num / den

@@ -430,7 +430,9 @@ BUILTINS["static_range"] = static_range
 # (imported last: they refer to the functions above)
 from . import extra, lowlevel, movement, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
-from .movement import (flip, gather, histogram, interleave, join, ravel, sort,  # noqa: E402,F401
-                       split, swizzle2d, topk)
-from .scans import associative_scan, cumprod, reduce, xor_sum  # noqa: E402,F401
+from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
+                       sort, split, swizzle2d, topk)
+from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+
+TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
 from . import math  # noqa: E402,F401  (last: it refers to the names above)

@@ -29,6 +29,13 @@ def interleave(a, b):
 
 
 @builtin
+def cat(input, other, can_reorder=False):
+    """`input` and `other` (one shape) concatenated along their first axis: a block with that
+    axis doubled. Triton only promises some order of the elements (`can_reorder=True`); newt
+    keeps the concatenation order."""
+
+
+@builtin
 def ravel(x, can_reorder=False):
     """`x` as a 1-D block (row-major order)."""
 

@@ -30,6 +30,13 @@ def associative_scan(input, axis, combine_fn, reverse=False):
 
 
 @builtin
+def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
+    """`exp(x - max) / sum(exp(x - max))` along `dim` (default 0, as Triton); the division is
+    `nl.fdiv(.., ieee_rounding)`. The result has `x`'s shape (Triton subtracts a reduction
+    taken with `keep_dims`, so it only broadcasts for dim 0 or with keep_dims=True)."""
+
+
+@builtin
 def xor_sum(input, axis=None, keep_dims=False):
     """Bitwise xor of the integer block `input` over `axis` (all axes if None)."""
 
