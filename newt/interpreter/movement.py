@@ -1,5 +1,6 @@
-"""The interpreter's join / split / interleave / flip / gather / sort / topk / histogram,
-assume and inline_asm_elementwise (newt/language/movement.py, lowlevel.py), on torch tensors.
+"""The interpreter's join / split / interleave / cat / ravel / flip / gather / sort / topk /
+histogram / swizzle2d, and assume / fdiv / inline_asm_elementwise (newt/language/movement.py,
+lowlevel.py), on torch tensors.
 ops.py re-exports them into the namespace kernels see."""
 from __future__ import annotations
 
@@ -111,6 +112,10 @@ def swizzle2d(i, j, size_i, size_j, size_g):
     rows = ops.minimum(size_i - first, size_g)
     within = lin % per_group
     return first + within % rows, within // rows
+
+
+def fdiv(x, y, ieee_rounding=False):
+    return ops.div_rn(x, y) if unwrap(ieee_rounding) else to_tensor(x) / y
 
 
 def assume(cond):

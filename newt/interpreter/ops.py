@@ -437,14 +437,10 @@ constexpr_int, user_loc = _constexpr_int, _loc     # (for movement.py, scans.py)
 # the language functions of newt/language/movement.py, scans.py and lowlevel.py
 MATH_FNS = {k: _math(f) for k, f in MATH.items()}     # (nl.exp etc., for scans.softmax)
 
-from .movement import (assume, cat, flip, gather, histogram,  # noqa: E402,F401
+from .movement import (assume, cat, fdiv, flip, gather, histogram,  # noqa: E402,F401
                        inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
                        topk)
 from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
-
-
-def fdiv(x, y, ieee_rounding=False):
-    return div_rn(x, y) if unwrap(ieee_rounding) else to_tensor(x) / y
 
 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
