@@ -446,4 +446,4 @@ from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
                        "histogram": histogram, "reduce": reduce, "ravel": ravel,
                        "associative_scan": associative_scan, "cumprod": cumprod,
-                       "xor_sum": xor_sum, "softmax": softmax})
+                       "xor_sum": xor_sum, "softmax": softmax, "gather": gather})
