@@ -17,24 +17,6 @@ from newt.language.extra.cuda import libdevice as cuda_libdevice
 N, BLOCK = 37, 64
 
 
-@newt.jit
-def ld_kernel(x_ptr, y_ptr, z_ptr, o_ptr, n, NAME: nl.constexpr, ARITY: nl.constexpr,
-              BLOCK: nl.constexpr):
-    offs = nl.arange(0, BLOCK)
-    m = offs < n
-    x = nl.load(x_ptr + offs, mask=m)
-    y = nl.load(y_ptr + offs, mask=m)
-    z = nl.load(z_ptr + offs, mask=m)
-    f = getattr(libdevice, NAME)
-    if ARITY == 1:
-        r = f(x)
-    elif ARITY == 2:
-        r = f(x, y)
-    else:
-        r = f(x, y, z)
-    nl.store(o_ptr + offs, r, mask=m)
-
-
 def _u(lo, hi):
     return lambda n, dt: torch.rand(n, dtype=torch.float64).mul(hi - lo).add(lo).to(dt)
 
@@ -64,20 +46,41 @@ FLOAT = [
 ]
 
 
+@newt.jit
+def many_kernel(x_ptr, y_ptr, z_ptr, o_ptr, n, NAMES: nl.constexpr, ARITIES: nl.constexpr,
+                BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    m = offs < n
+    for k in nl.static_range(len(NAMES)):      # function k reads and writes row k
+        x = nl.load(x_ptr + k * BLOCK + offs, mask=m)
+        y = nl.load(y_ptr + k * BLOCK + offs, mask=m)
+        z = nl.load(z_ptr + k * BLOCK + offs, mask=m)
+        f = getattr(libdevice, NAMES[k])
+        if ARITIES[k] == 1:
+            r = f(x)
+        elif ARITIES[k] == 2:
+            r = f(x, y)
+        else:
+            r = f(x, y, z)
+        nl.store(o_ptr + k * BLOCK + offs, r, mask=m)
+
+
 @pytest.mark.parametrize("dt", [torch.float32, torch.float64], ids=["fp32", "fp64"])
-@pytest.mark.parametrize("name,arity,ref,dom,emu", FLOAT, ids=[c[0] for c in FLOAT])
-def test_float_functions(where, dt, name, arity, ref, dom, emu):
-    if where.name == "emu" and not emu:
-        pytest.skip("no host version of the CUDA function in the emulator")
-    xs = [dom(N, dt) for _ in range(3)]
-    out = nan_like((N,), dt, where.device)
-    where(ld_kernel, (1,), *[where.t(x) for x in xs], out, N, NAME=name, ARITY=arity,
+def test_float_functions(where, dt):
+    """Every function of FLOAT in one kernel (one build), each on inputs of its domain."""
+    cases = [c for c in FLOAT if c[4] or where.name != "emu"]
+    names, arities = tuple(c[0] for c in cases), tuple(c[1] for c in cases)
+    xs = [torch.stack([c[3](BLOCK, dt) for c in cases]) for _ in range(3)]
+    out = nan_like((len(cases), BLOCK), dt, where.device)
+    where(many_kernel, (1,), *[where.t(x) for x in xs], out, N, NAMES=names, ARITIES=arities,
           BLOCK=BLOCK)
-    expect = ref(*[x.double() for x in xs[:arity]]).to(dt)
-    tol = dict(rtol=2e-6, atol=2e-6) if dt == torch.float32 else dict(rtol=1e-12, atol=1e-12)
-    if name in ("j0", "y1"):     # torch's Bessel functions are themselves approximations
-        tol = dict(rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(out.cpu(), expect, **tol)
+    for k, (name, arity, ref, _, _) in enumerate(cases):
+        expect = ref(*[x[k, :N].double() for x in xs[:arity]]).to(dt)
+        tol = dict(rtol=2e-6, atol=2e-6) if dt == torch.float32 else \
+            dict(rtol=1e-12, atol=1e-12)
+        if name in ("j0", "y1"):     # torch's Bessel functions are themselves approximations
+            tol = dict(rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(out[k, :N].cpu(), expect, **tol, msg=lambda m: f"{name}: {m}")
 
 
 # (name, args (int32 tensors), expected as int64 from Python ints)
@@ -96,19 +99,20 @@ INT = [
 ]
 
 
-@pytest.mark.parametrize("name,arity,ref", INT, ids=[c[0] for c in INT])
-def test_integer_functions(where, name, arity, ref):
-    lo, hi = (-1000, 1000) if name == "sad" else (-2 ** 31, 2 ** 31)
-    xs = [torch.randint(lo, hi, (N,), dtype=torch.int32) for _ in range(3)]
-    if name == "sad":
-        xs[2] = xs[2].abs()
-    out = torch.full((N,), 77, dtype=torch.int32, device=where.device)
-    where(ld_kernel, (1,), *[where.t(x) for x in xs], out, N, NAME=name, ARITY=arity,
+def test_integer_functions(where):
+    names, arities = tuple(c[0] for c in INT), tuple(c[1] for c in INT)
+    xs = [torch.randint(-2 ** 31, 2 ** 31, (len(INT), BLOCK), dtype=torch.int32)
+          for _ in range(3)]
+    k_sad = names.index("sad")
+    for x in xs:
+        x[k_sad] = torch.randint(0, 1000, (BLOCK,), dtype=torch.int32)
+    out = torch.full((len(INT), BLOCK), 77, dtype=torch.int32, device=where.device)
+    where(many_kernel, (1,), *[where.t(x) for x in xs], out, N, NAMES=names, ARITIES=arities,
           BLOCK=BLOCK)
-    vals = [x.tolist() for x in xs[:arity]]
-    expect = [ref(*a) for a in zip(*vals)]
-    expect = torch.tensor([((e + 2 ** 31) % 2 ** 32) - 2 ** 31 for e in expect], dtype=torch.int32)
-    assert torch.equal(out.cpu(), expect)
+    for k, (name, arity, ref) in enumerate(INT):
+        vals = [x[k, :N].tolist() for x in xs[:arity]]
+        expect = [((ref(*a) + 2 ** 31) % 2 ** 32) - 2 ** 31 for a in zip(*vals)]
+        assert out[k, :N].cpu().tolist() == expect, name
 
 
 @newt.jit
