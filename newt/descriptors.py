@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from .language_blocks import tensor_descriptor
+from .language.blocks import tensor_descriptor
 
 
 class Ops:

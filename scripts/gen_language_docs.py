@@ -4,7 +4,7 @@ catalogue) from the code itself.
     python scripts/gen_language_docs.py            # rewrite both files
     python scripts/gen_language_docs.py --check    # exit 1 if a committed file is stale
 
-language.md comes from the docstrings of newt/language.py (every name in `BUILTINS`, grouped by
+language.md comes from the docstrings of newt/language/ (every name in `BUILTINS`, grouped by
 the section comments of that file) and of deuteron's public API. errors.md comes from the
 catalogue of bad kernels in tests/test_errors.py: each kernel is run through the frontend and
 the message it really raises is printed beside the offending line. tests/test_docs.py runs the
@@ -81,11 +81,32 @@ TRITON_DIFFERENCES = """\
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
-- **Missing Triton names**: no `tl.math` / `tl.extra.cuda` / `libdevice` namespaces, no
-  `inline_asm_elementwise`, no `tl.reduce` / `tl.associative_scan` with a user combine
-  function, no `cumprod`, `xor_sum`, `sort`, `topk`, `histogram`, `flip`, `ravel`,
-  `interleave`, `join` / `split`, `gather`, `swizzle2d`, `fdiv`, `dot_scaled`, no tensor
-  descriptors (TMA): only the names listed on this page exist.
+- **Missing Triton names**: no `dot_scaled`, no tensor descriptors (TMA): only the names
+  listed on this page exist.
+- **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`
+  holding both Triton's `tl.math` names and every libdevice function) is generated from one
+  table of CUDA math functions and intrinsics
+  ([newt/language/extra/cuda/libdevice.py](../newt/language/extra/cuda/libdevice.py)).
+  Where Triton rejects them, fp16 / bf16 arguments are computed in fp32 and rounded back to
+  their type, and integer arguments of float functions are converted to fp32; `rcp64h` is the
+  correctly rounded reciprocal; `pow(x, int)` is `pow(x, (float)n)`. The interpreter computes
+  each function with torch, and rounds the `_rz` / `_rd` / `_ru` forms of fp64 results to
+  nearest.
+- **`nl.reduce` / `nl.associative_scan`** need a `@newt.jit` combine function (as Triton);
+  they combine in a tree (a Hillis-Steele scan through shared memory: log2(n) steps), so
+  floating-point results may round differently from Triton's order; a reduction is that scan's
+  last element ([newt/codegen/scan_fn.py](../newt/codegen/scan_fn.py)). `nl.cumprod` of bf16
+  returns fp32, as Triton's.
+- **`nl.sort` / `nl.topk`** order NaN above every number (torch's order); **`nl.gather`** with
+  an index outside the axis gives 0 and **`nl.histogram`** does not count values outside
+  `[0, num_bins)` (both undefined in Triton); sort, topk, flip, gather, split and histogram
+  move data through shared memory ([newt/frontend/movement.py](../newt/frontend/movement.py)).
+- **`nl.inline_asm_elementwise`** supports `pack=1` only (one element per asm statement); the
+  interpreter cannot run PTX and raises a `CompilationError` naming the call.
+- **`nl.assume`** compiles to nothing (no `__builtin_assume`), and the interpreter ignores it.
+- **Python's `min`, `max`, `print` in a kernel** are `nl.minimum`, `nl.maximum` (elementwise on
+  blocks: `max(x, 0.0)` is a ReLU) and `nl.device_print` (the leading strings are the prefix),
+  as in Triton; `max(x)` of one block is an error (use `nl.max(x, axis)`).
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
   ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
@@ -139,7 +160,7 @@ HELION_DIFFERENCES = """\
 
 
 def _sections(path):
-    """{name: section title} from the `# ---- title` comments of newt/language.py."""
+    """{name: section title} from the `# ---- title` comments of newt/language/__init__.py."""
     out, section = {}, "misc"
     for line in open(path):
         m = re.match(r"# -{5,} (.+)", line)
@@ -221,8 +242,9 @@ def language_md() -> str:
     import deuteron as dt
     dk = sys.modules["deuteron.kernel"]   # the module (dt.kernel is the decorator)
 
-    secs = {**_sections(os.path.join(ROOT, "newt", "language.py")),
-            **_sections(os.path.join(ROOT, "newt", "language_blocks.py"))}
+    secs = {}
+    for part in ("__init__", "blocks", "movement", "scans", "lowlevel"):
+        secs.update(_sections(os.path.join(ROOT, "newt", "language", part + ".py")))
     out = [HEADER, "# Language reference\n",
            "Every kernel-language name of newt (`import newt.language as nl`) and the public API "
            "of deuteron (`import deuteron as dt`), generated from the docstrings by "
@@ -259,6 +281,7 @@ def language_md() -> str:
             out.append(f"#### `nl.{_sig(name, fn)}`\n\n{_doc(fn)}\n")
 
     out += _host_api()
+    out += _libdevice_md()
     out += ["## dt: deuteron\n", f"{_doc(dt)}\n",
             f"#### `@dt.{_sig('kernel', dt.kernel)}`\n\n{_doc(dt.kernel)}\n",
             f"#### `dt.Kernel`\n\n{_doc(dk.Kernel)}\n"]
@@ -287,6 +310,20 @@ def language_md() -> str:
             "## Differences from Helion\n", HELION_DIFFERENCES,
             "## Interpreter and GPU\n", _interpreter_notes()]
     return "\n".join(out)
+
+
+def _libdevice_md() -> list:
+    """The libdevice table: every function, its variants and the CUDA function of each."""
+    import newt.language.extra.cuda.libdevice as ld
+    head = inspect.getdoc(ld).split("\n\n")[0].replace("\n", " ")
+    rows = ["| function | (arguments) -> result: CUDA |", "|---|---|"]
+    for name in sorted(ld.TABLE):
+        forms = "; ".join(f"({', '.join(a)}) -> {r}: `{c}`" for a, r, c in ld.TABLE[name])
+        rows.append(f"| `{name}` | {_cell(forms)} |")
+    return ["### libdevice, nl.math\n", head + "\n",
+            "`nl.math` holds Triton's `tl.math` names (`nl.exp`, `nl.sqrt`, ... themselves) and "
+            "every other function below. Dtype codes: f32 f64 i32 i64 u32 u64 b (int1); a "
+            "CUDA name with `{0}` is a C template of the arguments.\n", "\n".join(rows) + "\n"]
 
 
 # ----------------------------------------------------------------------------- errors.md

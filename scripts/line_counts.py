@@ -18,10 +18,9 @@ import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GROUPS = [  # (row, glob patterns relative to the repository root)
-    ("newt: language, dtypes, options, errors", ["newt/__init__.py", "newt/language.py",
-                                                  "newt/language_blocks.py",
-                                                  "newt/descriptors.py", "newt/dtypes.py",
-                                                  "newt/options.py", "newt/errors.py"]),
+    ("newt: language, dtypes, options, errors", ["newt/__init__.py", "newt/language/**/*.py",
+                                                  "newt/descriptors.py", "newt/dtypes.py", "newt/options.py",
+                                                  "newt/errors.py"]),
     ("newt/frontend (Python AST -> IR)", ["newt/frontend/**/*.py"]),
     ("newt/ir (typed block IR)", ["newt/ir/**/*.py"]),
     ("newt/passes (layouts, vector widths, shared memory)", ["newt/passes/**/*.py"]),
@@ -35,7 +34,7 @@ GROUPS = [  # (row, glob patterns relative to the repository root)
     ("newt/testing.py", ["newt/testing.py"]),
     ("newt: torch.compile, tensor-like inputs, debug output",
      ["newt/torch_ops.py", "newt/compile_hooks.py", "newt/tensor_like.py",
-      "newt/debug_dump.py", "newt/language_params.py"]),
+      "newt/debug_dump.py"]),
     ("deuteron (tile layer)", ["deuteron/**/*.py"]),
     ("examples", ["examples/**/*.py"]),
     ("benchmarks", ["benchmarks/**/*.py"]),

@@ -85,7 +85,34 @@ static unsigned long long __umul64hi(unsigned long long a, unsigned long long b)
   return (unsigned long long)(((unsigned __int128)a * b) >> 64); }
 static int __mulhi(int a, int b) { return (int)(((long long)a * b) >> 32); }
 static long long __mul64hi(long long a, long long b) { return (long long)(((__int128)a * b) >> 64); }
+static int atomicAdd(int* p, int v) {   // shared-memory counters (nl.histogram)
+  pthread_mutex_lock(&nt_mu); int old = *p; *p = old + v; pthread_mutex_unlock(&nt_mu); return old; }
 static float __fsqrt_rn(float x) { return sqrtf(x); }
+// a few CUDA math intrinsics of libdevice (tests/test_lang_libdevice.py), to nearest
+static float normcdff(float x) { return 0.5f * erfcf(-x * 0.70710678f); }
+static double normcdf(double x) { return 0.5 * erfc(-x * 0.7071067811865476); }
+static float sinpif(float x) { return sinf(3.14159265358979f * x); }
+static double sinpi(double x) { return sin(3.141592653589793 * x); }
+static float norm3df(float a, float b, float c) { return sqrtf(a * a + b * b + c * c); }
+static double norm3d(double a, double b, double c) { return sqrt(a * a + b * b + c * c); }
+static float __frcp_rn(float x) { return 1.0f / x; }
+static double __drcp_rn(double x) { return 1.0 / x; }
+static float __saturatef(float x) { return x > 0.f ? (x < 1.f ? x : 1.f) : 0.f; }
+static float __fadd_rn(float a, float b) { return a + b; }
+static double __dadd_rn(double a, double b) { return a + b; }
+static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
+static double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
+static int __float2int_rd(float x) { return (int)floorf(x); }
+static int __double2int_rd(double x) { return (int)floor(x); }
+static float __int2float_rn(int x) { return (float)x; }
+static int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
+static int __clzll(long long x) { return x ? __builtin_clzll((unsigned long long)x) : 64; }
+static int __popc(unsigned x) { return __builtin_popcount(x); }
+static int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
+static int __ffs(int x) { return __builtin_ffs(x); }
+static unsigned __brev(unsigned x) { unsigned r = 0; for (int i = 0; i < 32; ++i) r |= ((x >> i) & 1u) << (31 - i); return r; }
+static int __hadd(int a, int b) { return (int)(((long long)a + b) >> 1); }
+static unsigned __sad(int a, int b, unsigned c) { return (unsigned)(a > b ? (long long)a - b : (long long)b - a) + c; }
 static double __dsqrt_rn(double x) { return sqrt(x); }
 static float rsqrtf(float x) { return 1.0f / sqrtf(x); }
 static double rsqrt(double x) { return 1.0 / sqrt(x); }

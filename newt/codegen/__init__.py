@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from ..errors import CompilationError
 from . import atomics, control, debug, elementwise, memory, reduce, shapes  # noqa: F401 (handlers)
+from . import gather, inline_asm, libdevice, scan_fn, sort  # noqa: F401 (handlers)
 from .emitter import Emitter, handles
 from .header import HEADER
 

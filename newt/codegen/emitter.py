@@ -1,7 +1,8 @@
 """The emitter: turns decided IR (after newt.passes) into the text of one CUDA C++ kernel.
 
 It owns naming, C types, indentation and op dispatch; each hardware concern lives in its own
-module (elementwise.py, shapes.py, memory.py, reduce.py, control.py, atomics.py, debug.py)
+module (elementwise.py, shapes.py, memory.py, reduce.py, control.py, atomics.py, debug.py,
+libdevice.py, inline_asm.py, gather.py, sort.py, scan_fn.py)
 that registers handlers with `@handles("opcode", ...)`. A handler reads layouts and plans
 from the IR (decided by the passes) and writes lines; it makes no decisions of its own.
 

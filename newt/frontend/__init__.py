@@ -1,11 +1,15 @@
 """Frontend: Python AST -> typed block IR (newt/ir). Three layers, as in Triton:
 
-    newt/language.py   what users call (names and docstrings only)
+    newt/language/     what users call (names and docstrings only)
     semantic.py        type rules: promotion, broadcasting, casts, operators, pointer arithmetic
     shapes.py          creation (arange, full, zeros) and shape ops (reshape, permute, x[:, None])
     reductions.py      sum / max / min / argmax / argmin / cumsum, dot
     memory.py          load / store / atomics (mask, other, pointee casts)
     random.py          rand / randn / randint over the philox op
+    libdevice.py       libdevice calls: the variant by argument dtypes -> one libdevice op
+    movement.py        join / split / interleave / flip / gather / sort / topk / histogram
+    combine.py         reduce / associative_scan with user combine functions, cumprod
+    inline_asm.py      inline_asm_elementwise
     builtins.py        nl.* name -> rule; block methods; Python's min / max / abs / print
     values.py          Tensor: the frontend's runtime value (an IR Value + its Builder)
     visitor.py         the AST walker: statements, inlined @jit calls, dispatch and error locations

@@ -1,15 +1,17 @@
-"""What each `nl.*` name (newt/language.py BUILTINS), each block method and each Python builtin
+"""What each `nl.*` name (newt/language/ BUILTINS), each block method and each Python builtin
 means inside a kernel: a table from name to a semantic function taking (builder, *args).
 
 Arguments arrive evaluated: Tensors for runtime values, plain Python objects for constexprs.
-Python's own min / max / abs keep Python's meaning: folded on constexprs, elementwise
-minimum / maximum / abs ops on runtime values (never a comparison).
+Python's own min / max / abs / print mean what Triton makes them mean: folded on constexprs,
+elementwise minimum / maximum / abs ops on runtime values, blocks included (never a
+comparison); print of a runtime value is nl.device_print.
 """
 from __future__ import annotations
 
 import builtins as _py
 
-from . import descriptors, memory, reductions, semantic, shapes
+from . import (combine, descriptors, inline_asm, libdevice, memory, movement, reductions,
+               semantic, shapes)
 from .semantic import error, to_tensor
 from .values import Tensor
 
@@ -146,27 +148,40 @@ for _k in ("add", "max", "min", "xchg", "and", "or", "xor"):
 for _n in ("rand", "randn", "randint", "randint4x"):
     IMPLS[_n] = _random(_n)
 IMPLS.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
+IMPLS.update(libdevice.IMPLS)
+IMPLS.update({n: getattr(movement, n) for n in (
+    "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume",
+    "ravel", "swizzle2d", "cat")})
+IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod",
+                                                "xor_sum", "softmax")})
+IMPLS["fdiv"] = lambda b, x, y, ieee_rounding=False: (
+    semantic.div_rn(b, x, y) if ieee_rounding else semantic.binary(b, "truediv", x, y))
+IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise
 
 # x.method(...) on a block; `x.to` is defined on Tensor itself
 TENSOR_METHODS = {n: IMPLS[n] for n in (
     "reshape", "view", "expand_dims", "broadcast_to", "trans", "permute", "sum", "max", "min",
     "argmax", "argmin", "cumsum", "abs", "cast") + MATH}
 TENSOR_METHODS["cast"] = IMPLS["cast"]
+TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram",
+                                             "reduce", "associative_scan", "cumprod", "ravel",
+                                             "xor_sum", "softmax", "gather")})
 
 
 # ----------------------------------------------------------------------------- Python builtins
 
 def py_min_max(b, which, args):
-    """Python min/max: folded on constexprs; elementwise minimum/maximum on runtime values."""
+    """Python min/max: folded on constexprs; elementwise nl.minimum / nl.maximum on runtime
+    values, blocks included (`max(x, 0.0)` is a ReLU), as in Triton."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
     if not args:
         error(f"{which}() needs at least one argument")
     if not _py.any(isinstance(a, Tensor) for a in args):
         return (_py.min if which == "min" else _py.max)(args)
-    if _py.any(isinstance(a, Tensor) and a.is_block() for a in args):
-        error(f"Python's {which}() needs scalars, got a block; use nl.{which}imum(x, y) for an "
-              f"elementwise {which}imum, or nl.{which}(x, axis) to reduce")
+    if len(args) == 1:
+        error(f"Python's {which}() of one block is not a reduction inside a kernel; use "
+              f"nl.{which}(x, axis)")
     op = "minimum" if which == "min" else "maximum"
     acc = args[0]
     for a in args[1:]:
@@ -179,8 +194,14 @@ def py_abs(b, x):
 
 
 def py_print(b, *args, **kwargs):
+    """Python print: nl.device_print when a runtime value is printed (the strings before it
+    are the prefix, as in Triton), nl.static_print otherwise."""
     if _py.any(isinstance(a, Tensor) for a in args):
-        return device_print(b, "", *args)
+        i = 0
+        while i < len(args) and isinstance(args[i], str):
+            i += 1
+        prefix = " ".join(args[:i])
+        return device_print(b, prefix + " " if prefix else "", *args[i:])
     return static_print(b, *args, **kwargs)
 
 

@@ -401,6 +401,9 @@ def umulhi(b, x, y) -> Tensor:
     x, y, ct = promote(b, x, y, what="umulhi")
     if ct not in (D.int32, D.uint32):
         error(f"umulhi needs 32-bit integers, got {ct.name}")
+    if ct is D.int32:   # the high half of the *unsigned* product, as Triton computes it
+        x, y = cast(b, x, D.uint32, bitcast=True), cast(b, y, D.uint32, bitcast=True)
+        return cast(b, Tensor(b.binary("umulhi", x.v, y.v), b), D.int32, bitcast=True)
     return Tensor(b.binary("umulhi", x.v, y.v), b)
 
 

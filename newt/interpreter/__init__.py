@@ -8,6 +8,8 @@ a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
     ops.py      language functions: creation, math, shapes, reductions, dot, debugging
     memory.py   pointers, load/store with masks and bounds checks, atomics
     philox.py   rand/randn/randint: Triton's Philox4x32 stream
+    libdevice.py  libdevice functions (newt.language.extra.libdevice) with torch
+    extras.py   nl.math / nl.extra namespaces; Python's min / max / print inside kernels
     context.py  the current program id and source locations for errors
 
 Where the interpreter is more defined than the GPU (say so when comparing):
@@ -16,6 +18,8 @@ Where the interpreter is more defined than the GPU (say so when comparing):
   - an unmasked access outside its tensor raises IndexError instead of reading garbage;
   - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
   - fp16/bf16 sums and cumsums accumulate in fp32; integer division by zero gives -1;
-  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does; Triton calls them undefined.
+  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does; Triton calls them undefined;
+  - nl.inline_asm_elementwise cannot run (PTX): a kernel calling it raises a CompilationError;
+  - nl.reduce / associative_scan / cumprod combine sequentially (the GPU combines in a tree).
 """
 from .launch import launch  # noqa: F401

@@ -19,7 +19,7 @@ from .. import dtypes as D
 from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
-from . import context, descriptors, memory, ops, philox
+from . import context, descriptors, extras, memory, ops, philox
 from .values import Tensor, const, unwrap
 from ..tensor_like import for_interpreter
 
@@ -104,6 +104,8 @@ def _build_namespace() -> types.ModuleType:
 NL = _build_namespace()
 _BY_STUB = {id(getattr(L, k)): getattr(NL, k) for k in L.BUILTINS}
 _BY_STUB.update({id(L.constexpr): _constexpr, id(L.tensor): Tensor})
+_MODULES = extras.namespaces(NL)      # nl.math, nl.extra(.cuda).libdevice: their twins
+_BY_STUB.update(extras.stubs())
 
 
 class _NewtProxy(types.ModuleType):
@@ -130,6 +132,8 @@ class _Rebinder:
         from ..jit import JITFunction
         if v is L:
             return NL
+        if isinstance(v, types.ModuleType) and id(v) in _MODULES:
+            return _MODULES[id(v)]
         if isinstance(v, types.ModuleType) and getattr(v, "language", None) is L:
             return _NewtProxy(v)
         if isinstance(v, L.constexpr):
@@ -150,6 +154,8 @@ class _Rebinder:
         context.current.codes.add(fn.__code__)
         new_globals.update({k: self.translate(v) for k, v in fn.__globals__.items()})
         new_globals.setdefault("range", range)
+        for k, v in extras.PY_BUILTINS.items():      # Python's min / max / print, as Triton's
+            new_globals.setdefault(k, v)
         for cell, old in zip(cells, fn.__closure__ or ()):
             try:
                 cell.cell_contents = self.translate(old.cell_contents)

@@ -235,12 +235,14 @@ def div_rn(x, y):
 
 
 def umulhi(x, y):
-    """High half of the 2n-bit product (uint32/int32)."""
+    """High 32 bits of the 64-bit product of the operands read as unsigned (int32 too, as
+    Triton computes it)."""
     a, b, ct = promote(x, y)
     if ct.bits != 32 or not ct.is_int():
         raise TypeError(f"umulhi needs 32-bit integers, got {ct.name}")
-    p = a.data * b.data  # exact for int32; the low 64 bits for uint32
-    return _down(p >> 32, ct)
+    m = (1 << 32) - 1
+    hi = ((a.data & m) * (b.data & m)) >> 32    # the 64-bit product, wrapped: bits 32..63 exact
+    return _down(hi & m, ct)
 
 
 # ----------------------------------------------------------------------------- reductions, scans
@@ -428,3 +430,20 @@ TENSOR_METHODS = {
     "min": min, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "abs": abs_,
     "cast": cast_, **{k: _math(f) for k, f in MATH.items()},
 }
+
+
+constexpr_int, user_loc = _constexpr_int, _loc     # (for movement.py, scans.py)
+
+# the language functions of newt/language/movement.py, scans.py and lowlevel.py
+MATH_FNS = {k: _math(f) for k, f in MATH.items()}     # (nl.exp etc., for scans.softmax)
+
+from .movement import (assume, cat, fdiv, flip, gather, histogram,  # noqa: E402,F401
+                       inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
+                       topk)
+from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+
+
+TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
+                       "histogram": histogram, "reduce": reduce, "ravel": ravel,
+                       "associative_scan": associative_scan, "cumprod": cumprod,
+                       "xor_sum": xor_sum, "softmax": softmax, "gather": gather})

@@ -36,6 +36,12 @@ Notation: S = ScalarType, B = BlockType. "elementwise" ops take operands of one 
 | barrier       | -                                | -                                       | __syncthreads |
 | philox        | seed: S u32/u64, offset: B u32   | n_rounds                                | 4 results, B u32 each (Philox4x32) |
 | convert_layout | x: B                            | movement (set by passes)                | x in another register layout (inserted by the layout pass, never by the frontend) |
+| libdevice     | *args (elementwise, one shape)   | fn, cfunc                               | the CUDA math function `cfunc` of the args, per element (language/extra/cuda/libdevice.py) |
+| gather        | src: B, index: B int             | axis                                    | B of index's shape: src with the `axis` coordinate replaced by index's element |
+| sort          | x: B                             | axis, descending                        | B, x sorted along `axis` |
+| scan_fn       | *xs: B (one shape)               | axis, reverse, reduce, combine (CombineFn) | len(xs) results: the inclusive scan with the user's combine function, or (reduce) the reduction, `axis` removed |
+| histogram     | x: B int 1-D [, mask]            | num_bins, has_mask                      | B i32 [num_bins]: counts of x == bin where mask |
+| inline_asm    | *args (elementwise, one shape)   | asm, constraints, pure                  | one result per output constraint: the PTX `asm` per element |
 """
 
 BINARY_OPS = {
@@ -69,5 +75,6 @@ OPCODES = {
     "permute", "cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
     "reduce", "scan", "dot", "for", "while", "if", "yield", "condition", "return", "assert",
     "print", "barrier", "philox", "convert_layout",
+    "libdevice", "gather", "sort", "scan_fn", "histogram", "inline_asm",
 }
 TERMINATORS = {"yield", "condition", "return"}

@@ -30,7 +30,7 @@ from .runs import mark_runs
 
 # ops whose operands and results share one layout, elementwise
 ELEMENTWISE = {"cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
-               "philox", "convert_layout"}
+               "philox", "convert_layout", "libdevice", "inline_asm"}
 # ops through which index-computability flows
 ICOMP_OPS = {"constant", "program_id", "num_programs", "arange", "splat", "broadcast", "reshape",
              "permute", "cast", "binary", "unary", "select", "fma", "addptr", "convert_layout"}
@@ -184,6 +184,15 @@ def _insert_conversions(block, asg: _Assigner):
                 o = op.operands[first + i]
                 if is_block(o.type) and o.attrs["layout"] != a.attrs["layout"]:
                     op.operands[first + i] = _convert(o, a.attrs["layout"], op, block)
+        if c in ("gather", "histogram"):     # the index (mask) is read in the result's (x's) slots
+            want = (op.results[0] if c == "gather" else op.operands[0]).attrs.get("layout")
+            for i, o in enumerate(op.operands[1:], 1):
+                if is_block(o.type) and want is not None and o.attrs["layout"] != want:
+                    op.operands[i] = _convert(o, want, op, block)
+        if c == "scan_fn":      # every operand in the default layout of its shape
+            for i, o in enumerate(op.operands):
+                if o.attrs["layout"] != asg.default(o.type):
+                    op.operands[i] = _convert(o, asg.default(o.type), op, block)
         if c in ("reduce", "scan") and not isinstance(op.operands[0].attrs["layout"], CyclicLayout):
             op.operands[0] = _convert(op.operands[0], asg.default(op.operands[0].type), op, block)
         if c == "reduce" and len(op.operands[0].shape) > 1 \

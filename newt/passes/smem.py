@@ -38,6 +38,7 @@ import dataclasses
 from ..errors import CompilationError
 from ..ir.core import is_block
 from .layouts import CyclicLayout
+from .scratch import SCRATCH_OPS, plan_scratch
 
 # opt-in dynamic shared memory per block (bytes), by compute capability
 SMEM_LIMITS = {"sm_90": 227 * 1024, "sm_80": 163 * 1024, "sm_87": 163 * 1024,
@@ -115,6 +116,8 @@ def plan_reduce(x, num_threads) -> ReducePlan:
 
 def _scratch_bytes(op, num_threads) -> int:
     c = op.opcode
+    if c in SCRATCH_OPS:
+        return plan_scratch(op)
     if c == "reduce":
         plan = op.attrs["plan"]
         x = op.operands[0]

@@ -215,8 +215,8 @@ def compiler_fingerprint() -> str:
                             items.append((sub, e.name, st.st_size, st.st_mtime_ns))
             except OSError:
                 pass
-        for fn in ("compiler.py", "language.py", "dtypes.py", "options.py",
-                   os.path.join("runtime", "nvrtc.py")):
+        for fn in ("compiler.py", os.path.join("language", "__init__.py"), "dtypes.py",
+                   "options.py", os.path.join("runtime", "nvrtc.py")):
             p = os.path.join(pkg, fn)
             if os.path.exists(p):
                 st = os.stat(p)

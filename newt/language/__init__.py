@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import functools
 
-from .dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
+from ..dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
     dtype, pointer_type, int1, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
     float16, bfloat16, float32, float64, float8e4nv, float8e5,
 )
 
-from .language_params import documented  # noqa: E402
+from .params import documented  # noqa: E402
 
 bool_ = int1
 BUILTINS: dict[str, object] = {}
@@ -41,7 +41,8 @@ class tensor:
     Methods available inside kernels: `x.to(dtype, bitcast=False)`, `x.reshape(*shape)`,
     `x.trans(*dims)`, `x.permute(*dims)`, `x.expand_dims(axis)`, `x.broadcast_to(*shape)`,
     `x.sum/max/min/argmax/argmin(axis=None, keep_dims=False)`, `x.cumsum(axis=0)`,
-    `x.shape`, `x.dtype`, indexing with `None` and `:` (`x[:, None]`), and every Python
+    `x.cumprod(axis=0)`, `x.split()`, `x.sort(dim)`, `x.flip(dim)`, `x.reduce(axis, fn)`,
+    `x.T` (2-D transpose), `x.shape`, `x.dtype`, indexing with `None` and `:` (`x[:, None]`), and every Python
     arithmetic, comparison, bitwise and shift operator.
     """
 
@@ -56,7 +57,7 @@ def builtin(fn):
             f"(set NEWT_INTERPRET=1 to run kernels on the CPU)")
 
     outside_kernel.__newt_builtin__ = fn.__name__
-    outside_kernel.__doc__ = documented(fn)     # + a line per parameter (language_params.py)
+    outside_kernel.__doc__ = documented(fn)     # + a line per parameter (params.py)
     BUILTINS[fn.__name__] = outside_kernel
     return outside_kernel
 
@@ -402,7 +403,9 @@ def randint4x(seed, offset, n_rounds=10):
 
 class range:
     """`for i in nl.range(start, stop, step, num_stages=None)`: a device loop (like Python's range).
-    `num_stages` overrides the kernel's pipelining depth for loads in this loop."""
+    `num_stages` overrides the kernel's pipelining depth for loads in this loop;
+    `loop_unroll_factor`, `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are
+    accepted as hints (Triton's options) and do not change the generated code."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
@@ -432,6 +435,17 @@ BUILTINS["static_range"] = static_range
 
 
 # tensor descriptors and block pointers live in their own file; they are part of this namespace
-from .language_blocks import (  # noqa: E402,F401
+from .blocks import (  # noqa: E402,F401
     advance, load_tensor_descriptor, make_block_ptr, make_tensor_descriptor,
     store_tensor_descriptor, tensor_descriptor)
+
+# ----------------------------------------------------------------------------- namespaces
+# (imported last: they refer to the functions above)
+from . import extra, lowlevel, movement, scans  # noqa: E402,F401
+from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
+from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
+                       sort, split, swizzle2d, topk)
+from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+
+TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
+from . import math  # noqa: E402,F401  (last: it refers to the names above)

@@ -7,7 +7,7 @@ through the compiler.
 """
 from __future__ import annotations
 
-from .language import builtin
+from . import builtin
 
 
 class tensor_descriptor:
