@@ -380,13 +380,16 @@ def _udiv64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
 
 def _int_div(a: Tensor, b: Tensor, dt, mod: bool) -> Tensor:
     """C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign.
-    A zero divisor gives all ones (what the GPU's division returns) instead of raising."""
+    A zero divisor gives all ones (what the GPU's division returns) instead of raising. A
+    divisor of -1 negates (wrapping: MIN // -1 == MIN) and leaves no remainder, as the generated
+    code's nt_div / nt_mod define it; the CPU's division would trap on int64 MIN // -1."""
     if dt is D.uint64:
         return Tensor(_udiv64(a.data, b.data, mod), dt)
     x, y = _up(a), _up(b)
-    zero = y == 0
-    ys = torch.where(zero, torch.ones_like(y), y)
+    zero, neg1 = y == 0, y == -1
+    ys = torch.where(zero | neg1, torch.ones_like(y), y)
     r = torch.fmod(x, ys) if mod else torch.div(x, ys, rounding_mode="trunc")
+    r = torch.where(neg1, torch.zeros_like(r) if mod else torch.neg(r), r)
     r = torch.where(zero, torch.full_like(r, -1), r)
     return _down(r, dt)
 
