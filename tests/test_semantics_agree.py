@@ -156,3 +156,30 @@ def test_min_divided_by_minus_one_wraps(path, dt):
 def _trunc_div(x, y):
     q = abs(x) // abs(y)
     return q if (x < 0) == (y < 0) else -q
+
+
+# ----------------------------------------------------------------------------- uint64 -> float
+
+@newt.jit
+def _u64_to_float(x_ptr, d_ptr, f_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    nl.store(d_ptr + offs, x.to(nl.float64), mask=offs < n)
+    nl.store(f_ptr + offs, x.to(nl.float32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_uint64_above_2_63_converts_with_one_rounding(path):
+    """2**64 - 1025 and its neighbours sit halfway-ish between float64 neighbours: rounding the
+    int64 value first and adding 2**64 after rounds twice."""
+    n = 45
+    vals = [2**64 - 1025, 2**64 - 1024 - 1, 2**64 - 3000, 2**63 + 1025, 2**63 + 3 * 1024 + 1,
+            2**64 - 1]
+    vals += [2**63 + 2 * int(v) + 1 for v in torch.randint(0, 2**62, (n - len(vals),))]
+    x = torch.tensor([v - 2**64 if v >= 2**63 else v for v in vals], dtype=torch.int64)
+    x = x.view(torch.uint64)
+    d, f = torch.full((n,), float("nan"), dtype=torch.float64), torch.full((n,), float("nan"))
+    run(path, _u64_to_float, (1,), x, d, f, n, BLOCK=64)
+    assert d.tolist() == [float(v) for v in vals]
+    import numpy as np
+    assert f.tolist() == np.array(vals, dtype=np.uint64).astype(np.float32).tolist()
