@@ -183,3 +183,33 @@ def test_uint64_above_2_63_converts_with_one_rounding(path):
     assert d.tolist() == [float(v) for v in vals]
     import numpy as np
     assert f.tolist() == np.array(vals, dtype=np.uint64).astype(np.float32).tolist()
+
+
+# ----------------------------------------------------------------------------- fp16/bf16 cumsum
+
+@newt.jit
+def _cumsum_rows(x_ptr, out_ptr, M, N, REVERSE: nl.constexpr, BM: nl.constexpr,
+                 BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    x = nl.load(x_ptr + offs, mask=mask, other=0.0)
+    nl.store(out_ptr + offs, nl.cumsum(x, axis=1, reverse=REVERSE), mask=mask)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_half_cumsum_accumulates_in_fp32(path, dt, reverse):
+    """Every prefix sum within one rounding to the 16-bit type of the exact one (plus fp32's
+    error, negligible here): partial sums rounded to 16 bits at each step drift by several ulp
+    over 500 positive terms."""
+    M, N = 3, 501
+    x = (torch.rand(M, N) + 0.5).to(dt)
+    out = torch.full((M, N), float("nan"), dtype=dt)
+    run(path, _cumsum_rows, (1,), x, out, M, N, REVERSE=reverse, BM=4, BN=512)
+    xs = x.double().flip(1) if reverse else x.double()
+    exact = xs.cumsum(1).flip(1) if reverse else xs.cumsum(1)
+    ulp = torch.finfo(dt).eps * exact.abs()       # the 16-bit spacing near each sum (upper bound)
+    assert ((out.double() - exact).abs() <= ulp).all(), (out.double() - exact).abs().max()

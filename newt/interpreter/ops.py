@@ -345,7 +345,9 @@ def cumsum(input, axis=0, reverse=False, dtype=None):
     d = _up(x)
     if reverse:
         d = d.flip(ax)
-    r = d.cumsum(ax)
+    # fp16 / bf16 (and fp32) partial sums in fp32, each rounded from an exact fp64 running sum
+    # where the compiled scan rounds per step: both are within one fp32 rounding of the other
+    r = d.double().cumsum(ax).to(d.dtype) if d.dtype is torch.float32 else d.cumsum(ax)
     if reverse:
         r = r.flip(ax)
     return _down(r, acc)
