@@ -207,13 +207,16 @@ class JITFunction:
     def _interpreted(self, grid):
         # not inline in __getitem__: a lambda there would make `self` and `grid` closure cells,
         # built on every launch
+        return lambda *args, **kwargs: self._interpret(grid, args, kwargs)
+
+    @_reported_at_launch_site
+    def _interpret(self, grid, args, kwargs):
         from .interpreter import launch as interp_launch
-        return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
+        return interp_launch(self, grid, args, kwargs)
 
     def run(self, *args, grid, **kwargs):
         if options.flags.interpret:
-            from .interpreter import launch as interp_launch
-            return interp_launch(self, grid, args, kwargs)
+            return self._interpret(grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
     def warmup(self, *args, **kwargs):
@@ -252,19 +255,20 @@ class JITFunction:
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
               "_n_grid3": _grid3}
-        sig, body, keys, vals, rt_pos = [], [], [], [], []
+        sig, kw_sig, body, keys, vals, rt_pos = [], [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
         for i, (a, p) in enumerate(self.signature.parameters.items()):
-            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_") \
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or a.startswith("_n_") \
                     or a in ("num_warps", "num_stages"):
                 raise LaunchError(f"kernel {self.__name__}: parameter {a!r} is not supported "
-                                  "(no *args/**kwargs/keyword-only, no num_warps/num_stages)")
+                                  "(no *args/**kwargs, no num_warps/num_stages)")
+            to = kw_sig if p.kind == p.KEYWORD_ONLY else sig   # keyword-only: after *_n_more
             if p.default is p.empty:  # a sentinel, so that a missing argument reaches _miss
-                sig.append(f"{a}=_n_M")
+                to.append(f"{a}=_n_M")
             else:
                 ns["_n_defaults"][a] = p.default
-                sig.append(f"{a}=_n_defaults[{a!r}]")
+                to.append(f"{a}=_n_defaults[{a!r}]")
             if a in self.constexpr_names:
                 # an int stands for itself; any other value is (its type, value), so that True,
                 # 1 and 1.0 are different keys (they compile differently)
@@ -317,7 +321,8 @@ class JITFunction:
             else:
                 guard.append("False")
         self.runtime_positions = rt_pos
-        params = ", ".join(sig + ["*_n_more", "num_warps=4", "num_stages=3", "**_n_extra"])
+        params = ", ".join(sig + ["*_n_more"] + kw_sig +
+                           ["num_warps=4", "num_stages=3", "**_n_extra"])
         check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
         by_name = "{" + ", ".join(f"{n!r}: {n}" for n in names + ["num_warps", "num_stages"]) + "}"
         key = f"    _n_key = ({', '.join(keys + ['num_warps', 'num_stages'])},)"
@@ -407,9 +412,10 @@ def launch(_n_grid, {params}):
     @_reported_at_launch_site
     def _extra_args(self, more, extra):
         if more:
+            npos = sum(p.kind != p.KEYWORD_ONLY for p in self.signature.parameters.values())
             raise self._signature_error(TypeError(
-                f"{self.__name__}() takes {len(self.arg_names)} arguments but "
-                f"{len(self.arg_names) + len(more)} were given"))
+                f"{self.__name__}() takes {npos} arguments but "
+                f"{npos + len(more)} were given"))
         raise self._signature_error(TypeError(
             f"{self.__name__}() got an unexpected keyword argument '{next(iter(extra))}'"))
 

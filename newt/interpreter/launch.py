@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import struct
 import types
 
 import torch
@@ -172,10 +173,25 @@ def _argument(name, value, is_constexpr, rebinder):
                 f"kernels on the CPU: pass CPU tensors (x.cpu()) or unset NEWT_INTERPRET")
         return memory.pointer_to(value, name)
     if isinstance(value, (bool, int, float)):
-        return const(value, D.of_python_scalar(value))
+        return const(value, _scalar_type(name, value))
     if isinstance(value, D.dtype):
         return value
     return rebinder.translate(value)
+
+
+def _scalar_type(name, value):
+    """The type a Python number argument gets, checked as the compiled launch packs it: an int
+    beyond 64 bits or a finite float beyond fp32's range is a LaunchError, not a silent inf."""
+    try:
+        dt = D.of_python_scalar(value)
+        if dt is D.float32:
+            struct.pack("<f", value)
+    except OverflowError as e:
+        kind = "fp32" if isinstance(value, float) else "a 64-bit integer"
+        raise LaunchError(f"kernel {context.current.kernel_name}: argument `{name}` = {value!r} "
+                          f"does not fit its type {kind} ({e}); "
+                          "pass a one-element tensor of a wider type") from None
+    return dt
 
 
 def _grid(grid, meta, name="") -> tuple:
@@ -218,10 +234,14 @@ def launch(jitfn, grid, args, kwargs):
         fn = rebinder.function(jitfn.fn)
         values = [_argument(n, v, n in jitfn.constexpr_names, rebinder)
                   for n, v in bound.arguments.items()]
+        kinds = jitfn.signature.parameters
+        keywords = {n: v for n, v in zip(bound.arguments, values)
+                    if kinds[n].kind == kinds[n].KEYWORD_ONLY}
+        values = values[:len(values) - len(keywords)]   # (keyword-only parameters come last)
         for z, y, x in itertools.product(*(builtins.range(g) for g in reversed(grid))):
             prog.pid = (x, y, z)
             try:
-                fn(*values)
+                fn(*values, **keywords)
             except AssertionError as e:
                 where = context.traceback_location(e.__traceback__)
                 raise AssertionError(f"{e} (kernel {prog.kernel_name}, program id {prog.pid}, "
