@@ -94,12 +94,12 @@ def test_block_truth_value_and_float_floordiv_are_errors():
         x = nl.load(x_ptr + nl.arange(0, BLOCK))
         nl.store(x_ptr + nl.arange(0, BLOCK), x & 1)
 
-    x = torch.randn(8)
-    with pytest.raises(TypeError, match="no single truth value"):
+    x = torch.randn(8)     # rejected by the frontend, as the compiler rejects them
+    with pytest.raises(newt.CompilationError, match="must be a scalar"):
         if_block[(1,)](x, BLOCK=8)
-    with pytest.raises(TypeError, match="only defined on integers"):
+    with pytest.raises(newt.CompilationError, match=r"(?s)x // 2\.0"):
         float_floordiv[(1,)](x, BLOCK=8)
-    with pytest.raises(TypeError, match="integer operands"):
+    with pytest.raises(newt.CompilationError, match=r"(?s)x & 1"):
         float_and[(1,)](x, BLOCK=8)
 
 

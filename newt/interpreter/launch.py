@@ -21,6 +21,7 @@ from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
 from . import context, memory, ops, philox
+from .check import check
 from .values import Tensor, const, unwrap
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
@@ -224,6 +225,7 @@ def launch(jitfn, grid, args, kwargs):
         Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     except ValueError as e:
         raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
+    check(jitfn, bound.arguments)   # the compiler's acceptance rule: one frontend for both
     grid = _grid(grid, meta, jitfn.__name__)
 
     prog = context.current
