@@ -22,6 +22,7 @@ from ..errors import LaunchError
 from ..options import Options
 from . import context, memory, ops, philox
 from .check import check
+from .rewrite import HELPERS, twin_code
 from .values import Tensor, const, unwrap
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
@@ -144,21 +145,93 @@ class _Rebinder:
         if fn in self.memo:
             return self.memo[fn]
         new_globals: dict = {}
-        cells = tuple(types.CellType() for _ in (fn.__closure__ or ()))
-        twin = types.FunctionType(fn.__code__, new_globals, fn.__name__, None, cells or None)
+        code = _twin_code(fn)
+        if code is None:
+            code = fn.__code__
+            cells = tuple(types.CellType() for _ in (fn.__closure__ or ()))
+        else:   # compiled at module level: the closure's names are the twin's globals
+            cells = ()
+        twin = types.FunctionType(code, new_globals, fn.__name__, None, cells or None)
         self.memo[fn] = twin  # before translating: @jit functions may refer to each other
-        context.current.codes.add(fn.__code__)
+        context.current.codes.update(_codes(code))
         new_globals.update({k: self.translate(v) for k, v in fn.__globals__.items()})
         new_globals.setdefault("range", range)
-        for cell, old in zip(cells, fn.__closure__ or ()):
+        new_globals.update(_HELPERS)
+        for name, old in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
-                cell.cell_contents = self.translate(old.cell_contents)
+                value = self.translate(old.cell_contents)
             except ValueError:  # an empty cell stays empty
-                pass
+                continue
+            if cells:
+                cells[fn.__code__.co_freevars.index(name)].cell_contents = value
+            else:
+                new_globals[name] = value
         twin.__defaults__ = tuple(self.translate(d) for d in fn.__defaults__ or ()) or None
         twin.__kwdefaults__ = ({k: self.translate(d) for k, d in fn.__kwdefaults__.items()}
                                if fn.__kwdefaults__ else None)
         return twin
+
+
+_TWINS: dict = {}
+
+
+def _twin_code(fn):
+    """The rewritten code of fn (rewrite.py), once per code object."""
+    if fn.__code__ not in _TWINS:
+        _TWINS[fn.__code__] = twin_code(fn)
+    return _TWINS[fn.__code__]
+
+
+def _codes(code):
+    """A code object and those nested in it (the rewrite's lambdas): frames of any of them are
+    the user's kernel lines."""
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+# ----------------------------------------------------------------------------- rewritten constructs
+
+def _truth(x):
+    x = unwrap(x)
+    return x if x.dtype.is_bool() else x != 0
+
+
+def _logical(is_and, thunks):
+    """`a and b` / `a or b` as the frontend defines them (expressions.py, visit_BoolOp)."""
+    acc = unwrap(thunks[0]())
+    for th in thunks[1:]:
+        if not isinstance(acc, Tensor):   # Python's short circuit on compile-time values
+            if (not acc) if is_and else bool(acc):
+                return acc
+            acc = unwrap(th())
+            continue
+        rhs = unwrap(th())
+        if not isinstance(rhs, Tensor) and (bool(rhs) != is_and):
+            return rhs
+        a, b = _truth(acc), _truth(rhs if isinstance(rhs, Tensor) else const(rhs, D.int1))
+        acc = (a & b) if is_and else (a | b)
+    return acc
+
+
+def _not(x):
+    x = unwrap(x)
+    if not isinstance(x, Tensor):
+        return not x
+    t = _truth(x)
+    return Tensor(~t.data, D.int1)
+
+
+def _carry(v):
+    """A Python number that a device loop carries: a typed scalar, as the compiler's."""
+    if isinstance(v, (bool, int, float)):
+        return const(v, D.of_python_scalar(v))
+    return v
+
+
+_HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
+                              _not, _carry, lambda it: isinstance(it, range))))
 
 
 # ----------------------------------------------------------------------------- arguments, grid
