@@ -221,8 +221,12 @@ class JITFunction(HostAPI):
     def _interpreted(self, grid):
         # not inline in __getitem__: a lambda there would make `self` and `grid` closure cells,
         # built on every launch
+        return lambda *args, **kwargs: self._interpret(grid, args, kwargs)
+
+    @_reported_at_launch_site
+    def _interpret(self, grid, args, kwargs):
         from .interpreter import launch as interp_launch
-        return lambda *args, **kwargs: interp_launch(self, grid, args, kwargs)
+        return interp_launch(self, grid, args, kwargs)
 
     def run(self, *args, grid, warmup=False, **kwargs):
         """`kernel[grid](*args, **kwargs)` spelled as a call (Triton's JITFunction.run);
@@ -230,8 +234,7 @@ class JITFunction(HostAPI):
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
         if options.flags.interpret:
-            from .interpreter import launch as interp_launch
-            return interp_launch(self, grid, args, kwargs)
+            return self._interpret(grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
     def __call__(self, *args, **kwargs):
@@ -259,20 +262,21 @@ class JITFunction(HostAPI):
               "_n_defaults": {}, "_n_cache": self.cache, "_n_self": self,
               "_n_last": _last_launched(), "_n_M": _MISSING, "_n_hot": self._hot,
               "_n_grid3": _grid3, "_n_Empty": _EmptyGrid}
-        sig, body, keys, vals, rt_pos = [], [], [], [], []
+        sig, kw_sig, body, keys, vals, rt_pos = [], [], [], [], [], []
         guard, fast_keys, fast_vals = [], [], []
         names = list(self.signature.parameters)
         next_index = len(names)      # a descriptor's ints come after the parameters
 
         for i, (a, p) in enumerate(self.signature.parameters.items()):
-            if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.POSITIONAL_ONLY) or a.startswith("_n_"):
+            if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) or a.startswith("_n_"):
                 raise LaunchError(f"kernel {self.__name__}: parameter {a!r} is not supported "
-                                  "(no *args/**kwargs/keyword-only)")
+                                  "(no *args/**kwargs)")
+            to = kw_sig if p.kind == p.KEYWORD_ONLY else sig   # keyword-only: after *_n_more
             if p.default is p.empty:  # a sentinel, so that a missing argument reaches _miss
-                sig.append(f"{a}=_n_M")
+                to.append(f"{a}=_n_M")
             else:
                 ns["_n_defaults"][a] = p.default
-                sig.append(f"{a}=_n_defaults[{a!r}]")
+                to.append(f"{a}=_n_defaults[{a!r}]")
             if a in self.constexpr_names:
                 # an int stands for itself; any other value is (its type, value), so that True,
                 # 1 and 1.0 are different keys (they compile differently)
@@ -338,8 +342,8 @@ class JITFunction(HostAPI):
                 guard.append("False")
         self.runtime_positions = rt_pos
         # a parameter named num_warps / num_stages is also that launch option (as in Triton)
-        params = ", ".join(sig + ["*_n_more"] + [f"{o}={d}" for o, d in _OPTION_DEFAULTS
-                                                 if o not in names] + ["**_n_extra"])
+        params = ", ".join(sig + ["*_n_more"] + kw_sig + [f"{o}={d}" for o, d in _OPTION_DEFAULTS
+                                                          if o not in names] + ["**_n_extra"])
         check = "    if _n_more or _n_extra:\n        _n_self._extra_args(_n_more, _n_extra)"
         by_name = "{" + ", ".join(f"{n!r}: {n}" for n in dict.fromkeys(
             names + ["num_warps", "num_stages"])) + "}"
@@ -460,9 +464,10 @@ def launch(_n_grid, {params}):
         if not more and not extra:
             return
         if more:
+            npos = sum(p.kind != p.KEYWORD_ONLY for p in self.signature.parameters.values())
             raise self._signature_error(TypeError(
-                f"{self.__name__}() takes {len(self.arg_names)} arguments but "
-                f"{len(self.arg_names) + len(more)} were given"))
+                f"{self.__name__}() takes {npos} arguments but "
+                f"{npos + len(more)} were given"))
         raise self._signature_error(TypeError(
             f"{self.__name__}() got an unexpected keyword argument '{next(iter(extra))}'"))
 

@@ -94,12 +94,12 @@ def test_block_truth_value_and_float_floordiv_are_errors():
         x = nl.load(x_ptr + nl.arange(0, BLOCK))
         nl.store(x_ptr + nl.arange(0, BLOCK), x & 1)
 
-    x = torch.randn(8)
-    with pytest.raises(TypeError, match="no single truth value"):
+    x = torch.randn(8)     # rejected by the frontend, as the compiler rejects them
+    with pytest.raises(newt.CompilationError, match="must be a scalar"):
         if_block[(1,)](x, BLOCK=8)
-    with pytest.raises(TypeError, match="only defined on integers"):
+    with pytest.raises(newt.CompilationError, match=r"(?s)x // 2\.0"):
         float_floordiv[(1,)](x, BLOCK=8)
-    with pytest.raises(TypeError, match="integer operands"):
+    with pytest.raises(newt.CompilationError, match=r"(?s)x & 1"):
         float_and[(1,)](x, BLOCK=8)
 
 
@@ -213,3 +213,35 @@ def test_newt_language_through_the_package():
     x = poison(8, torch.int32, "cpu")
     spelled_out[(1,)](x, B=8)
     check(x, torch.arange(8, dtype=torch.int32) * 2 + 3)
+
+
+@newt.jit
+def _kw_only(x_ptr, out_ptr, *, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=offs < n, other=0.0) * 2.0, mask=offs < n)
+
+
+def test_keyword_only_parameters():
+    x = torch.randn(20)
+    out = poison(20, torch.float32, "cpu")
+    _kw_only[(1,)](x, out, n=20, BLOCK=32)
+    check(out, x * 2.0)
+
+
+def test_launch_errors_name_the_launching_line():
+    """Every launch error of the interpreter ends with the user's launching line, as on the GPU;
+    a float beyond fp32's range names the argument and its type."""
+    x = torch.randn(20)
+    with pytest.raises(newt.LaunchError) as e:
+        _kw_only[(0,)](x, x, n=20, BLOCK=32)
+    assert "launched at" in str(e.value) and "_kw_only[(0,)](x, x, n=20" in str(e.value)
+
+    @newt.jit
+    def scaled(out_ptr, s):
+        nl.store(out_ptr, s)
+    with pytest.raises(newt.LaunchError) as e:
+        scaled[(1,)](x, -1e39)
+    msg = str(e.value)
+    assert "`s`" in msg and "fp32" in msg and "scaled[(1,)](x, -1e39)" in msg, msg
+    scaled[(1,)](x, 3.0e38)
+    assert x[0].item() == pytest.approx(3.0e38, rel=1e-6)

@@ -169,3 +169,47 @@ def test_triangle_emulated_against_torch():
             acc += x[i:i + B]
         want[i:i + B] = acc
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-5)
+
+
+@newt.jit
+def _bool_ops(out_ptr, x_ptr, s, BLOCK: nl.constexpr):
+    # a runtime int equal to 1 is compiled as the constant 1, so `c` is decided at compile time
+    # only when s == 1: every boolean op on it must fold or stay, never crash the pass
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs)
+    c = s > 0
+    p = x > 0
+    y = nl.where(c ^ p, x, -x) + nl.where(c ^ c, 100.0, 0.0)
+    y += nl.where(nl.maximum(c, p), 1.0, 2.0) + nl.where(nl.minimum(c, p), 10.0, 20.0)
+    y += nl.where(nl.maximum(c, c) & nl.minimum(c, c), 1000.0, 0.0)
+    nl.store(out_ptr + offs, y)
+
+
+def _bool_ops_ref(x, s):
+    c, p = torch.tensor(s > 0), x > 0
+    y = torch.where(c ^ p, x, -x)
+    y += torch.where(c | p, 1.0, 2.0) + torch.where(c & p, 10.0, 20.0)
+    return y + (1000.0 if s > 0 else 0.0)
+
+
+@pytest.mark.parametrize("s", [1, 2, -3])
+def test_xor_max_min_of_booleans_decided_or_not(s):
+    """`^`, nl.maximum and nl.minimum of booleans, with s specialized as the constant 1 or not:
+    compiled IR, emulated generated code and interpreter all agree with torch."""
+    spec = {"s": {"equal_to_1": s == 1}}
+    newt.compile(_bool_ops, {"out_ptr": "*fp32", "x_ptr": "*fp32", "s": "i32"}, dict(BLOCK=64),
+                 specialization=spec)
+    x = torch.randn(64)
+    want = _bool_ops_ref(x, s)
+    if HAS_CXX:
+        out = torch.full_like(x, float("nan"))
+        emulate(_bool_ops, (1,), out, x, s, BLOCK=64)
+        torch.testing.assert_close(out, want)
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        out = torch.full_like(x, float("nan"))
+        _bool_ops[(1,)](out, x, s, BLOCK=64)
+    finally:
+        newt.options.flags.interpret = old
+    torch.testing.assert_close(out, want)

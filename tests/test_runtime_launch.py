@@ -497,3 +497,38 @@ def test_int_grids_are_checked_before_the_launch_function_trusts_them(gpu):
     for g, want in [(7, (7, 1, 1)), ((8,), (8, 1, 1)), ((2, 3), (2, 3, 1)), ([5], (5, 1, 1))]:
         add.run(x, x, x, 16, grid=g)
         assert fake_state(cu).grid == want
+
+
+def test_a_float_beyond_fp32_names_the_argument_and_the_line(gpu):
+    """A Python float is an fp32 parameter: one beyond fp32's range is a LaunchError naming the
+    argument, its type and the launching line (the struct packer's OverflowError before);
+    inf still passes (it fits)."""
+    cu, fc = gpu
+
+    @newt.jit
+    def scale(p, s, n):
+        pass
+    t = torch.empty(4)
+    with pytest.raises(newt.LaunchError) as e:
+        scale[(1,)](t, 1e39, 3)
+    msg = str(e.value)
+    assert "`s`" in msg and "fp32" in msg and "launched at" in msg, msg
+    assert "scale[(1,)](t, 1e39, 3)" in msg, msg
+    scale[(1,)](t, float("inf"), 3)
+    assert struct.unpack("<f", struct.pack("<I", fake_state(cu).params[1] & 0xFFFFFFFF))[0] \
+        == float("inf")
+
+
+def test_keyword_only_parameters_launch(gpu):
+    """A keyword-only constexpr (and runtime) parameter is passed by name as any other."""
+    cu, fc = gpu
+
+    @newt.jit
+    def kw(p, *, n, BLOCK: nl.constexpr):
+        pass
+    t = torch.empty(4)
+    kw[(1,)](t, n=77, BLOCK=32)
+    assert fc.calls[-1]["constexprs"] == {"BLOCK": 32}
+    assert fake_state(cu).params[:2] == [t.data_ptr(), 77]
+    with pytest.raises(newt.LaunchError, match="takes 1 arguments but 2 were given"):
+        kw[(1,)](t, 5, BLOCK=32)

@@ -88,3 +88,38 @@ def test_missing_library_names_places(monkeypatch):
         nvrtc.load()
     msg = str(ei.value)
     assert "/nonexistent/nvrtc/dir" in msg and "loader path" in msg and "pip install" in msg
+
+
+_NO_BUILTINS = r'''
+import ctypes, sys
+from newt.errors import NVRTCError
+from newt.runtime import nvrtc
+lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
+nvrtc._declare(lib)
+nvrtc._lib, nvrtc._lib_path = lib, sys.argv[1]
+try:
+    nvrtc.compile_cuda('extern "C" __global__ void k() {}', "k", "sm_90a")
+except NVRTCError as e:
+    print(e)
+'''
+
+
+def test_missing_builtins_library_names_the_fix(tmp_path):
+    """libnvrtc without its builtins library beside it (a copy alone in a folder, in a process
+    of its own: a loaded builtins library would be found by name): the error names the library
+    and the install command, not the kernel's source."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    nvrtc.load()
+    real = os.path.realpath(nvrtc._lib_path)
+    copy = tmp_path / os.path.basename(nvrtc._lib_path)
+    shutil.copy(real, copy)
+    env = dict(os.environ, LD_LIBRARY_PATH="")
+    out = subprocess.run([sys.executable, "-c", _NO_BUILTINS, str(copy)], capture_output=True,
+                         text=True, env=env, cwd=os.path.dirname(os.path.dirname(newt.__file__)),
+                         timeout=120)
+    msg = out.stdout
+    assert "libnvrtc-builtins" in msg and "pip install nvidia-cuda-nvrtc" in msg, out
+    assert "LD_LIBRARY_PATH" in msg and "__global__" not in msg, msg

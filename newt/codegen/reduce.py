@@ -8,7 +8,8 @@ the last axis of a block in a group-cyclic layout (the layout pass permutes othe
   3. across warps: one value per (partial, warp) in the scratch arena, a barrier, and each
      output combines its `cpr` entries in a fixed order, so every thread computes the same bits.
 A full reduction gives a uniform scalar. argmax/argmin carry (value, index) pairs and keep the
-smallest index among equal values.
+smallest index among equal values. Float max/min ignore NaN as fmaxf / fminf do (NaN only when
+every element is NaN), argmax/argmin likewise; the interpreter defines the same.
 
 Scan (op.attrs["plan"], decided in passes/smem.py): "warp" for a forward sum of a 1-D block
 (prefix inside each group of vec slots, __shfl_up_sync across lanes, one value per (group,
@@ -29,7 +30,9 @@ def identity(kind, dt) -> str:
         return literal(0, dt)
     big = kind in ("min", "argmin")
     if dt.is_floating():
-        return literal(float("inf") if big else float("-inf"), dt)
+        # NaN, which fmaxf / fminf (and `combine` of arg kinds) pass over: padding slots never
+        # win, and a block of NaN alone reduces to NaN whatever the layout's padding (Triton)
+        return literal(float("nan"), dt)
     if dt.is_bool():
         return "true" if big else "false"
     if dt.kind == "uint":
@@ -45,7 +48,11 @@ def combine(em, kind, dt, a, b, ai=None, bi=None):
     if kind in ("argmax", "argmin"):
         cmp = ">" if kind == "argmax" else "<"
         t = em.fresh("take")
-        em.emit(f"bool {t} = ({b} {cmp} {a}) || ({b} == {a} && {bi} < {ai});")
+        if dt.is_floating():   # NaN loses to any number; among NaN the smallest index wins
+            em.emit(f"bool {t} = ({b} {cmp} {a}) || ({a} != {a} && {b} == {b}) || "
+                    f"(({b} == {a} || ({a} != {a} && {b} != {b})) && {bi} < {ai});")
+        else:
+            em.emit(f"bool {t} = ({b} {cmp} {a}) || ({b} == {a} && {bi} < {ai});")
         em.emit(f"{a} = {t} ? {b} : {a}; {ai} = {t} ? {bi} : {ai};")
         return
     op = {"sum": "add", "max": "maximum", "min": "minimum"}[kind]

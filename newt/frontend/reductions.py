@@ -3,8 +3,8 @@
   - axis=None reduces over all axes: the block is reshaped to 1-D, then reduced along axis 0;
   - keep_dims reinserts the reduced axes as size 1 (a reshape);
   - sum (and cumsum) of ints narrower than 32 bits accumulates in int32 (uint32 for unsigned) and
-    returns that type (Triton's _pick_sum_dtype); sum of fp16/bf16 accumulates in fp32 and the
-    result is cast back to the input type;
+    returns that type (Triton's _pick_sum_dtype); sum and cumsum of fp16/bf16 accumulate in fp32
+    and the result is cast back to the input type;
   - max/min keep the input type (exact in any type; the interpreter agrees); argmax/argmin
     return int32, the first index among ties;
   - dot emits one `dot` op with an explicit accumulator (zeros of fp32 for float inputs, int32
@@ -101,6 +101,9 @@ def cumsum(b, x, axis=0, reverse=False, dtype=None) -> Tensor:
         x = cast(b, x, D.int32)
     elif in_dt.kind in ("uint", "bool") and in_dt.bits < 32:
         x = cast(b, x, D.uint32)
+    elif in_dt in (D.float16, D.bfloat16):   # as nl.sum: fp32 partial sums, rounded once
+        scan = b.scan(cast(b, x, D.float32).v, "sum", _axis(x, axis), bool(reverse))
+        return cast(b, Tensor(scan, b), in_dt)
     no_fp8(x.dtype, "cumsum")     # (with dtype= the block was cast first, as for nl.sum)
     return Tensor(b.scan(x.v, "sum", _axis(x, axis), bool(reverse)), b)
 

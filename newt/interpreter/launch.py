@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import struct
 import types
 
 import torch
@@ -20,6 +21,8 @@ from .. import language as L
 from ..errors import LaunchError
 from ..options import Options
 from . import context, descriptors, extras, memory, ops, philox
+from .check import check
+from .rewrite import HELPERS, twin_code
 from .values import Tensor, const, unwrap
 from ..tensor_like import for_interpreter
 
@@ -148,23 +151,95 @@ class _Rebinder:
         if fn in self.memo:
             return self.memo[fn]
         new_globals: dict = {}
-        cells = tuple(types.CellType() for _ in (fn.__closure__ or ()))
-        twin = types.FunctionType(fn.__code__, new_globals, fn.__name__, None, cells or None)
+        code = _twin_code(fn)
+        if code is None:
+            code = fn.__code__
+            cells = tuple(types.CellType() for _ in (fn.__closure__ or ()))
+        else:   # compiled at module level: the closure's names are the twin's globals
+            cells = ()
+        twin = types.FunctionType(code, new_globals, fn.__name__, None, cells or None)
         self.memo[fn] = twin  # before translating: @jit functions may refer to each other
-        context.current.codes.add(fn.__code__)
+        context.current.codes.update(_codes(code))
         new_globals.update({k: self.translate(v) for k, v in fn.__globals__.items()})
         new_globals.setdefault("range", range)
         for k, v in extras.PY_BUILTINS.items():      # Python's min / max / print, as Triton's
             new_globals.setdefault(k, v)
-        for cell, old in zip(cells, fn.__closure__ or ()):
+        new_globals.update(_HELPERS)
+        for name, old in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
             try:
-                cell.cell_contents = self.translate(old.cell_contents)
+                value = self.translate(old.cell_contents)
             except ValueError:  # an empty cell stays empty
-                pass
+                continue
+            if cells:
+                cells[fn.__code__.co_freevars.index(name)].cell_contents = value
+            else:
+                new_globals[name] = value
         twin.__defaults__ = tuple(self.translate(d) for d in fn.__defaults__ or ()) or None
         twin.__kwdefaults__ = ({k: self.translate(d) for k, d in fn.__kwdefaults__.items()}
                                if fn.__kwdefaults__ else None)
         return twin
+
+
+_TWINS: dict = {}
+
+
+def _twin_code(fn):
+    """The rewritten code of fn (rewrite.py), once per code object."""
+    if fn.__code__ not in _TWINS:
+        _TWINS[fn.__code__] = twin_code(fn)
+    return _TWINS[fn.__code__]
+
+
+def _codes(code):
+    """A code object and those nested in it (the rewrite's lambdas): frames of any of them are
+    the user's kernel lines."""
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            yield from _codes(c)
+
+
+# ----------------------------------------------------------------------------- rewritten constructs
+
+def _truth(x):
+    x = unwrap(x)
+    return x if x.dtype.is_bool() else x != 0
+
+
+def _logical(is_and, thunks):
+    """`a and b` / `a or b` as the frontend defines them (expressions.py, visit_BoolOp)."""
+    acc = unwrap(thunks[0]())
+    for th in thunks[1:]:
+        if not isinstance(acc, Tensor):   # Python's short circuit on compile-time values
+            if (not acc) if is_and else bool(acc):
+                return acc
+            acc = unwrap(th())
+            continue
+        rhs = unwrap(th())
+        if not isinstance(rhs, Tensor) and (bool(rhs) != is_and):
+            return rhs
+        a, b = _truth(acc), _truth(rhs if isinstance(rhs, Tensor) else const(rhs, D.int1))
+        acc = (a & b) if is_and else (a | b)
+    return acc
+
+
+def _not(x):
+    x = unwrap(x)
+    if not isinstance(x, Tensor):
+        return not x
+    t = _truth(x)
+    return Tensor(~t.data, D.int1)
+
+
+def _carry(v):
+    """A Python number that a device loop carries: a typed scalar, as the compiler's."""
+    if isinstance(v, (bool, int, float)):
+        return const(v, D.of_python_scalar(v))
+    return v
+
+
+_HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
+                              _not, _carry, lambda it: isinstance(it, range))))
 
 
 # ----------------------------------------------------------------------------- arguments, grid
@@ -183,7 +258,7 @@ def _argument(name, value, is_constexpr, rebinder):
                 f"kernels on the CPU: pass CPU tensors (x.cpu()) or unset NEWT_INTERPRET")
         return memory.pointer_to(value, name)
     if isinstance(value, (bool, int, float)):
-        return const(value, D.of_python_scalar(value))
+        return const(value, _scalar_type(name, value))
     from ..tools.tensor_descriptor import TensorDescriptor
     if isinstance(value, TensorDescriptor):   # the descriptor a kernel sees, over its base
         return descriptors.from_host(value, _argument(name, value.base, False, rebinder))
@@ -207,6 +282,21 @@ def _refuse_other(name, value):
         raise LaunchError(f"argument `{name}` has type {type(value).__name__}; pass a tensor, "
                           "int, float or bool")
     return value
+
+
+def _scalar_type(name, value):
+    """The type a Python number argument gets, checked as the compiled launch packs it: an int
+    beyond 64 bits or a finite float beyond fp32's range is a LaunchError, not a silent inf."""
+    try:
+        dt = D.of_python_scalar(value)
+        if dt is D.float32:
+            struct.pack("<f", value)
+    except OverflowError as e:
+        kind = "fp32" if isinstance(value, float) else "a 64-bit integer"
+        raise LaunchError(f"kernel {context.current.kernel_name}: argument `{name}` = {value!r} "
+                          f"does not fit its type {kind} ({e}); "
+                          "pass a one-element tensor of a wider type") from None
+    return dt
 
 
 def _grid(grid, meta, name="") -> tuple:
@@ -240,6 +330,7 @@ def launch(jitfn, grid, args, kwargs):
     if opts.get("num_ctas", 1) != 1:
         raise LaunchError(f"kernel {jitfn.__name__}: num_ctas={opts['num_ctas']!r}: thread-block "
                           "clusters are not supported (num_ctas=1)")
+    check(jitfn, bound.arguments)   # the compiler's acceptance rule: one frontend for both
     grid = _grid(grid, meta, jitfn.__name__)
     if 0 in grid:   # nothing to run, as Triton (and the compiled path)
         return None
@@ -252,10 +343,14 @@ def launch(jitfn, grid, args, kwargs):
         fn = rebinder.function(jitfn.fn)
         values = [_argument(n, v, n in jitfn.constexpr_names, rebinder)
                   for n, v in bound.arguments.items()]
+        kinds = jitfn.signature.parameters
+        keywords = {n: v for n, v in zip(bound.arguments, values)
+                    if kinds[n].kind == kinds[n].KEYWORD_ONLY}
+        values = values[:len(values) - len(keywords)]   # (keyword-only parameters come last)
         for z, y, x in itertools.product(*(builtins.range(g) for g in reversed(grid))):
             prog.pid = (x, y, z)
             try:
-                fn(*values)
+                fn(*values, **keywords)
             except AssertionError as e:
                 where = context.traceback_location(e.__traceback__)
                 raise AssertionError(f"{e} (kernel {prog.kernel_name}, program id {prog.pid}, "

@@ -286,6 +286,15 @@ def sum(input, axis=None, keep_dims=False, dtype=None):
     return _down(r, acc)
 
 
+def _nan_loses(key: torch.Tensor, is_max) -> torch.Tensor:
+    """Float keys as int64 ranks (equal values share one) in which NaN ranks below every number
+    (above, for a min), -inf included: the first largest number wins whatever the order, and a
+    row of NaN alone gives its first index, its value NaN, as the compiled reduction does."""
+    _, rank = torch.unique(key, sorted=True, return_inverse=True)
+    lose = -1 if is_max else key.numel()
+    return torch.where(key.isnan(), torch.full_like(rank, lose), rank)
+
+
 def _extreme(x: Tensor, axis, keep_dims, is_max, want_index):
     ax = _axis(x, axis)
     if x.dtype.is_bool():
@@ -295,7 +304,7 @@ def _extreme(x: Tensor, axis, keep_dims, is_max, want_index):
         back = x.dtype
     key = _ordered(x) if x.dtype.is_int() else _up(x)
     if x.dtype.is_floating():  # NaN never wins, as with nl.maximum / nl.minimum (fmax, fmin)
-        key = torch.where(key.isnan(), torch.full_like(key, -float("inf") if is_max else float("inf")), key)
+        key = _nan_loses(key, is_max)
     if ax is None:
         flat = key.reshape(-1)
         idx = flat.argmax(0) if is_max else flat.argmin(0)
@@ -338,7 +347,9 @@ def cumsum(input, axis=0, reverse=False, dtype=None):
     d = _up(x)
     if reverse:
         d = d.flip(ax)
-    r = d.cumsum(ax)
+    # fp16 / bf16 (and fp32) partial sums in fp32, each rounded from an exact fp64 running sum
+    # where the compiled scan rounds per step: both are within one fp32 rounding of the other
+    r = d.double().cumsum(ax).to(d.dtype) if d.dtype is torch.float32 else d.cumsum(ax)
     if reverse:
         r = r.flip(ax)
     return _down(r, acc)

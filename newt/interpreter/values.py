@@ -251,10 +251,9 @@ def to_tensor(x) -> Tensor:
 
 def _float_of(t: Tensor) -> torch.Tensor:
     """An integer Tensor's values as float64 (uint64 bit patterns read as unsigned)."""
-    f = t.data.to(torch.float64)
-    if t.dtype is D.uint64:
-        f = torch.where(t.data < 0, f + 2.0 ** 64, f)
-    return f
+    if t.dtype is D.uint64:   # one rounding (int64 -> float64, then + 2**64, rounded twice)
+        return t.data.view(torch.uint64).to(torch.float64)
+    return t.data.to(torch.float64)
 
 
 def cast(x, dt, bitcast=False) -> Tensor:
@@ -281,8 +280,9 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if src.is_bool():
         return Tensor(x.data.to(canon_torch(dt)), dt)
     if dt.is_floating():
-        if src is D.uint64:
-            return Tensor(to_float(_float_of(x), dt), dt)
+        if src is D.uint64:   # rounded once to fp64 / fp32, as cvt.rn does; narrower via fp32
+            wide = torch.float64 if dt is D.float64 else torch.float32
+            return Tensor(to_float(x.data.view(torch.uint64).to(wide), dt), dt)
         return Tensor(to_float(x.data, dt), dt)
     if src.is_floating():  # float -> int
         f = torch.nan_to_num(x.data.to(torch.float64).trunc(), nan=0.0)
@@ -380,13 +380,16 @@ def _udiv64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
 
 def _int_div(a: Tensor, b: Tensor, dt, mod: bool) -> Tensor:
     """C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign.
-    A zero divisor gives all ones (what the GPU's division returns) instead of raising."""
+    A zero divisor gives all ones (what the GPU's division returns) instead of raising. A
+    divisor of -1 negates (wrapping: MIN // -1 == MIN) and leaves no remainder, as the generated
+    code's nt_div / nt_mod define it; the CPU's division would trap on int64 MIN // -1."""
     if dt is D.uint64:
         return Tensor(_udiv64(a.data, b.data, mod), dt)
     x, y = _up(a), _up(b)
-    zero = y == 0
-    ys = torch.where(zero, torch.ones_like(y), y)
+    zero, neg1 = y == 0, y == -1
+    ys = torch.where(zero | neg1, torch.ones_like(y), y)
     r = torch.fmod(x, ys) if mod else torch.div(x, ys, rounding_mode="trunc")
+    r = torch.where(neg1, torch.zeros_like(r) if mod else torch.neg(r), r)
     r = torch.where(zero, torch.full_like(r, -1), r)
     return _down(r, dt)
 

@@ -28,6 +28,8 @@ _SAME = ("splat", "broadcast", "reshape", "permute", "convert_layout")
 _PURE = {"constant", "arange", "splat", "broadcast", "reshape", "permute", "cast", "binary",
          "unary", "select", "fma", "addptr", "program_id", "num_programs", "convert_layout"}
 _PID_MAX = 2 ** 31 - 1
+_COMPARES = ("lt", "le", "gt", "ge", "eq", "ne")
+_BOOL_ALIAS = {"maximum": "or", "minimum": "and"}   # max / min of booleans
 
 
 def drop_true_masks(fn, options=None):
@@ -74,10 +76,15 @@ def _range(op: Op, rng):
         return None
     name = op.attrs["op"]
     if res.dtype.is_bool():
+        name = _BOOL_ALIAS.get(name, name) if op.operands[0].dtype.is_bool() else name
         if name in ("and", "or"):
             f = (lambda x, y: x & y) if name == "and" else (lambda x, y: x | y)  # noqa: E731
             return (f(a[0], b[0]), f(a[1], b[1]))
-        return _compare(name, a, b) if op.operands[0].dtype.is_int() else None
+        if name == "xor":   # decided only when both sides are
+            return (a[0] ^ b[0],) * 2 if a[0] == a[1] and b[0] == b[1] else (0, 1)
+        if name in _COMPARES and op.operands[0].dtype.is_int():
+            return _compare(name, a, b)
+        return None     # any other op on booleans: no range, the op stays as it is
     if name == "add":
         return (a[0] + b[0], a[1] + b[1])
     if name == "sub":

@@ -87,7 +87,7 @@ class Launcher(KernelInfo):
 
     __slots__ = ("binary", "kernel", "name", "device_index", "func", "pack", "storage", "params",
                  "params_addr", "config_addr", "block", "shared", "max_grid", "cu_launch",
-                 "stream", "go", "go_args", "fast", "positions")
+                 "stream", "go", "go_args", "fast", "positions", "slots")
 
     def __init__(self, binary, device: "driver.Device", runtime_positions: list[int]):
         """`runtime_positions`: the Python parameter index of each value the launch function
@@ -121,6 +121,8 @@ class Launcher(KernelInfo):
             code = struct_code(p["dtype"]) if p else "q"   # compiled out (== 1): packed, unused
             fmt += code + "x" * (8 - struct.calcsize("<" + code))
         self.pack = struct.Struct(fmt).pack_into
+        self.slots = tuple((by_index[pos]["name"], by_index[pos]["dtype"]) if pos in by_index
+                           else None for pos in runtime_positions)   # for error messages
         assert struct.calcsize(fmt) == cfg + 8 * len(runtime_positions)
         self.storage = ctypes.create_string_buffer(cfg + 8 * len(runtime_positions))
         self.config_addr = ctypes.addressof(self.storage)
@@ -172,13 +174,22 @@ class Launcher(KernelInfo):
         try:
             self.pack(self.storage, 0, gx, gy, gz, self.block, 1, 1, self.shared,
                       self.stream(self.device_index), *values)
-        except struct.error as e:
-            raise LaunchError(f"kernel '{self.name}': an argument does not fit its parameter "
-                              f"type ({e})") from None
+        except (struct.error, OverflowError) as e:
+            raise LaunchError(f"kernel '{self.name}': {self._misfit(values) or e}") from None
         res = self.go(*self.go_args, None)
         driver.last_launched[0] = self.name
         if res:
             self.failed(res, gx, gy, gz)
+
+    def _misfit(self, values) -> str | None:
+        """Which argument does not fit its parameter's type (the pack's own error names none)."""
+        for slot, v in zip(self.slots, values):
+            if slot is not None:
+                try:
+                    struct.pack("<" + struct_code(slot[1]), v)
+                except (struct.error, OverflowError, TypeError) as e:
+                    return f"argument `{slot[0]}` = {v!r} does not fit its type {slot[1]} ({e})"
+        return None
 
     def failed(self, res, gx, gy, gz):
         if res in (driver.CUDA_ERROR_INVALID_CONTEXT, driver.CUDA_ERROR_INVALID_HANDLE):

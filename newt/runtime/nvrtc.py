@@ -290,6 +290,8 @@ def compile_cuda(source: str, name: str, arch: str, options=()) -> NVRTCResult:
         log = log.rstrip(b"\0").decode(errors="replace")
         if res != 0:
             err = lib.nvrtcGetErrorString(res)
+            if "libnvrtc-builtins" in log:    # an installation problem, not the kernel's
+                raise NVRTCError(_builtins_missing(log))
             if "could not open source file \"cuda_" in log:
                 log += ("\nhint: NVRTC 13 has no builtin copy of the CUDA headers; install "
                         "them with "
@@ -303,6 +305,16 @@ def compile_cuda(source: str, name: str, arch: str, options=()) -> NVRTCResult:
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
     return NVRTCResult(name=name, arch=arch, ptx=ptx, cubin=cubin, log=log)
+
+
+def _builtins_missing(log: str) -> str:
+    m = re.search(r"libnvrtc-builtins[\w.]*\.so[\w.]*", log)
+    lib = m.group(0).rstrip(".") if m else "libnvrtc-builtins"
+    major = version().split(".")[0]
+    wheel = "nvidia-cuda-nvrtc==13.0.88" if major == "13" else f"nvidia-cuda-nvrtc-cu{major}"
+    return (f"NVRTC ({_lib_path}) could not load {lib}, the library it compiles with: install "
+            f"it with `pip install {wheel}`, or put the folder that holds {lib} beside "
+            f"libnvrtc on the loader path (LD_LIBRARY_PATH). NVRTC said:\n{log.strip()}")
 
 
 _RE = None

@@ -1,0 +1,368 @@
+"""One acceptance rule, one set of results: every bad program of the catalogues is rejected by
+the compiler and by the interpreter with the same CompilationError at the same line, and every
+valid program of this file computes the same result on both paths, checked against torch.
+
+Bad programs: tests/test_errors.py's catalogue (the frontend's rejections) and the cases below
+(programs the interpreter used to run, or to fail on with a raw Python exception). The compiled
+path is newt.compile (frontend, passes, NVRTC: no GPU); the interpreter runs with arguments of
+the catalogue's signature. Valid programs run on the interpreter and through the CPU emulation
+of their generated CUDA C++ (tests/test_codegen_emulator.py)."""
+from __future__ import annotations
+
+import inspect
+
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+import newt.options
+import test_errors
+from test_codegen_emulator import HAS_CXX, emulate
+from test_errors import _err_line, _sig
+
+CASES = []
+
+
+def case(expected, constexprs=None, types=None):
+    def deco(fn):
+        CASES.append(pytest.param(fn, expected, constexprs or {}, types or {}, None,
+                                  id=fn.__name__))
+        return fn
+    return deco
+
+
+# ----------------------------------------------------------------------------- bad programs
+
+@case("continue")
+@newt.jit
+def k_continue(x_ptr, n):
+    for i in range(n):
+        if i == 2:
+            continue  # ERR
+        nl.store(x_ptr + i, 1.0)
+
+
+@case("break")
+@newt.jit
+def k_break_while(x_ptr, n):
+    i = 0
+    while i < n:
+        i += 1
+        break  # ERR
+    nl.store(x_ptr, i)
+
+
+@case(":=")
+@newt.jit
+def k_walrus(x_ptr, n):
+    if (m := n + 1) > 3:  # ERR
+        nl.store(x_ptr, m)
+
+
+@case("yield")
+@newt.jit
+def k_yield(x_ptr):
+    yield 1  # ERR
+    nl.store(x_ptr, 1.0)
+
+
+@case("import")
+@newt.jit
+def k_import(x_ptr):
+    import math  # ERR
+    nl.store(x_ptr, math.pi)
+
+
+@case("del")
+@newt.jit
+def k_del(x_ptr):
+    a = 1.0
+    del a  # ERR
+    nl.store(x_ptr, 1.0)
+
+
+@case("unsupported input dtype int16", {"B": 16})
+@newt.jit
+def k_dot_int16(x_ptr, B: nl.constexpr):
+    a = nl.zeros((B, B), nl.int16)
+    c = nl.dot(a, a)  # ERR
+    nl.store(x_ptr, nl.sum(c).to(nl.float32))
+
+
+@case("axis 2", {"B": 16})
+@newt.jit
+def k_sum_axis_out_of_range(x_ptr, B: nl.constexpr):
+    a = nl.zeros((B, B), nl.float32)
+    nl.store(x_ptr + nl.arange(0, B), nl.sum(a, axis=2))  # ERR
+
+
+@case("axis 1", {"B": 16})
+@newt.jit
+def k_cumsum_axis_out_of_range(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    nl.store(x_ptr + nl.arange(0, B), nl.cumsum(x, axis=1))  # ERR
+
+
+@case("expand_dims", {"B": 16})
+@newt.jit
+def k_expand_dims_out_of_range(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    y = nl.expand_dims(x, 3)  # ERR
+    nl.store(x_ptr + nl.arange(0, B), nl.sum(y, axis=1))
+
+
+@case("compile-time sequence cannot be indexed with a runtime value")
+@newt.jit
+def k_tuple_runtime_index(x_ptr, n):
+    t = (1.0, 2.0, 3.0)
+    nl.store(x_ptr, t[n])  # ERR
+
+
+@case("elements")
+@newt.jit
+def k_arange_too_large(x_ptr):
+    offs = nl.arange(0, 2 ** 24)  # ERR
+    nl.store(x_ptr + offs, 1.0)
+
+
+@case("dtype", {"B": 16})
+@newt.jit
+def k_full_torch_dtype(x_ptr, B: nl.constexpr):
+    x = nl.full((B,), 1.0, torch.float32)  # ERR
+    nl.store(x_ptr + nl.arange(0, B), x)
+
+
+@case("dtype", {"B": 16})
+@newt.jit
+def k_cast_to_string(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    nl.store(x_ptr + nl.arange(0, B), x.to("float16"))  # ERR
+
+
+@case("not a permutation", {"B": 16})
+@newt.jit
+def k_permute_bad_dims(x_ptr, B: nl.constexpr):
+    a = nl.zeros((B, B), nl.float32)
+    b = nl.permute(a, (0, 1, 2))  # ERR
+    nl.store(x_ptr, nl.sum(b))
+
+
+@case("cannot broadcast", {"B": 16})
+@newt.jit
+def k_where_shapes(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    y = nl.zeros((2 * B,), nl.float32)
+    nl.store(x_ptr + nl.arange(0, B), nl.where(x > 0, x, y))  # ERR
+
+
+@case("pointer", {"B": 16})
+@newt.jit
+def k_atomic_on_value(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    nl.atomic_add(x, 1.0)  # ERR
+
+
+@case("pointer offsets must be integers", {"B": 16})
+@newt.jit
+def k_pointer_plus_float(x_ptr, B: nl.constexpr):
+    nl.store(x_ptr + 1.5, 1.0)  # ERR
+
+
+@case("can only concatenate str")
+@newt.jit
+def k_string_arith(x_ptr):
+    nl.store(x_ptr, "a" + 1.0)  # ERR
+
+
+@case("block of shape", {"B": 16})
+@newt.jit
+def k_while_on_block(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    while x > 0:  # ERR
+        x -= 1.0
+    nl.store(x_ptr + nl.arange(0, B), x)
+
+
+@case("reshape", {"B": 16})
+@newt.jit
+def k_view_mismatch(x_ptr, B: nl.constexpr):
+    x = nl.load(x_ptr + nl.arange(0, B))
+    nl.store(x_ptr + nl.arange(0, B), nl.reshape(x, (B, 2)))  # ERR
+
+
+@case("program_id")
+@newt.jit
+def k_program_id_block_axis(x_ptr):
+    nl.store(x_ptr, nl.program_id(-1).to(nl.float32))  # ERR
+
+
+# a scalar parameter of a type no Python argument takes (u32) exists only in the AOT catalogue
+_PYTHON_SCALARS = {"i32", "i64", "u64", "fp32", "i1"}
+BAD = [c for c in test_errors.CASES
+       if all(t.startswith("*") or t in _PYTHON_SCALARS for t in c.values[3].values())] + CASES
+
+
+def _value(t: str):
+    """An argument of a catalogue signature's type: random tensors, an int that is neither 1
+    nor a multiple of 16 (the specialization the catalogue compiles with)."""
+    if t.startswith("*"):
+        dt = newt.dtypes.from_signature(t[1:]).to_torch()
+        if dt.is_floating_point and dt.itemsize > 1:
+            return torch.randn(256).to(dt)
+        return torch.randint(1, 50, (256,)).to(dt)
+    return {"i32": 7, "i64": 2 ** 40 + 7, "u32": 7, "u64": 2 ** 63 + 7, "fp32": 1.5,
+            "i1": True}[t]
+
+
+def _interpreted_error(fn, sig, constexprs):
+    args = {k: _value(t) for k, t in sig.items()}
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        fn[(1,)](**args, **constexprs)
+    except newt.CompilationError as e:
+        return e
+    finally:
+        newt.options.flags.interpret = old
+    raise AssertionError(f"the interpreter ran {fn.__name__}")
+
+
+@pytest.mark.parametrize("fn, expected, constexprs, types, line_of", BAD)
+def test_both_paths_reject_at_the_same_line(fn, expected, constexprs, types, line_of):
+    sig = _sig(fn, **types)
+    with pytest.raises(newt.CompilationError) as compiled:
+        newt.compile(fn, sig, constexprs, arch="sm_90a")
+    e = compiled.value
+    assert expected in e.msg, str(e)
+    assert e.loc is not None and e.loc.line == _err_line(line_of or fn), str(e)
+    i = _interpreted_error(fn, sig, constexprs)
+    assert (i.loc.file, i.loc.line, i.msg) == (e.loc.file, e.loc.line, e.msg), f"{i}\n{e}"
+
+
+def test_the_catalogue_is_large():
+    assert len(BAD) >= 70
+
+
+# ----------------------------------------------------------------------------- valid programs
+
+@newt.jit
+def v_logical_blocks(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=1.0)
+    y = nl.load(y_ptr + offs, mask=offs < n, other=1.0)
+    a = (x > 0) and (y > 0)
+    o = (x > 0) or (y < -0.5)
+    t = not (x > 0.5)
+    m = x and 0.0 < 1      # a block and a compile-time true: the block's truth value
+    r = a.to(nl.float32) + 2 * o.to(nl.float32) + 4 * t.to(nl.float32) + 8 * m.to(nl.float32)
+    nl.store(out_ptr + offs, r, mask=offs < n)
+
+
+def _logical_ref(x, y, n):
+    return ((x > 0) & (y > 0)).float() + 2 * ((x > 0) | (y < -0.5)).float() + \
+        4 * (~(x > 0.5)).float() + 8 * (x != 0).float()
+
+
+@newt.jit
+def v_scalar_logic(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    pid = nl.program_id(0)
+    offs = pid * BLOCK + nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    if not (pid > 0) or n < 0:
+        x = x * 2.0
+    if pid > 0 and n > BLOCK + 3:
+        x = x + 1.0
+    nl.store(out_ptr + offs, x, mask=offs < n)
+
+
+def _scalar_logic_ref(x, n):
+    r = x.clone()
+    r[:16] *= 2.0
+    r[16:] += 1.0
+    return r
+
+
+@newt.jit
+def v_keyword_only(x_ptr, out_ptr, n, *, SCALE: nl.constexpr, BLOCK: nl.constexpr = 32):
+    offs = nl.arange(0, BLOCK)
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=offs < n) * SCALE, mask=offs < n)
+
+
+@newt.jit
+def v_carried_python_numbers(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    h = nl.load(x_ptr + offs, mask=offs < n, other=0.0).to(nl.float16)
+    i = 0
+    acc = 0.0          # carried: an fp32 scalar, so acc + fp16 sums in fp32
+    while i < n:
+        acc += nl.sum(h.to(nl.float32)) * i.to(nl.float32)
+        i += 1
+    s = 0
+    for j in range(0, 3):
+        s = s + j
+    nl.store(out_ptr + offs, acc + s.to(nl.float32) + h, mask=offs < n)
+
+
+def _carried_ref(x, n):
+    h = x.half().float()
+    acc = torch.tensor(0.0)
+    for i in range(n):
+        acc = acc + h.sum() * i
+    return acc + 3.0 + h
+
+
+@newt.jit
+def _both_positive(a, b):
+    return a > 0 and b > 0
+
+
+@newt.jit
+def v_logic_in_callee(x_ptr, y_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    y = nl.load(y_ptr + offs, mask=offs < n, other=0.0)
+    nl.store(out_ptr + offs, nl.where(_both_positive(x, y), x, y), mask=offs < n)
+
+
+@newt.jit
+def v_tuple_constant_index(x_ptr, out_ptr, n, BLOCK: nl.constexpr, K: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    t = (1.5, -2.0, 3.25)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    nl.store(out_ptr + offs, x * t[K] + t[K - 1], mask=offs < n)
+
+
+N = 29
+VALID = [
+    pytest.param(v_logical_blocks, 2, 1, dict(BLOCK=32), lambda x, y: _logical_ref(x, y, N),
+                 id="and_or_not_on_blocks"),
+    pytest.param(v_scalar_logic, 1, 2, dict(BLOCK=16), lambda x: _scalar_logic_ref(x, N),
+                 id="and_or_not_on_scalars"),
+    pytest.param(v_keyword_only, 1, 1, dict(SCALE=3), lambda x: x * 3, id="keyword_only_constexpr"),
+    pytest.param(v_carried_python_numbers, 1, 1, dict(BLOCK=32), lambda x: _carried_ref(x, N),
+                 id="loop_carried_python_numbers"),
+    pytest.param(v_logic_in_callee, 2, 1, dict(BLOCK=32),
+                 lambda x, y: torch.where((x > 0) & (y > 0), x, y), id="logic_in_a_callee"),
+    pytest.param(v_tuple_constant_index, 1, 1, dict(BLOCK=32, K=2), lambda x: x * 3.25 - 2.0,
+                 id="tuple_constant_index"),
+]
+
+
+@pytest.mark.parametrize("path", ["interp", pytest.param("emulated", marks=pytest.mark.skipif(
+    not HAS_CXX, reason="no host C++ compiler"))])
+@pytest.mark.parametrize("kernel, n_in, programs, constexprs, ref", VALID)
+def test_valid_programs_agree_with_torch(path, kernel, n_in, programs, constexprs, ref):
+    grid = (programs,)
+    ins = [torch.randn(N) for _ in range(n_in)]
+    out = torch.full((N,), float("nan"))
+    if path == "emulated":
+        emulate(kernel, grid, *ins, out, N, **constexprs)
+    else:
+        old = newt.options.flags.interpret
+        newt.options.flags.interpret = True
+        try:
+            kernel[grid](*ins, out, N, **constexprs)
+        finally:
+            newt.options.flags.interpret = old
+    torch.testing.assert_close(out, ref(*ins), rtol=1e-5, atol=1e-5)

@@ -1,0 +1,215 @@
+"""The interpreter and the generated code define the same results at the edges of the value
+ranges: NaN in max/min/argmax/argmin reductions (every layout, padded or not), int64 MIN // -1
+and MIN % -1, uint64 >= 2**63 converted to float64, fp16/bf16 cumsum accumulated in fp32.
+
+Each kernel runs on the interpreter and through the CPU emulation of its generated CUDA C++
+(tests/test_codegen_emulator.py), both against a torch reference on fresh random data."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+import newt.options
+from test_codegen_emulator import HAS_CXX, emulate
+
+PATHS = ["interp", pytest.param("emulated", marks=pytest.mark.skipif(
+    not HAS_CXX, reason="no host C++ compiler"))]
+
+
+def run(path, kernel, grid, *args, **kwargs):
+    if path == "emulated":
+        return emulate(kernel, grid, *args, **kwargs)
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        kernel[grid](*args, **kwargs)
+    finally:
+        newt.options.flags.interpret = old
+
+
+# ----------------------------------------------------------------------------- NaN in reductions
+
+@newt.jit
+def _rows_extremes(x_ptr, mx_ptr, mn_ptr, amx_ptr, amn_ptr, M, N, BM: nl.constexpr,
+                   BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = nl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=float("nan"))
+    nl.store(mx_ptr + rm, nl.max(x, axis=1), mask=rm < M)
+    nl.store(mn_ptr + rm, nl.min(x, axis=1), mask=rm < M)
+    nl.store(amx_ptr + rm, nl.argmax(x, axis=1), mask=rm < M)
+    nl.store(amn_ptr + rm, nl.argmin(x, axis=1), mask=rm < M)
+
+
+def _nan_rows(M, N):
+    """Random rows with NaN scattered, NaN before and after -inf / +inf, and rows of NaN only."""
+    x = torch.randn(M, N)
+    x[torch.rand(M, N) < 0.3] = float("nan")
+    x[0] = float("nan")
+    if M > 1:
+        x[1, :2] = torch.tensor([float("nan"), -float("inf")])
+        x[1, 2:] = float("nan")
+    if M > 2 and N > 3:
+        x[2, :4] = torch.tensor([-float("inf"), float("nan"), float("inf"), float("nan")])
+        x[2, 4:] = float("nan")
+    if M > 3:
+        x[3, :] = float("nan")
+        x[3, N - 1] = float("inf")
+    return x
+
+
+def _fmax_ref(x, is_max):
+    """Max / min ignoring NaN (NaN only for a row of NaN), and the first index of it (0 for a
+    row of NaN)."""
+    nan = x.isnan()
+    fill = -float("inf") if is_max else float("inf")
+    key = torch.where(nan, fill, x)
+    v = key.amax(1) if is_max else key.amin(1)
+    hit = (x == v[:, None]) & ~nan
+    idx = torch.where(hit.any(1), hit.int().argmax(1), torch.zeros_like(v, dtype=torch.int64))
+    return torch.where(nan.all(1), float("nan"), v), idx.to(torch.int32)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("M,N,BM,BN,num_warps", [
+    (5, 7, 8, 8, 4),       # 64 elements, 128 threads: padded slots in the layout
+    (4, 33, 4, 64, 1),     # masked columns, one warp
+    (6, 129, 8, 256, 4),   # several slots per thread, across warps
+])
+def test_nan_in_max_min_reductions(path, M, N, BM, BN, num_warps):
+    x = _nan_rows(M, N)
+    outs = [torch.full((M,), float("nan")) for _ in range(2)] + \
+        [torch.full((M,), -7, dtype=torch.int32) for _ in range(2)]
+    run(path, _rows_extremes, (1,), x, *outs, M, N, BM=BM, BN=BN, num_warps=num_warps)
+    (mx, amx), (mn, amn) = _fmax_ref(x, True), _fmax_ref(x, False)
+    torch.testing.assert_close(outs[0], mx, equal_nan=True)
+    torch.testing.assert_close(outs[1], mn, equal_nan=True)
+    torch.testing.assert_close(outs[2], amx)
+    torch.testing.assert_close(outs[3], amn)
+
+
+@newt.jit
+def _full_max(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=float("nan"))
+    nl.store(out_ptr, nl.max(x))
+    nl.store(out_ptr + 1, nl.min(x))
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("BLOCK,n", [(16, 16), (16, 11), (512, 300)])
+@pytest.mark.parametrize("case", ["all_nan", "nan_then_ninf", "ninf_then_nan", "random"])
+def test_nan_in_full_reductions(path, BLOCK, n, case):
+    x = torch.randn(n)
+    if case == "all_nan":
+        x[:] = float("nan")
+    elif case == "random":
+        x[torch.rand(n) < 0.5] = float("nan")
+    else:
+        x[:] = float("nan")
+        pair = [float("nan"), -float("inf")]
+        x[:2] = torch.tensor(pair if case == "nan_then_ninf" else pair[::-1])
+        x[-1] = float("inf")   # the min's: +inf, after NaN
+    out = torch.full((2,), -1.0)
+    run(path, _full_max, (1,), x, out, n, BLOCK=BLOCK)
+    (mx, _), (mn, _) = _fmax_ref(x[None], True), _fmax_ref(x[None], False)
+    torch.testing.assert_close(out, torch.cat([mx, mn]), equal_nan=True)
+
+
+# ----------------------------------------------------------------------------- integer division
+
+@newt.jit
+def _div_mod(a_ptr, b_ptr, q_ptr, r_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a = nl.load(a_ptr + offs, mask=offs < n)
+    b = nl.load(b_ptr + offs, mask=offs < n)
+    nl.store(q_ptr + offs, a // b, mask=offs < n)
+    nl.store(r_ptr + offs, a % b, mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32])
+def test_min_divided_by_minus_one_wraps(path, dt):
+    """MIN // -1 == MIN and MIN % -1 == 0 (the generated code's nt_div / nt_mod), never a trap;
+    the other lanes divide as C does."""
+    info = torch.iinfo(dt)
+    n = 37
+    a = torch.randint(info.min, info.max, (n,), dtype=dt)
+    b = torch.randint(-50, 50, (n,), dtype=dt)
+    b[b == 0] = 3
+    a[:4] = info.min
+    b[:3] = -1
+    a[5], b[5] = info.max, -1
+    q, r = torch.full((n,), 7, dtype=dt), torch.full((n,), 7, dtype=dt)
+    run(path, _div_mod, (1,), a, b, q, r, n, BLOCK=64)
+    a64, b64 = a.tolist(), b.tolist()
+    want_q = [int(x / y) if abs(x) < 2**52 else _trunc_div(x, y) for x, y in zip(a64, b64)]
+    want_q = [((v + 2**(info.bits - 1)) % 2**info.bits) - 2**(info.bits - 1) for v in want_q]
+    want_r = [x - _trunc_div(x, y) * y for x, y in zip(a64, b64)]
+    assert q.tolist() == want_q
+    assert r.tolist() == want_r
+
+
+def _trunc_div(x, y):
+    q = abs(x) // abs(y)
+    return q if (x < 0) == (y < 0) else -q
+
+
+# ----------------------------------------------------------------------------- uint64 -> float
+
+@newt.jit
+def _u64_to_float(x_ptr, d_ptr, f_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    nl.store(d_ptr + offs, x.to(nl.float64), mask=offs < n)
+    nl.store(f_ptr + offs, x.to(nl.float32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_uint64_above_2_63_converts_with_one_rounding(path):
+    """2**64 - 1025 and its neighbours sit halfway-ish between float64 neighbours: rounding the
+    int64 value first and adding 2**64 after rounds twice."""
+    n = 45
+    vals = [2**64 - 1025, 2**64 - 1024 - 1, 2**64 - 3000, 2**63 + 1025, 2**63 + 3 * 1024 + 1,
+            2**64 - 1]
+    vals += [2**63 + 2 * int(v) + 1 for v in torch.randint(0, 2**62, (n - len(vals),))]
+    x = torch.tensor([v - 2**64 if v >= 2**63 else v for v in vals], dtype=torch.int64)
+    x = x.view(torch.uint64)
+    d, f = torch.full((n,), float("nan"), dtype=torch.float64), torch.full((n,), float("nan"))
+    run(path, _u64_to_float, (1,), x, d, f, n, BLOCK=64)
+    assert d.tolist() == [float(v) for v in vals]
+    import numpy as np
+    assert f.tolist() == np.array(vals, dtype=np.uint64).astype(np.float32).tolist()
+
+
+# ----------------------------------------------------------------------------- fp16/bf16 cumsum
+
+@newt.jit
+def _cumsum_rows(x_ptr, out_ptr, M, N, REVERSE: nl.constexpr, BM: nl.constexpr,
+                 BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    offs = rm[:, None] * N + rn[None, :]
+    x = nl.load(x_ptr + offs, mask=mask, other=0.0)
+    nl.store(out_ptr + offs, nl.cumsum(x, axis=1, reverse=REVERSE), mask=mask)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_half_cumsum_accumulates_in_fp32(path, dt, reverse):
+    """Every prefix sum within one rounding to the 16-bit type of the exact one (plus fp32's
+    error, negligible here): partial sums rounded to 16 bits at each step drift by several ulp
+    over 500 positive terms."""
+    M, N = 3, 501
+    x = (torch.rand(M, N) + 0.5).to(dt)
+    out = torch.full((M, N), float("nan"), dtype=dt)
+    run(path, _cumsum_rows, (1,), x, out, M, N, REVERSE=reverse, BM=4, BN=512)
+    xs = x.double().flip(1) if reverse else x.double()
+    exact = xs.cumsum(1).flip(1) if reverse else xs.cumsum(1)
+    ulp = torch.finfo(dt).eps * exact.abs()       # the 16-bit spacing near each sum (upper bound)
+    assert ((out.double() - exact).abs() <= ulp).all(), (out.double() - exact).abs().max()
