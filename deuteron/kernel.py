@@ -26,7 +26,8 @@ from . import language
 from .autotune import cache as dcache
 from .errors import TraceError
 from .ir import next_pow2
-from .language import Config, RefRun
+from .config import Config
+from .oracle import RefRun
 from .lower import lower
 from .plan import PlanBuilder, plan_key
 from .trace import Tracer
@@ -143,6 +144,12 @@ class Kernel:
         plan = self._plans.get(pkey)
         if plan is not None and plan.valid:
             return plan.replay(self, args, kwargs)
+        if capturing(args, kwargs):
+            raise RuntimeError(
+                f"{self.__name__}: first call for these argument shapes inside a CUDA graph "
+                "capture. Tracing, compiling and autotuning cannot run while a graph is being "
+                "captured: warm up first (call the kernel once with the same shapes outside the "
+                "capture), then capture; nothing was launched")
         config = self.config_for(args, kwargs)
         builder = PlanBuilder(config, args, kwargs)
         ret = self.run(args, kwargs, config, plan=builder)
@@ -226,6 +233,7 @@ class Kernel:
         `plan` (a PlanBuilder) remembers them for replay."""
         tracer = Tracer(self.fn.__name__, self._loop_vars,
                         on_program=self.launcher(config, record, poison, plan))
+        tracer.config = config
         return self._run_with(tracer, args, kwargs)
 
     def launcher(self, config, record=None, poison=False, plan=None):
@@ -325,7 +333,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "ptr":
             args.append(what[1].tensor)
         elif what[0] == "extent":
-            args.append(what[1].extent)
+            args.append(what[1].lo + what[1].extent)
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}
@@ -333,7 +341,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "block":
             kwargs[name] = block_of(what[1], config)
         elif what[0] == "extent":
-            kwargs[name] = what[1].extent
+            kwargs[name] = what[1].lo + what[1].extent
         else:
             kwargs[name] = config.group_size
     grid = 1
@@ -350,6 +358,16 @@ def _poison(t: torch.Tensor):
         t.fill_(True)
     else:
         t.fill_(torch.iinfo(t.dtype).min // 3 if t.dtype.is_signed else 0x5A)
+
+
+def capturing(args, kwargs) -> bool:
+    """Is a CUDA graph being captured on the current stream of the arguments' GPU? Asked only
+    when a call misses its launch plan (never on the replay path)."""
+    dev = _device_of(args, kwargs)
+    if dev.type != "cuda":
+        return False
+    with torch.cuda.device(dev):
+        return torch.cuda.is_current_stream_capturing()
 
 
 def _device_of(args, kwargs):

@@ -72,6 +72,8 @@ class _Lowering(ExprMixin):
             params.append((f"{r.name}_ptr", ("ptr", r)))
             self.names.used.add(f"{r.name}_ptr")
         for d in self.p.dims:
+            if isinstance(d.hi, ir.Value) or isinstance(d.lo, ir.Value):
+                continue                   # bounds computed in the kernel: no parameter
             (constexprs if self.static else params).append((d.letter.upper(), ("extent", d)))
         for r in self.p.tensors:
             for axis in range(r.tensor.dim()):
@@ -180,8 +182,10 @@ class _Lowering(ExprMixin):
         if len(u) != 1 or isinstance(u[0][0], tuple):
             return False
         add = u[0][0]
+        if add.op != "binary" or add.attrs["fn"] != "add":    # e.g. sigmoid(x @ w)
+            return False
         other = add.args[1] if add.args[0] is d else add.args[0]
-        return (add.op == "binary" and add.attrs["fn"] == "add" and isinstance(other, ir.Value)
+        return (isinstance(other, ir.Value)
                 and other.dims == add.dims and add.dtype == torch.float32 == other.dtype
                 and d.args[0].dtype in (torch.float16, torch.bfloat16, torch.float32))
 
@@ -215,10 +219,13 @@ class _Lowering(ExprMixin):
         inner = depth
         for d in lp.dims:
             L = d.letter
-            self.emit(f"for start_{L} in range(0, {L.upper()}, BLOCK_SIZE_{L.upper()}):", inner)
+            step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
+            self.emit(f"for start_{L} in range({self.lo(d)}, {self.hi(d)}, {step}):", inner)
             inner += 1
+            if d.is_index:
+                continue
             self.emit(f"offs_{L} = start_{L} + nl.arange(0, BLOCK_SIZE_{L.upper()})", inner)
-            self.emit(f"mask_{L} = offs_{L} < {L.upper()}", inner)
+            self.emit(f"mask_{L} = offs_{L} < {self.hi(d)}", inner)
         self.block(lp.items, inner)
         for line in bumps:
             self.emit(line, inner)
@@ -262,7 +269,7 @@ class _Lowering(ExprMixin):
             ref = it.attrs["ref"]
             name = self.names.fresh(f"{ref.name}_ptrs")
             wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
-                    and id(g) not in self._reduced_dims()]
+                    and g.lo == 0 and id(g) not in self._reduced_dims()]
             ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap,
                                       transpose=transpose)
             self.emit(f"{name} = {ptr}", depth)
@@ -308,8 +315,8 @@ class _Lowering(ExprMixin):
             M, N = m.upper(), n.upper()
             for line in (
                     "pid = nl.program_id(0)",
-                    f"num_pid_{m} = nl.cdiv({M}, BLOCK_SIZE_{M})",
-                    f"num_pid_{n} = nl.cdiv({N}, BLOCK_SIZE_{N})",
+                    f"num_pid_{m} = nl.cdiv({self._span(g[0])}, BLOCK_SIZE_{M})",
+                    f"num_pid_{n} = nl.cdiv({self._span(g[1])}, BLOCK_SIZE_{N})",
                     f"num_pid_in_group = GROUP_SIZE_M * num_pid_{n}",
                     "group_id = pid // num_pid_in_group",
                     "first_pid_m = group_id * GROUP_SIZE_M",
@@ -325,10 +332,14 @@ class _Lowering(ExprMixin):
                 if i == len(g) - 1:
                     self.emit(f"pid_{L} = {rest}", 1)
                     break
-                self.emit(f"num_pid_{L} = nl.cdiv({L.upper()}, BLOCK_SIZE_{L.upper()})", 1)
+                step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
+                self.emit(f"num_pid_{L} = nl.cdiv({self._span(d)}, {step})", 1)
                 self.emit(f"pid_{L} = {rest} % num_pid_{L}", 1)
                 self.emit(f"rest_{L} = {rest} // num_pid_{L}", 1)
                 rest = f"rest_{L}"
+
+    def _span(self, d):
+        return d.letter.upper() if d.lo == 0 else f"({d.letter.upper()} - {d.lo})"
 
     def run(self) -> Lowered:
         self._letters()
@@ -352,7 +363,8 @@ class _Lowering(ExprMixin):
             if d.is_index:
                 continue
             if d.kind == "grid":
-                self.emit(f"offs_{L} = pid_{L} * {B} + nl.arange(0, {B})", 1)
+                first = "" if d.lo == 0 else f"{d.lo} + "
+                self.emit(f"offs_{L} = {first}pid_{L} * {B} + nl.arange(0, {B})", 1)
             elif d.kind == "full":
                 self.emit(f"offs_{L} = nl.arange(0, {B})", 1)
             else:

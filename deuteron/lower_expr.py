@@ -88,12 +88,8 @@ class ExprMixin:
             return f"nl.trans({self.ref(a[0])[0]})", ATOM
         if op == "index":
             return f"offs_{v.attrs['dim'].letter}", ATOM
-        if op == "begin":
-            d = v.attrs["dim"]
-            if d.is_index:
-                return f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter}", ATOM
-            return (f"pid_{d.letter} * BLOCK_SIZE_{d.letter.upper()}" if d.kind == "grid"
-                    else f"start_{d.letter}"), (9 if d.kind == "grid" else ATOM)
+        if op in ("begin", "end", "block_size", "tile_id"):
+            return self._tile_attr(op, v.attrs["dim"])
         if op == "full":
             shape = ", ".join("1" if d is ONE else f"BLOCK_SIZE_{d.letter.upper()}" for d in v.dims)
             shape = f"({shape},)" if v.rank == 1 else f"({shape})"
@@ -116,6 +112,46 @@ class ExprMixin:
                 e = f"{e}.to({nl_dtype(v.dtype)})"
             return e, ATOM
         raise AssertionError(op)
+
+    # ------------------------------------------------------------------ tile bounds
+    def lo(self, d):
+        """The first offset of dim `d`'s range, as source text."""
+        if isinstance(d.lo, ir.Value):
+            return self.atom(d.lo)
+        return str(d.lo)
+
+    def hi(self, d):
+        """One past the last offset of dim `d`'s range (the extent parameter when static)."""
+        if isinstance(d.hi, ir.Value):
+            return self.atom(d.hi)
+        return d.letter.upper()
+
+    def pos(self, d):
+        """The position of a block_size=1 tile (an index)."""
+        if d.kind != "grid":
+            return f"start_{d.letter}"
+        return f"pid_{d.letter}" if d.lo == 0 else f"({d.lo} + pid_{d.letter})"
+
+    def _tile_attr(self, op, d):
+        L, B = d.letter, f"BLOCK_SIZE_{d.letter.upper()}"
+        if d.is_index:
+            first = self.pos(d)
+            return {"begin": (first, ATOM), "end": (f"{first} + 1", 8), "block_size": ("1", ATOM),
+                    "tile_id": (first if d.lo == 0 else f"({first} - {self.lo(d)})", ATOM)}[op]
+        if d.kind == "grid":
+            first = f"pid_{L} * {B}" if d.lo == 0 else f"{d.lo} + pid_{L} * {B}"
+            fprec = 9 if d.lo == 0 else 8
+            tid = (f"pid_{L}", ATOM)
+        else:
+            first, fprec = f"start_{L}", ATOM
+            tid = (f"(start_{L} - {self.lo(d)}) // {B}", 9)
+        if op == "begin":
+            return first, fprec
+        if op == "block_size":
+            return B, ATOM
+        if op == "tile_id":
+            return tid
+        return f"nl.minimum({first} + {B}, {self.hi(d)})", ATOM
 
     def _floor_divmod(self, v):
         """torch's `%` and `//` round toward -inf (Python's); newt's, like C's and Triton's,
@@ -156,10 +192,12 @@ class ExprMixin:
                     terms.append(f"{d} * {stride}")
                 continue
             if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
-                terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
+                terms.append(f"{self.pos(d)} * {stride}")
                 continue
             offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
                     else f"offs_{d.letter}")
+            if d is at_start_of and d.lo != 0:
+                offs = f"({self.lo(d)} + {offs})"
             if d in wrap:
                 terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc_of(j, r)} * {stride}")
             else:

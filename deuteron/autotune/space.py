@@ -27,7 +27,7 @@ import torch
 
 from .. import ir
 from ..ir import next_pow2
-from ..language import Config
+from ..config import Config
 
 
 @dataclasses.dataclass
@@ -37,6 +37,7 @@ class TileInfo:
     in_dot: bool
     row: int           # elements per program from full slices (1 when none)
     program: int
+    bounds: tuple | None = None    # hl.register_block_size(min, max)
 
 
 def _pow2_range(lo, hi):
@@ -62,8 +63,10 @@ class Space:
             for d in p.dims:
                 owner[id(d)] = (pi, row)
         for d in tracer.tunable:
-            pi, row = owner[id(d)]
-            self.tiles.append(TileInfo(d.extent, d.kind, d.in_dot, row, pi))
+            users = d.users or [d]     # a registered block size: what the tiles using it need
+            pi, row = owner.get(id(users[0]), (0, 1))
+            self.tiles.append(TileInfo(d.extent, users[0].kind, any(u.in_dot for u in users),
+                                       row, pi, getattr(d, "bs_range", None)))
         self.has_dot = any(p.has_dot for p in self.programs)
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
@@ -93,6 +96,10 @@ class Space:
         self.spilled.append(cfg)
 
     def _choices(self, t: TileInfo):
+        if t.bounds is not None:
+            lo, hi = t.bounds
+            got = [b for b in self._choices(dataclasses.replace(t, bounds=None)) if lo <= b <= hi]
+            return got or [next_pow2(max(lo, 1))]
         hi_ext = next_pow2(t.extent)
         if t.in_dot:
             cap, floor = (256, 64) if t.kind == "grid" else (128, 32)
