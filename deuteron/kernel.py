@@ -27,7 +27,7 @@ from .autotune import cache as dcache
 from .errors import TraceError
 from .ir import next_pow2
 from .config import Config
-from .oracle import RefRun
+from .oracle import OracleMode, RefRun
 from .lower import lower
 from .plan import PlanBuilder, plan_key
 from .trace import Tracer
@@ -124,7 +124,8 @@ class Kernel:
         run = RefRun(_device_of(args, kwargs))
         language._active.append(run)
         try:
-            return self.fn(*args, **kwargs)
+            with OracleMode():
+                return self.fn(*args, **kwargs)
         finally:
             language._active.pop()
 

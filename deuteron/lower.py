@@ -95,6 +95,9 @@ class _Lowering(ExprMixin):
     def _count(self, items, block):
         for it in items:
             if isinstance(it, ir.Loop):
+                for d in it.dims:
+                    for b in (d.lo, d.hi):
+                        self._use(b, ("bound", it), block)
                 self._count(it.items, it.items)
                 for c in it.carried:
                     self._use(c.init, ("carry", it), block)
@@ -136,12 +139,13 @@ class _Lowering(ExprMixin):
             if isinstance(it, ir.Loop):
                 self.loop(it, depth)
                 continue
-            if it.op == "store":
+            if it.op in ("store", "atomic"):
                 ref = it.attrs["ref"]
-                ptr, mask = self._address(ref, it.attrs["index"])
-                r = sum(1 for kind, _ in it.attrs["index"] if kind in ("tile", "full"))
+                ptr, mask = self._address(it)
+                r = len(it.attrs["dims_of"])
                 val = self.ref(it.args[0], r)[0]
-                store = lambda p, v, m: f"nl.store({p}, {v}" + (f", mask={m})" if m else ")")  # noqa: E731
+                fn = "nl.store" if it.op == "store" else f"nl.atomic_{it.attrs['fn']}"
+                store = lambda p, v, m: f"{fn}({p}, {v}" + (f", mask={m})" if m else ")")  # noqa: E731
                 ptr, mask = self._short(store(ptr, val, mask), ref, ptr, mask, depth)
                 if len("    " * depth + store(ptr, val, mask)) > MAX_LINE:
                     name = self.names.fresh(f"{ref.name}_tile")
@@ -154,8 +158,7 @@ class _Lowering(ExprMixin):
             target = self.var.get(id(it)) or self.names.fresh(it.name or self._base(it))
             if it.op == "load" and id(it) not in self.ptr_blocks:
                 ref = it.attrs["ref"]
-                ptr, mask = self._address(ref, it.attrs["index"],
-                                          transpose=id(it) in self.transposed)
+                ptr, mask = self._address(it, transpose=id(it) in self.transposed)
                 line = f"{target} = nl.load({ptr}, mask={mask}, other=0.0)"
                 self.ptr_blocks[id(it)] = self._short(line, ref, ptr, mask, depth)
             e, _ = self.expr(it)
@@ -256,7 +259,7 @@ class _Lowering(ExprMixin):
             return []
         d, bumps = lp.dims[0], []
         for it in lp.items:
-            if not (isinstance(it, ir.Value) and it.op == "load"):
+            if not (isinstance(it, ir.Value) and it.op == "load") or not _plain(it) or d.is_index:
                 continue
             axes = [a for a, (kind, dim) in enumerate(it.attrs["index"]) if dim is d]
             users = self.uses.get(id(it), [])
@@ -270,7 +273,7 @@ class _Lowering(ExprMixin):
             name = self.names.fresh(f"{ref.name}_ptrs")
             wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
                     and g.lo == 0 and id(g) not in self._reduced_dims()]
-            ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap,
+            ptr, mask = self._address(it, at_start_of=d, wrap=wrap,
                                       transpose=transpose)
             self.emit(f"{name} = {ptr}", depth)
             self.ptr_blocks[id(it)] = (name, mask)
@@ -284,7 +287,7 @@ class _Lowering(ExprMixin):
         from .pads import _values
         out = set()
         for v in _values(self.p.items):
-            if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks:
+            if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks or not _plain(v):
                 continue
             u = self.uses.get(id(v), [])
             if (len(u) == 1 and not isinstance(u[0][0], tuple) and u[0][0].op == "trans"
@@ -396,3 +399,10 @@ def _read_after(items, final, init) -> bool:
             elif any(a is init for a in it.args):
                 return True
     return False
+
+
+def _plain(load) -> bool:
+    """A load indexed with tiles, slices from 0 and ints only (no gather, None axis, partial
+    slice or extra mask): its address may be rewritten (pointer blocks, transposed reads)."""
+    return (not load.args and not load.attrs.get("starts")
+            and all(kind in ("tile", "full", "int", "index") for kind, _ in load.attrs["index"]))

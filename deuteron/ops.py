@@ -253,4 +253,92 @@ def trans(tracer, x):
     return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
 
 
+def arange(tracer, begin, end, dtype):
+    if not all(isinstance(b, int) and not isinstance(b, bool) for b in (begin, end)) or end <= begin:
+        raise TraceError(f"hl.arange takes host ints begin < end, got {begin!r}, {end!r}")
+    d = tracer.program.full_dim(end - begin)
+    return tracer.new("arange", [], (d,), dtype, None, dim=d, begin=begin)
+
+
+def rand(tracer, shape, seed):
+    """Philox keyed by `seed` at each element's row-major position in the untiled shape."""
+    from .trace import Tile
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TraceError("hl.rand: seed must be a host int")
+    dims = []
+    for s in shape:
+        if isinstance(s, Tile) and not s.dim.is_index:
+            if isinstance(s.dim.hi, ir.Value):
+                raise TraceError("hl.rand over a tile with bounds computed in the kernel")
+            dims.append(s.dim)
+        elif isinstance(s, int) and not isinstance(s, bool):
+            dims.append(tracer.program.full_dim(s))
+        else:
+            raise TraceError(f"hl.rand shapes hold tiles and ints, got {s!r}")
+    return tracer.new("rand", [], tuple(dims), torch.float32, None, seed=seed)
+
+
+def hl_dot(tracer, a, b, acc=None, out_dtype=None):
+    """hl.dot: the product in fp32 for 16-bit inputs (as nl.dot accumulates), plus `acc`."""
+    r = dot(tracer, a, b)
+    if acc is not None and getattr(acc, "dtype", None) == torch.float32:
+        r = binary(tracer, "add", acc, r)   # lowers to nl.dot(a, b, acc): fp32 throughout
+    else:
+        if r.dtype in (torch.float16, torch.bfloat16):
+            r = cast(tracer, r, torch.float32)
+        if acc is not None:
+            r = binary(tracer, "add", acc, r)
+    return cast(tracer, r, out_dtype) if out_dtype is not None else r
+
+
+def softmax(tracer, x, dim, dtype=None):
+    x = as_operand(tracer, x)
+    out = dtype or x.dtype
+    xf = cast(tracer, x, torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+    m = reduce(tracer, "max", xf, dim, True)
+    e = unary(tracer, "exp", binary(tracer, "sub", xf, m))
+    return cast(tracer, binary(tracer, "truediv", e, reduce(tracer, "sum", e, dim, True)), out)
+
+
+def gelu(tracer, x, approximate="none"):
+    x = as_operand(tracer, x)
+    xf = cast(tracer, x, torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+    if approximate == "tanh":
+        inner = binary(tracer, "mul", binary(tracer, "add", xf, binary(
+            tracer, "mul", 0.044715, binary(tracer, "mul", xf, binary(tracer, "mul", xf, xf)))),
+            0.7978845608028654)
+        y = binary(tracer, "add", 1.0, unary(tracer, "tanh", inner))
+    else:
+        y = binary(tracer, "add", 1.0, unary(tracer, "erf", binary(tracer, "mul", xf,
+                                                                     0.7071067811865476)))
+    return cast(tracer, binary(tracer, "mul", binary(tracer, "mul", 0.5, xf), y), x.dtype)
+
+
+def reshape(tracer, x, shape):
+    """Reshapes that only add or drop size-1 axes (or keep the shape): tiles have no data
+    layout to reshape."""
+    from .trace import Tile
+    shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    want = []
+    for s in shape:
+        if isinstance(s, Tile) or hasattr(s, "dim"):
+            want.append(s.dim)
+        elif s == 1:
+            want.append(ONE)
+        elif s == -1 and len([d for d in x.dims if d is not ONE]) == 1:
+            want.append(next(d for d in x.dims if d is not ONE))
+        else:
+            match = [d for d in x.dims if d is not ONE and d.kind == "full" and d.extent == s]
+            if len(match) != 1:
+                raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 "
+                                 "axes is supported")
+            want.append(match[0])
+    if [d for d in want if d is not ONE] != [d for d in x.dims if d is not ONE]:
+        raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 axes is "
+                         "supported")
+    if tuple(want) == x.dims:
+        return x
+    return tracer.new("reshape", [x], tuple(want), x.dtype, None)
+
+
 from .proxy import TileValue, dispatch  # noqa: E402,F401  (the user-facing class and torch table)

@@ -12,6 +12,9 @@ from __future__ import annotations
 import itertools
 
 import torch
+from torch.overrides import TorchFunctionMode
+
+from .ir import BlockSize, default_block
 
 
 def _int(x):
@@ -103,3 +106,109 @@ class RefRun:
     def full(self, shape, value, dtype):
         dims = [s.block_size if isinstance(s, RefTile) else int(s) for s in shape]
         return torch.full(dims, value, dtype=dtype, device=self.device)
+
+    def register_block_size(self, lo, hi=None):
+        lo, hi = (1, int(lo)) if hi is None else (int(lo), int(hi))
+        return BlockSize(default_block(lo, hi), -1, lo, hi)
+
+    def arange(self, begin, end, dtype):
+        return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
+
+    def load(self, tensor, index, extra_mask):
+        v = tensor[unwrap(index)]
+        return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
+
+    def store(self, tensor, index, value, extra_mask):
+        index = unwrap(index)
+        old = tensor[index]
+        tensor[index] = torch.where(extra_mask, torch.as_tensor(value, dtype=old.dtype), old)
+
+    def atomic(self, kind, tensor, index, value):
+        index = unwrap(index)
+        value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype)
+        if kind == "add" and any(isinstance(i, torch.Tensor) and i.dim() > 0
+                                 for i in (index if isinstance(index, tuple) else (index,))):
+            tensor.index_put_(_advanced(tensor, index), value.expand(tensor[index].shape),
+                              accumulate=True)     # a scatter may hit one element twice
+            return None
+        old = tensor[index]
+        new = {"add": lambda: old + value, "max": lambda: torch.maximum(old, value),
+               "min": lambda: torch.minimum(old, value), "and": lambda: old & value,
+               "or": lambda: old | value, "xor": lambda: old ^ value,
+               "xchg": lambda: value.expand(old.shape)}[kind]()
+        tensor[index] = new
+        return None
+
+    def rand(self, shape, seed):
+        from newt import dtypes as D
+        from newt.interpreter import philox
+        from newt.interpreter.values import Tensor
+        offs, mult = None, 1
+        for s in reversed(list(shape)):
+            lo, hi = (s.begin, s.end) if isinstance(s, RefTile) else (0, int(s))
+            r = torch.arange(lo, hi, dtype=torch.int64) * mult
+            offs = r if offs is None else r[:, None] + offs[None]
+            mult *= hi
+        out = philox.rand(int(seed), Tensor(offs.to(torch.int32), D.int32)).data
+        return out.to(self.device)
+
+    def dot(self, a, b, acc, out_dtype):
+        r = matmul_in(torch.float32 if acc is None else acc.dtype, a, b)
+        if acc is not None:
+            r = acc + r
+        return r.to(out_dtype) if out_dtype is not None else r
+
+
+def _advanced(tensor, index):
+    """`index` (ints, slices, one integer tensor) as broadcast index tensors, in torch's
+    positional order (the tensor index's dims where its axis is)."""
+    index = index if isinstance(index, tuple) else (index,)
+    index = index + (slice(None),) * (tensor.dim() - len(index))
+    parts, shapes = [], []
+    for axis, i in enumerate(index):
+        if isinstance(i, slice):
+            parts.append(torch.arange(*i.indices(tensor.shape[axis]), device=tensor.device))
+        else:
+            parts.append(torch.as_tensor(i, device=tensor.device))
+        shapes.append(parts[-1].dim())
+    total = sum(shapes)
+    out, at = [], 0
+    for p, n in zip(parts, shapes):
+        out.append(p.reshape([1] * at + list(p.shape) + [1] * (total - at - n)))
+        at += n
+    return tuple(out)
+
+
+def matmul_in(dtype, a, b):
+    """a @ b computed in `dtype` (the accumulator's), as the kernel's dot accumulates."""
+    wide = dtype if dtype.is_floating_point and dtype.itemsize >= 4 else torch.float32
+    with torch._C.DisableTorchFunction():
+        return torch.matmul(a.to(wide), b.to(wide))
+
+
+_LOW = (torch.float16, torch.bfloat16)
+
+
+def _low(t):
+    return isinstance(t, torch.Tensor) and (t.dtype in _LOW or t.dtype.itemsize == 1)
+
+
+class OracleMode(TorchFunctionMode):
+    """Active while the oracle runs: matmuls whose torch form refuses mixed dtypes or rounds
+    each product to fp8 (`torch.addmm(acc_fp32, x_fp16, y_fp16)`, `torch.baddbmm`, fp8 @ fp8)
+    compute in the accumulator's precision, as the kernel does."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in (torch.addmm, torch.baddbmm) and len(args) >= 3:
+            acc, a, b = args[:3]
+            beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)
+            if isinstance(acc, torch.Tensor) and (acc.dtype != a.dtype or _low(a) and
+                                                  a.dtype.itemsize == 1):
+                return acc * beta + alpha * matmul_in(acc.dtype, a, b).to(acc.dtype)
+        if func in (torch.matmul, torch.mm, torch.bmm, torch.Tensor.__matmul__) and len(args) == 2:
+            a, b = args
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and (
+                    a.dtype.itemsize == 1 and a.dtype.is_floating_point):
+                return matmul_in(torch.float32, a, b)
+        return func(*args, **kwargs)

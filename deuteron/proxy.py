@@ -240,6 +240,15 @@ def _table():
     t[torch.amin] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "min", x, dim or None, keepdim)
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
+    t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax
+    t[F.gelu] = lambda tr, x, approximate="none": ops.gelu(tr, x, approximate)
+    t[torch.Tensor.reshape] = t[torch.Tensor.view] = lambda tr, x, *shape: ops.reshape(
+        tr, ops.as_operand(tr, x), shape)
+    t[torch.reshape] = lambda tr, x, shape: ops.reshape(tr, ops.as_operand(tr, x), (shape,))
+    t[torch.Tensor.unsqueeze] = t[torch.unsqueeze] = lambda tr, x, d: _unsqueeze(
+        tr, ops.as_operand(tr, x), d)
+    t[torch.Tensor.squeeze] = t[torch.squeeze] = lambda tr, x, d=None: _squeeze(
+        tr, ops.as_operand(tr, x), d)
     t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
@@ -252,11 +261,45 @@ def _table():
     return t
 
 
+def _softmax(tracer, x, dim=None, dtype=None, _stacklevel=3):
+    if dim is None:
+        raise TraceError("softmax in a tile loop needs dim=")
+    return ops.softmax(tracer, x, dim, dtype)
+
+
+def _unsqueeze(tracer, x, d):
+    d = d % (x.rank + 1)
+    return ops.view(tracer, x, tuple([slice(None)] * d + [None] + [slice(None)] * (x.rank - d)))
+
+
+def _squeeze(tracer, x, d=None):
+    keep = [e for i, e in enumerate(x.dims) if not (e is ir.ONE and (d is None or i == d % x.rank))]
+    return ops.reshape(tracer, x, ([1 if e is ir.ONE else _TileOf(e) for e in keep],))
+
+
+class _TileOf:
+    """A stand-in tile for reshape shapes built from a value's own dims."""
+
+    def __init__(self, dim):
+        self.dim = dim
+
+
 def _like(tracer, x, value, dtype):
     return tracer.new("full", [], x.dims, dtype or x.dtype, value, value=value)
 
 
 TORCH_OPS = _table()
+
+
+def _method(m):
+    def method(self, *a, **k):
+        return TORCH_OPS[getattr(torch.Tensor, m)](self.tracer, self, *a, **k)
+    method.__name__ = m
+    return method
+
+
+for _m in ("softmax", "reshape", "view", "unsqueeze", "squeeze"):
+    setattr(TileValue, _m, _method(_m))
 
 
 def dispatch(tracer, func, args, kwargs):

@@ -17,7 +17,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import ir, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
+from . import ir, memory, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
 from .errors import Loc, TraceError, user_frame, user_loc
 from .ir import BlockSize, default_block
 
@@ -323,67 +323,30 @@ class Tracer:
         return v
 
     def full(self, shape, value, dtype):
-        from . import ops
         return ops.full(self, shape, value, dtype)
+
+    def arange(self, begin, end, dtype):
+        return ops.arange(self, begin, end, dtype)
+
+    def rand(self, shape, seed):
+        return ops.rand(self, shape, seed)
+
+    def dot(self, a, b, acc, out_dtype):
+        return ops.hl_dot(self, a, b, acc, out_dtype)
 
     def torch_function(self, func, args, kwargs):
         from . import ops
         return ops.dispatch(self, func, args, kwargs)
 
-    # ------------------------------------------------------------------ memory
-    def parse_index(self, tensor: torch.Tensor, index):
-        """Tensor indexing -> list of ("tile"|"full", Dim) / ("int", i) per tensor dim."""
-        prog = self.program
-        if not isinstance(index, tuple):
-            index = (index,)
-        if sum(1 for i in index if i is Ellipsis) > 1:
-            raise TraceError("at most one `...` in an index")
-        if any(i is Ellipsis for i in index):
-            k = index.index(Ellipsis)
-            fill = tensor.dim() - (len(index) - 1)
-            index = index[:k] + (slice(None),) * fill + index[k + 1:]
-        if len(index) > tensor.dim():
-            raise TraceError(f"too many indices ({len(index)}) for a tensor of {tensor.dim()} dims")
-        index = index + (slice(None),) * (tensor.dim() - len(index))
-        out = []
-        for axis, i in enumerate(index):
-            size = tensor.shape[axis]
-            if isinstance(i, Tile):
-                if i.dim.extent > size:
-                    raise TraceError(f"tile {i.dim.describe()} is larger than dimension {axis} of "
-                                     f"the tensor it indexes (size {size})")
-                out.append(("index" if i.dim.is_index else "tile", i.dim))
-            elif isinstance(i, slice) and i == slice(None):
-                out.append(("full", prog.full_dim(size)))
-            elif isinstance(i, int) and not isinstance(i, bool):
-                if not -size <= i < size:
-                    raise TraceError(f"index {i} out of range for dimension {axis} (size {size})")
-                out.append(("int", i % size))
-            else:
-                raise TraceError(f"unsupported index {i!r}: index tensors with tiles, ints, "
-                                 f"full slices ':' or '...'")
-        return out
+    # ------------------------------------------------------------------ memory (memory.py)
+    def load(self, tensor: torch.Tensor, index, extra_mask=None):
+        return memory.load(self, tensor, index, extra_mask)
 
-    def load(self, tensor: torch.Tensor, index):
-        idx = self.parse_index(tensor, index)
-        ref = self.program.tensor_ref(tensor)
-        ref.loaded = True
-        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
-        return self.new("load", [], dims, tensor.dtype, 0, ref=ref, index=idx)
+    def store(self, tensor: torch.Tensor, index, value, extra_mask=None):
+        return memory.store(self, tensor, index, value, extra_mask)
 
-    def store(self, tensor: torch.Tensor, index, value):
-        from .ops import as_operand
-        idx = self.parse_index(tensor, index)
-        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
-        value = as_operand(self, value)
-        vdims = getattr(value, "dims", ())
-        if ir.broadcast_dims(dims, vdims) != dims:
-            raise TraceError("mismatched tile shapes in store: value has dims "
-                             f"[{', '.join(d.describe() for d in vdims)}], target "
-                             f"[{', '.join(d.describe() for d in dims)}]")
-        ref = self.program.tensor_ref(tensor)
-        ref.stored = True
-        self.new("store", [value], (), None, None, ref=ref, index=idx)
+    def atomic(self, kind, tensor, index, value):
+        return memory.store(self, tensor, index, value, atomic=kind)
 
 
 _MISSING = object()
