@@ -23,6 +23,7 @@ import textwrap
 import torch
 
 from . import language
+from . import settings as dsettings
 from .autotune import cache as dcache
 from .errors import TraceError
 from .ir import next_pow2
@@ -32,7 +33,7 @@ from .lower import lower
 from .plan import PlanBuilder, plan_key
 from .trace import Tracer
 
-EFFORTS = ("none", "quick", "full")
+EFFORTS = dsettings.EFFORTS
 
 
 @dataclasses.dataclass
@@ -100,9 +101,13 @@ class Kernel:
     bool exact.
     """
 
-    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False,
+                 **settings):
+        extra = dsettings.check(settings)
+        autotune_effort = autotune_effort or extra.get("effort")
         if autotune_effort is not None and autotune_effort not in EFFORTS:
             raise ValueError(f"autotune_effort must be one of {EFFORTS}, got {autotune_effort!r}")
+        self.print_output_code, self.quiet = extra.get("print", False), extra.get("quiet", False)
         self.fn, self.config, self.configs = fn, config, list(configs) if configs else None
         self.autotune_effort, self.static_shapes = autotune_effort, static_shapes
         self.__name__ = fn.__name__
@@ -187,6 +192,8 @@ class Kernel:
     def default_effort(self, args, kwargs=None) -> str:
         if self.autotune_effort is not None:
             return self.autotune_effort
+        if dsettings.env_effort():
+            return dsettings.env_effort()
         # On the CPU interpreter timings mean nothing: take the heuristic default.
         return "quick" if _device_of(args, kwargs or {}).type == "cuda" else "none"
 
@@ -198,7 +205,8 @@ class Kernel:
         effort = effort or self.default_effort(args, kwargs)
         if effort not in EFFORTS:
             raise ValueError(f"effort must be one of {EFFORTS}, got {effort!r}")
-        cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress)
+        cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress,
+                            quiet=dsettings.quiet(self.quiet))
         self.last_summary = summary
         key = _key or self.cache_key(args, kwargs)
         if effort != "none" or self.configs:   # an untuned default must not shadow a real tuning
@@ -256,6 +264,8 @@ class Kernel:
     def jit_function(self, low):
         jf = self._jit.get(low.source)
         if jf is None:
+            if dsettings.print_code(self.print_output_code):
+                dsettings.show_source(low.name, low.source)
             jf = exec_source(low.source, low.name)
             self._jit[low.source] = jf
         return jf
@@ -378,12 +388,15 @@ def _device_of(args, kwargs):
     return torch.device("cpu")
 
 
-def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=False,
+           **settings):
     """Decorator: `@dt.kernel` or `@dt.kernel(config=..., configs=[...], autotune_effort="quick",
-    static_shapes=False)`."""
+    static_shapes=False)`; Helion's settings too (settings.py says which do what)."""
+    dsettings.check(settings)
+
     def wrap(f):
         return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
-                      static_shapes=static_shapes)
+                      static_shapes=static_shapes, **settings)
     return wrap if fn is None else wrap(fn)
 
 

@@ -161,8 +161,9 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
         return x
     axis = _axis(x, dim)
     rdim = x.dims[axis]
+    partial = None
     if tracer.program is not None:     # (outside a loop, tracer.new says so)
-        _whole(rdim, f"{kind}() over")
+        partial = _whole(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
@@ -171,17 +172,20 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
     return tracer.new("reduce", [x], dims, dtype, None, kind=kind, axis=axis, keepdim=keepdim,
-                      rdim=rdim, identity=ident)
+                      rdim=rdim, identity=ident, partial=partial)
 
 
 def _whole(d, what):
-    """Each program holds one tile of a grid dim: summing over it would sum that tile only,
-    where the oracle sums the whole dim. Allowed when one tile covers the dim (a pinned
+    """Each program holds one tile of a grid dim: summing over it sums that tile only, where
+    the oracle sums the whole dim. Returns the error to raise if such a partial result reaches
+    anything but `hl.atomic_add` (split-K), or None when one tile covers the dim (a pinned
     block_size >= the extent)."""
     if d is not ONE and d.kind == "grid" and not (d.block and d.block >= d.extent):
-        raise TraceError(f"{what} {d.describe()}, a dim of the launch grid: each program sees only "
-                         "its own tile of it. Reduce over a full slice ':' or an inner dt.tile "
-                         "loop instead (or pin block_size to cover the dim)")
+        return TraceError(f"{what} {d.describe()}, a dim of the launch grid: each program sees "
+                          "only its own tile of it. Reduce over a full slice ':' or an inner "
+                          "hl.tile loop instead (or pin block_size to cover the dim, or add the "
+                          "partial results with hl.atomic_add)")
+    return None
 
 
 def _axis(x, dim):
@@ -197,7 +201,7 @@ def dot(tracer, a, b):
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
-    _whole(a.dims[1], "matmul contracting")
+    partial = _whole(a.dims[1], "matmul contracting")
     if a.dtype != b.dtype:
         raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
     for d in (a.dims[0], a.dims[1], b.dims[1]):
@@ -208,7 +212,7 @@ def dot(tracer, a, b):
     prog.has_dot = True
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
     return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), None,
-                      kdim=a.dims[1], precision=_fp32_precision(a.dtype))
+                      kdim=a.dims[1], precision=_fp32_precision(a.dtype), partial=partial)
 
 
 def _fp32_precision(dtype):
@@ -325,14 +329,24 @@ def reshape(tracer, x, shape):
             want.append(s.dim)
         elif s == 1:
             want.append(ONE)
-        elif s == -1 and len([d for d in x.dims if d is not ONE]) == 1:
-            want.append(next(d for d in x.dims if d is not ONE))
+        elif s == -1:
+            want.append(None)          # filled below: the one real dim left over
         else:
             match = [d for d in x.dims if d is not ONE and d.kind == "full" and d.extent == s]
             if len(match) != 1:
                 raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 "
                                  "axes is supported")
             want.append(match[0])
+    if None in want:
+        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
+        if len(left) != 1 or want.count(None) != 1:
+            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
+        want[want.index(None)] = left[0]
+    if None in want:
+        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
+        if len(left) != 1 or want.count(None) != 1:
+            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
+        want[want.index(None)] = left[0]
     if [d for d in want if d is not ONE] != [d for d in x.dims if d is not ONE]:
         raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 axes is "
                          "supported")

@@ -126,10 +126,18 @@ class RefRun:
     def atomic(self, kind, tensor, index, value):
         index = unwrap(index)
         value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype)
-        if kind == "add" and any(isinstance(i, torch.Tensor) and i.dim() > 0
-                                 for i in (index if isinstance(index, tuple) else (index,))):
-            tensor.index_put_(_advanced(tensor, index), value.expand(tensor[index].shape),
-                              accumulate=True)     # a scatter may hit one element twice
+        if kind in ("add", "max", "min") and any(
+                isinstance(i, torch.Tensor) and i.dim() > 0
+                for i in (index if isinstance(index, tuple) else (index,))):
+            # a scatter may hit one element twice: reduce every hit, in the tensor's storage
+            parts = torch.broadcast_tensors(*_advanced(tensor, index))
+            lin = sum(p * st for p, st in zip(parts, tensor.stride()))
+            vals = value.expand(tensor[index].shape).reshape(lin.shape)
+            flat = torch.as_strided(tensor, (tensor.untyped_storage().nbytes()
+                                             // tensor.element_size() - tensor.storage_offset(),),
+                                    (1,), tensor.storage_offset())
+            flat.scatter_reduce_(0, lin.reshape(-1), vals.reshape(-1),
+                                 {"add": "sum", "max": "amax", "min": "amin"}[kind])
             return None
         old = tensor[index]
         new = {"add": lambda: old + value, "max": lambda: torch.maximum(old, value),
@@ -149,7 +157,8 @@ class RefRun:
             r = torch.arange(lo, hi, dtype=torch.int64) * mult
             offs = r if offs is None else r[:, None] + offs[None]
             mult *= hi
-        out = philox.rand(int(seed), Tensor(offs.to(torch.int32), D.int32)).data
+        # int64 storage of int32 values, as the interpreter keeps integers
+        out = philox.rand(int(seed), Tensor(offs, D.int32)).data
         return out.to(self.device)
 
     def dot(self, a, b, acc, out_dtype):

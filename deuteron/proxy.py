@@ -170,6 +170,19 @@ class TileValue(ir.Value):
     def ndim(self):
         return self.rank
 
+    @property
+    def shape(self):
+        """Tiles for tile dims (usable in hl.zeros / reshape shapes), ints for the others."""
+        from .trace import Tile
+        return tuple(1 if d is ir.ONE else d.extent if d.kind == "full" else Tile(self.tracer, d)
+                     for d in self.dims)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self.rank
+
 
 def _unary_method(fn):
     def method(self):

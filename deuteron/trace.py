@@ -312,6 +312,13 @@ class Tracer:
                         "dt.tile loop that has ended: the kernel would keep only its last tile, "
                         "the oracle the whole dim. Reduce or accumulate it inside the loop "
                         "(acc = acc + ...)", loc)
+        partial = attrs.get("partial") or next(
+            (a.attrs["partial"] for a in args if isinstance(a, ir.Value) and a.attrs.get("partial")), None)
+        if partial is not None:
+            if op == "store" or (op == "atomic" and attrs.get("fn") != "add"):
+                raise partial
+            if op != "atomic":
+                attrs["partial"] = partial
         v = TileValue(self, op, args, dims, dtype, pad, loc or user_loc(), **attrs)
         pads.recompute(v)
         if hoist is not None:   # a loop-carried init made of a number: define it before the loop
