@@ -329,6 +329,8 @@ def exec_source(source: str, name: str):
 def block_of(dim, config: Config) -> int:
     if dim.kind == "full":
         return max(next_pow2(dim.extent), 16 if dim.in_dot else 1)
+    if getattr(dim, "batch", False):     # a batched matmul's batch tile: one per program
+        return 1
     if dim.block is not None:
         return dim.block
     if dim.index >= len(config.block_sizes):

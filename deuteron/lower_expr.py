@@ -90,6 +90,8 @@ class ExprMixin:
             return f"offs_{v.attrs['dim'].letter}", ATOM
         if op in ("begin", "end", "block_size", "tile_id"):
             return self._tile_attr(op, v.attrs["dim"])
+        if op == "permute":
+            return f"nl.permute({self.ref(a[0])[0]}, {tuple(v.attrs['perm'])})", ATOM
         if op == "reshape":
             return f"nl.reshape({self.ref(a[0])[0]}, {self._shape(v)})", ATOM
         if op == "arange":

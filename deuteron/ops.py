@@ -196,8 +196,11 @@ def _axis(x, dim):
 
 def dot(tracer, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
+    if isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 3 and b.rank == 3:
+        return _batched_dot(tracer, a, b)
     if not (isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 2 and b.rank == 2):
-        raise TraceError("matmul in a tile loop takes two 2-D tiles")
+        raise TraceError("matmul in a tile loop takes two 2-D tiles (or two 3-D tiles of one "
+                         "batch tile)")
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
@@ -213,6 +216,23 @@ def dot(tracer, a, b):
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
     return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), None,
                       kdim=a.dims[1], precision=_fp32_precision(a.dtype), partial=partial)
+
+
+def _batched_dot(tracer, a, b):
+    """[B, M, K] @ [B, K, N] over a batch tile B: the batch tile runs one batch element per
+    program (its block size is pinned to 1), so the product is one 2-D dot per program."""
+    bdim = a.dims[0]
+    if b.dims[0] is not bdim:
+        raise TraceError("batched matmul: both operands need the same batch tile")
+    if bdim is not ONE:
+        if bdim.kind == "full" or getattr(bdim, "shared", None) is not None or (
+                bdim.block not in (None, 1)):
+            raise TraceError("batched matmul: the batch dim must be an hl.tile dim the "
+                             "autotuner may size (it is pinned to one element per program)")
+        bdim.batch = True
+    flat = [tracer.new("reshape", [x], x.dims[1:], x.dtype, None) for x in (a, b)]
+    d = dot(tracer, *flat)
+    return tracer.new("reshape", [d], (bdim,) + d.dims, d.dtype, None)
 
 
 def _fp32_precision(dtype):
@@ -251,10 +271,15 @@ def view(tracer, x, index):
     return tracer.new("view", [x], tuple(dims), x.dtype, None, index=index)
 
 
-def trans(tracer, x):
-    if x.rank != 2:
+def trans(tracer, x, d0=0, d1=1):
+    if x.rank == 2:
+        return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
+    if x.rank < 2:
         raise TraceError("transpose of a tile needs 2 dims")
-    return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
+    perm = list(range(x.rank))
+    perm[d0 % x.rank], perm[d1 % x.rank] = perm[d1 % x.rank], perm[d0 % x.rank]
+    return tracer.new("permute", [x], tuple(x.dims[p] for p in perm), x.dtype, None,
+                      perm=tuple(perm))
 
 
 def arange(tracer, begin, end, dtype):

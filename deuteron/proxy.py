@@ -156,9 +156,14 @@ class TileValue(ir.Value):
         return ops.trans(self.tracer, self)
 
     def transpose(self, d0, d1):
-        if {d0 % max(self.rank, 1), d1 % max(self.rank, 1)} != {0, 1} or self.rank != 2:
-            raise TraceError("transpose of a tile needs 2 dims")
-        return ops.trans(self.tracer, self)
+        return ops.trans(self.tracer, self, d0, d1)
+
+    def permute(self, *perm):
+        perm = tuple(perm[0]) if len(perm) == 1 and isinstance(perm[0], (list, tuple)) else perm
+        if sorted(p % self.rank for p in perm) != list(range(self.rank)):
+            raise TraceError(f"permute{perm} of a tile of {self.rank} dims")
+        return self.tracer.new("permute", [self], tuple(self.dims[p] for p in perm), self.dtype,
+                               None, perm=tuple(p % self.rank for p in perm))
 
     def clamp(self, min=None, max=None):
         return _clamp(self.tracer, self, min, max)
@@ -241,7 +246,10 @@ def _table():
             t[r] = (lambda f: lambda tr, a, b: ops.binary(tr, f, b, a))(fn)
     t[torch.Tensor.__matmul__] = lambda tr, a, b: ops.dot(tr, a, b)
     t[torch.Tensor.__rmatmul__] = lambda tr, a, b: ops.dot(tr, b, a)
-    t[torch.matmul] = t[torch.mm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.matmul] = t[torch.mm] = t[torch.bmm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.baddbmm] = _addmm
+    t[torch.Tensor.transpose] = lambda tr, x, d0, d1: ops.trans(tr, ops.as_operand(tr, x), d0, d1)
+    t[torch.transpose] = t[torch.Tensor.transpose]
     t[torch.addmm] = _addmm
     t[torch.where] = lambda tr, c, a, b: ops.where(tr, c, a, b)
     t[torch.clamp] = lambda tr, x, min=None, max=None: _clamp(tr, x, min, max)

@@ -338,3 +338,32 @@ def test_quiet_keeps_the_summary_line(monkeypatch, capsys, how):
     got = capsys.readouterr()
     assert "[deuteron] plus_half: 2 configs tried" in got.out
     assert "configs" not in got.err               # no progress bar
+
+
+@dt.kernel
+def bmm(a, b):
+    out = torch.full((a.shape[0], a.shape[1], b.shape[2]), float("nan"), dtype=a.dtype)
+    for tb, tm, tn in hl.tile([a.shape[0], a.shape[1], b.shape[2]]):
+        acc = hl.zeros([tb, tm, tn])
+        for tk in hl.tile(a.shape[2]):
+            acc = torch.baddbmm(acc, a[tb, tm, tk], b[tb, tk, tn])
+        out[tb, tm, tn] = acc.to(a.dtype)
+    return out
+
+
+def test_batched_matmul_of_3d_tiles():
+    a, b = torch.randn(3, 33, 20).half(), torch.randn(3, 20, 17).half()
+    _both(bmm, (a, b), torch.bmm(a.float(), b.float()).half(), rtol=2e-2, atol=2e-2)
+
+
+@dt.kernel
+def scores(q, k):
+    out = torch.full((q.shape[0], q.shape[1], k.shape[1]), float("nan"))
+    for tb, tm, tn in hl.tile([q.shape[0], q.shape[1], k.shape[1]]):
+        out[tb, tm, tn] = torch.bmm(q[tb, tm, :], k[tb, tn, :].transpose(1, 2)).float()
+    return out
+
+
+def test_transpose_1_2_into_bmm():
+    q, k = torch.randn(2, 19, 16).half(), torch.randn(2, 21, 16).half()
+    _both(scores, (q, k), q.float() @ k.float().transpose(1, 2), rtol=2e-2, atol=2e-2)

@@ -38,6 +38,7 @@ class TileInfo:
     row: int           # elements per program from full slices (1 when none)
     program: int
     bounds: tuple | None = None    # hl.register_block_size(min, max)
+    batch: bool = False            # a batched matmul's batch tile: pinned to 1
 
 
 def _pow2_range(lo, hi):
@@ -66,7 +67,8 @@ class Space:
             users = d.users or [d]     # a registered block size: what the tiles using it need
             pi, row = owner.get(id(users[0]), (0, 1))
             self.tiles.append(TileInfo(d.extent, users[0].kind, any(u.in_dot for u in users),
-                                       row, pi, getattr(d, "bs_range", None)))
+                                       row, pi, getattr(d, "bs_range", None),
+                                       getattr(d, "batch", False)))
         self.has_dot = any(p.has_dot for p in self.programs)
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
@@ -96,6 +98,8 @@ class Space:
         self.spilled.append(cfg)
 
     def _choices(self, t: TileInfo):
+        if t.batch:
+            return [1]
         if t.bounds is not None:
             lo, hi = t.bounds
             got = [b for b in self._choices(dataclasses.replace(t, bounds=None)) if lo <= b <= hi]
