@@ -259,15 +259,29 @@ def full(tracer, shape, value, dtype):
 
 
 def view(tracer, x, index):
-    """`v[:, None]` / `v[None, :]`: insert size-1 axes."""
+    """`v[:, None]` / `v[None, :]`: insert size-1 axes; `v[:, 0]` on a size-1 axis drops it."""
     if not isinstance(index, tuple):
         index = (index,)
     if sum(1 for i in index if i is not None) != x.rank or any(
-            i is not None and i != slice(None) for i in index):
-        raise TraceError("tile values can only be indexed with ':' and None (e.g. v[:, None])")
-    dims, it = [], iter(x.dims)
+            i is not None and i != slice(None) and not (
+                isinstance(i, int) and not isinstance(i, bool)) for i in index):
+        raise TraceError("tile values can only be indexed with ':', None and 0 on a size-1 axis "
+                         "(e.g. v[:, None], v[:, 0])")
+    dims, it, drop = [], iter(x.dims), False
     for i in index:
-        dims.append(ONE if i is None else next(it))
+        if i is None:
+            dims.append(ONE)
+            continue
+        d = next(it)
+        if isinstance(i, int):
+            if d is not ONE or i not in (0, -1):
+                raise TraceError("an int index of a tile value must pick the one element of a "
+                                 "size-1 axis (v[:, 0] after a keepdim reduction)")
+            drop = True
+            continue
+        dims.append(d)
+    if drop:
+        return tracer.new("reshape", [x], tuple(dims), x.dtype, None)
     return tracer.new("view", [x], tuple(dims), x.dtype, None, index=index)
 
 
