@@ -187,3 +187,8 @@ def default_block(lo: int, hi: int) -> int:
     while b < 64 and b * 2 <= hi:
         b *= 2
     return b
+
+
+def is_zero(x) -> bool:
+    """A tile bound that is the host int 0 (bounds may also be Values computed in the kernel)."""
+    return isinstance(x, int) and x == 0

@@ -16,6 +16,7 @@ import torch
 
 from . import ir
 from .lower_expr import ExprMixin
+from .ir import is_zero
 from .spelling import LETTERS, Names
 
 MAX_LINE = 100      # generated lines longer than this get their pointers and masks named
@@ -272,7 +273,7 @@ class _Lowering(ExprMixin):
             ref = it.attrs["ref"]
             name = self.names.fresh(f"{ref.name}_ptrs")
             wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
-                    and g.lo == 0 and id(g) not in self._reduced_dims()]
+                    and is_zero(g.lo) and id(g) not in self._reduced_dims()]
             ptr, mask = self._address(it, at_start_of=d, wrap=wrap,
                                       transpose=transpose)
             self.emit(f"{name} = {ptr}", depth)
@@ -342,7 +343,7 @@ class _Lowering(ExprMixin):
                 rest = f"rest_{L}"
 
     def _span(self, d):
-        return d.letter.upper() if d.lo == 0 else f"({d.letter.upper()} - {d.lo})"
+        return d.letter.upper() if is_zero(d.lo) else f"({d.letter.upper()} - {d.lo})"
 
     def run(self) -> Lowered:
         self._letters()
@@ -366,7 +367,7 @@ class _Lowering(ExprMixin):
             if d.is_index:
                 continue
             if d.kind == "grid":
-                first = "" if d.lo == 0 else f"{d.lo} + "
+                first = "" if is_zero(d.lo) else f"{d.lo} + "
                 self.emit(f"offs_{L} = {first}pid_{L} * {B} + nl.arange(0, {B})", 1)
             elif d.kind == "full":
                 self.emit(f"offs_{L} = nl.arange(0, {B})", 1)

@@ -11,6 +11,7 @@ import torch
 
 from . import ir
 from .ir import ONE
+from .ir import is_zero
 from .spelling import ATOM, BINOP, PREC, UNARY, bc, literal, nl_dtype
 
 
@@ -150,17 +151,17 @@ class ExprMixin:
         """The position of a block_size=1 tile (an index)."""
         if d.kind != "grid":
             return f"start_{d.letter}"
-        return f"pid_{d.letter}" if d.lo == 0 else f"({d.lo} + pid_{d.letter})"
+        return f"pid_{d.letter}" if is_zero(d.lo) else f"({d.lo} + pid_{d.letter})"
 
     def _tile_attr(self, op, d):
         L, B = d.letter, f"BLOCK_SIZE_{d.letter.upper()}"
         if d.is_index:
             first = self.pos(d)
             return {"begin": (first, ATOM), "end": (f"{first} + 1", 8), "block_size": ("1", ATOM),
-                    "tile_id": (first if d.lo == 0 else f"({first} - {self.lo(d)})", ATOM)}[op]
+                    "tile_id": (first if is_zero(d.lo) else f"({first} - {self.lo(d)})", ATOM)}[op]
         if d.kind == "grid":
-            first = f"pid_{L} * {B}" if d.lo == 0 else f"{d.lo} + pid_{L} * {B}"
-            fprec = 9 if d.lo == 0 else 8
+            first = f"pid_{L} * {B}" if is_zero(d.lo) else f"{d.lo} + pid_{L} * {B}"
+            fprec = 9 if is_zero(d.lo) else 8
             tid = (f"pid_{L}", ATOM)
         else:
             first, fprec = f"start_{L}", ATOM
@@ -234,7 +235,7 @@ class ExprMixin:
                 continue
             offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
                     else f"offs_{d.letter}")
-            if d is at_start_of and d.lo != 0:
+            if d is at_start_of and not is_zero(d.lo):
                 offs = f"({self.lo(d)} + {offs})"
             start = starts.get(axis - 1)
             if start:

@@ -43,7 +43,7 @@ def parse_index(tracer, tensor: torch.Tensor, index):
             continue
         size = tensor.shape[axis]
         if isinstance(i, Tile):
-            if not isinstance(i.dim.hi, ir.Value) and i.dim.lo + i.dim.extent > size:
+            if isinstance(i.dim.hi, int) and i.dim.hi > size:
                 raise TraceError(f"tile {i.dim.describe()} is larger than dimension {axis} of "
                                  f"the tensor it indexes (size {size})")
             out.append(("index" if i.dim.is_index else "tile", i.dim))

@@ -214,7 +214,9 @@ def dot(tracer, a, b):
     prog = tracer.program
     prog.has_dot = True
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
-    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), None,
+    fp8 = a.dtype.is_floating_point and a.dtype.itemsize == 1   # torch has no fp8 matmul:
+    rtype = torch.float32 if fp8 else _infer("matmul", a, b)   # fp32, as the kernel's dot
+    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), rtype, None,
                       kdim=a.dims[1], precision=_fp32_precision(a.dtype), partial=partial)
 
 
