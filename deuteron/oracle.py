@@ -115,7 +115,7 @@ class RefRun:
         return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
 
     def load(self, tensor, index, extra_mask):
-        v = tensor[unwrap(index)]
+        v = tensor[_clamped(tensor, unwrap(index))]
         return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
     def store(self, tensor, index, value, extra_mask):
@@ -166,6 +166,22 @@ class RefRun:
         if acc is not None:
             r = acc + r
         return r.to(out_dtype) if out_dtype is not None else r
+
+
+def _clamped(tensor, index):
+    """Tensor indices clamped into range: lanes that extra_mask turns off may point anywhere
+    (the kernel does not read them)."""
+    index = index if isinstance(index, tuple) else (index,)
+    out, axis = [], 0
+    for i in index:
+        if i is None:
+            out.append(i)
+            continue
+        if isinstance(i, torch.Tensor) and i.dtype != torch.bool:
+            i = i.clamp(0, tensor.shape[axis] - 1)
+        out.append(i)
+        axis += 1
+    return tuple(out)
 
 
 def _advanced(tensor, index):

@@ -257,8 +257,11 @@ def _table():
         ops.as_operand(tr, x), dim, keepdim, dtype)
     t[torch.mean] = lambda tr, x, dim=None, keepdim=False, dtype=None: TileValue.mean(
         ops.as_operand(tr, x), dim, keepdim, dtype)
-    t[torch.amax] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "max", x, dim or None, keepdim)
-    t[torch.amin] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "min", x, dim or None, keepdim)
+    # (dim=() means every dim, as in torch; dim=0 is the first one)
+    t[torch.amax] = lambda tr, x, dim=(), keepdim=False: ops.reduce(
+        tr, "max", x, None if dim in ((), []) else dim, keepdim)
+    t[torch.amin] = lambda tr, x, dim=(), keepdim=False: ops.reduce(
+        tr, "min", x, None if dim in ((), []) else dim, keepdim)
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
     t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax

@@ -1,6 +1,7 @@
 """Matmul-like ops as deuteron kernels, in Helion's style: matmul (an epilogue callable, addmm,
 autograd), split-K with atomics, bmm, broadcast matmul, matmul + layer norm, grouped GEMM,
-fp8, int4 and bf16 x int16 GEMMs, gather-GEMV, fused linear JSD, attention (fp16 and fp8).
+fp8, int4 and bf16 x int16 GEMMs, gather-GEMV, fused linear JSD, a Mamba-2 chunk scan,
+attention (fp16 and fp8).
 `OPS` lists them for tests/test_deuteron_ops.py and benchmarks/dt_ops.py.
 
     python examples/dt_ops_matmul.py     # check every op (the interpreter without a GPU)
@@ -381,6 +382,47 @@ def _attn_ref(q, k, v):
     return (torch.softmax(s, -1) @ v.float()).to(q.dtype)
 
 
+@dt.kernel
+def mamba2_chunk_scan(cb, x, dt_, da_cs, c, prev_states, d):
+    """One head of Mamba-2's chunked scan. Per chunk and row m: the carried-in state read by C,
+    decayed by exp(dA_cs[m]), plus the causal intra-chunk sum over k <= m of
+    cb[m, k] * exp(dA_cs[m] - dA_cs[k]) * dt[k] * x[k], plus the skip term d * x[m].
+    Shapes: cb [chunks, L, L], x [chunks, L, P], dt_ / da_cs [chunks, L], c [chunks, L, N],
+    prev_states [chunks, N, P]."""
+    nc, ln, p = x.shape
+    out = torch.empty(nc, ln, p, dtype=torch.float32, device=x.device)
+    for ch, tm, tp in hl.tile([nc, ln, p], block_size=[1, None, None]):
+        a_m = da_cs[ch, tm]
+        acc = (c[ch, tm, :] @ prev_states[ch, :, tp]).float() * torch.exp(a_m)[:, None]
+        for tk in hl.tile(ln):
+            w = cb[ch, tm, tk].float() * torch.exp(a_m[:, None] - da_cs[ch, tk][None, :]) \
+                * dt_[ch, tk][None, :]
+            w = torch.where(tm.index[:, None] >= tk.index[None, :], w, 0.0)
+            acc = torch.addmm(acc, w.to(x.dtype), x[ch, tk, tp])
+        out[ch, tm, tp] = acc + d * x[ch, tm, tp].float()
+    return out
+
+
+def _mamba_make(device, small):
+    nc, ln, p, n = (2, 37, 24, 16) if small else (256, 256, 64, 128)
+    h = torch.float16
+    da = torch.cumsum(-torch.rand(nc, ln, device=device) * 0.1, 1)
+    return (torch.randn(nc, ln, ln, device=device, dtype=h) / 4,
+            torch.randn(nc, ln, p, device=device, dtype=h),
+            torch.rand(nc, ln, device=device) * 0.5, da,
+            torch.randn(nc, ln, n, device=device, dtype=h) / 4,
+            torch.randn(nc, n, p, device=device, dtype=h) / 4, 0.75)
+
+
+def _mamba_ref(cb, x, dt_, da, c, s, d):
+    ln = x.shape[1]
+    causal = torch.tril(torch.ones(ln, ln, device=x.device, dtype=torch.bool))
+    w = cb.float() * torch.exp(da[:, :, None] - da[:, None, :]) * dt_[:, None, :]
+    w = torch.where(causal, w, 0.0).half().float()
+    y = (c.float() @ s.float()) * torch.exp(da)[:, :, None] + w @ x.float()
+    return y + d * x.float()
+
+
 def _mm_newt(x, y):
     """The hand-written newt kernel of the same op (examples/05_matmul.py)."""
     import importlib.util
@@ -414,6 +456,7 @@ OPS = [
        lambda x, w: (x.float() @ w.float()).bfloat16(), tol=F8, matmul=True),
     Op("gather_gemv", _gemv_make, gather_gemv, lambda w, i, x: w[i].float() @ x, tol=(1e-3, 1e-3)),
     Op("fused_linear_jsd", _fljsd_make, fused_linear_jsd, _fljsd_ref, tol=H, matmul=True),
+    Op("mamba2_chunk_scan", _mamba_make, mamba2_chunk_scan, _mamba_ref, tol=H, matmul=True),
     Op("attention_fp16", _attn_make(torch.float16), attention, _attn_ref, tol=H, matmul=True),
     Op("attention_fp8", _attn_make(torch.float8_e4m3fn), attention,
        lambda q, k, v: _attn_ref(q, k, v).float(), tol=(0.15, 0.15), matmul=True),

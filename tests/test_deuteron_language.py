@@ -367,3 +367,18 @@ def scores(q, k):
 def test_transpose_1_2_into_bmm():
     q, k = torch.randn(2, 19, 16).half(), torch.randn(2, 21, 16).half()
     _both(scores, (q, k), q.float() @ k.float().transpose(1, 2), rtol=2e-2, atol=2e-2)
+
+
+@dt.kernel
+def col_extremes(x):
+    out = torch.full((x.shape[1],), float("nan"))
+    for tn in hl.tile(x.shape[1]):
+        v = x[:, tn]
+        out[tn] = torch.amax(v, dim=0) + torch.amin(v, dim=0)
+    return out
+
+
+def test_torch_amax_over_dim_0_reduces_dim_0_only():
+    """torch.amax(v, dim=0) once reduced every dim (`dim or None`)."""
+    x = torch.randn(23, 41)
+    _both(col_extremes, (x,), x.amax(0) + x.amin(0))

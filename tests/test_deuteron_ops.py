@@ -1,0 +1,50 @@
+"""Every op of the deuteron op examples (examples/dt_ops_*.py, Helion-style kernels) on the
+newt interpreter at small odd sizes, against torch, with the kernels' host allocations
+NaN-poisoned (examples/dt_ops_common.py). The GPU run of the same ops: benchmarks/dt_ops.py."""
+import os
+import sys
+
+import pytest
+import torch
+
+import newt.options
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+
+import dt_ops_basic  # noqa: E402
+import dt_ops_common  # noqa: E402
+import dt_ops_jagged  # noqa: E402
+import dt_ops_matmul  # noqa: E402
+
+OPS = dt_ops_basic.OPS + dt_ops_matmul.OPS + dt_ops_jagged.OPS
+
+
+@pytest.fixture(autouse=True)
+def _interp(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+
+
+@pytest.mark.parametrize("op", OPS, ids=[op.name for op in OPS])
+def test_op_matches_torch(op):
+    dt_ops_common.check(op, "cpu", small=True)
+
+
+def test_names_are_unique():
+    names = [op.name for op in OPS]
+    assert len(names) == len(set(names))
+
+
+def test_the_check_catches_an_unwritten_element():
+    """A kernel that leaves one output element as allocated fails: host allocations are NaN."""
+    op = next(o for o in OPS if o.name == "add")
+
+    def skip_last(x, y):
+        out = op.run(x, y)
+        bad = torch.empty_like(out)
+        bad[:-1] = out[:-1]
+        return bad
+    broken = dt_ops_common.Op("broken", op.make, skip_last, op.ref)
+    with pytest.raises(AssertionError):
+        dt_ops_common.check(broken, "cpu", small=True)
