@@ -48,3 +48,23 @@ def test_the_check_catches_an_unwritten_element():
     broken = dt_ops_common.Op("broken", op.make, skip_last, op.ref)
     with pytest.raises(AssertionError):
         dt_ops_common.check(broken, "cpu", small=True)
+
+
+def test_benchmark_goes_on_past_a_failure_a_hang_and_a_crash(tmp_path):
+    """benchmarks/dt_ops.py (here on the interpreter, --cpu): an op that raises, one that hangs
+    past the per-op timeout and one that kills its worker are each reported, and the others
+    still run and pass."""
+    import subprocess
+    env = dict(os.environ, DEUTERON_CACHE_DIR=str(tmp_path / "dt"),
+               NEWT_CACHE_DIR=os.environ.get("NEWT_CACHE_DIR", str(tmp_path / "newt")))
+    out = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "benchmarks", "dt_ops.py"), "--cpu", "--timeout", "6",
+         "--ops", "add,sum,softmax,rope,matmul",
+         "--fault", "sum:raise,softmax:hang,matmul:crash"],
+        capture_output=True, text=True, timeout=300, env=env).stdout
+    rows = {ln.split()[0].rstrip("*"): ln for ln in out.splitlines()
+            if ln.split() and ln.split()[0].rstrip("*") in ("add", "sum", "softmax", "rope", "matmul")}
+    assert " pass " in rows["add"] and " pass " in rows["rope"], out
+    assert "injected failure" in rows["sum"] and "timeout" in rows["softmax"], out
+    assert "worker crashed" in rows["matmul"], out
+    assert "2/5 ops pass" in out
