@@ -95,6 +95,10 @@ class Kernel:
                      exact shape; Helion's default, not deuteron's (examples/dt_attention.py
                      opts in)
 
+    Helion's settings are accepted too: `use_default_config=True` is autotune_effort="none",
+    `print_output_code=True` prints each generated kernel, `autotune_log_level=0` drops the
+    progress bar; the others have no effect (settings.py lists them).
+
     Every candidate is checked against the oracle (`k.ref`) before it is timed, within these
     tolerances (rtol = atol; atol scaled by the RMS of the oracle's output), by output dtype:
     fp32 1e-4 (2e-2 when an fp32 matmul runs on tf32), fp16/bf16 2e-2, fp64 1e-7, integers and
@@ -331,6 +335,9 @@ def block_of(dim, config: Config) -> int:
         return max(next_pow2(dim.extent), 16 if dim.in_dot else 1)
     if getattr(dim, "batch", False):     # a batched matmul's batch tile: one per program
         return 1
+    shared = getattr(dim, "shared", None)  # hl.register_block_size: the config's slot
+    if shared is not None and 0 <= shared.index < len(config.block_sizes):
+        return config.block_sizes[shared.index]
     if dim.block is not None:
         return dim.block
     if dim.index >= len(config.block_sizes):

@@ -33,7 +33,7 @@ from ..config import Config
 @dataclasses.dataclass
 class TileInfo:
     extent: int
-    kind: str          # "grid" | "loop"
+    kind: str          # "grid" | "loop" | "bs" (an hl.register_block_size)
     in_dot: bool
     row: int           # elements per program from full slices (1 when none)
     program: int
@@ -66,7 +66,8 @@ class Space:
         for d in tracer.tunable:
             users = d.users or [d]     # a registered block size: what the tiles using it need
             pi, row = owner.get(id(users[0]), (0, 1))
-            self.tiles.append(TileInfo(d.extent, users[0].kind, any(u.in_dot for u in users),
+            kind = "bs" if d.users or getattr(d, "bs_range", None) else d.kind   # no grid/K part
+            self.tiles.append(TileInfo(d.extent, kind, any(u.in_dot for u in users),
                                        row, pi, getattr(d, "bs_range", None),
                                        getattr(d, "batch", False)))
         self.has_dot = any(p.has_dot for p in self.programs)
