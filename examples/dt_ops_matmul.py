@@ -1,5 +1,5 @@
 """Matmul-like ops as deuteron kernels, in Helion's style: matmul (an epilogue callable, addmm,
-autograd), split-K with atomics, bmm, broadcast matmul, matmul + layer norm, grouped GEMM,
+autograd), split-K (atomics, and two phases), bmm, broadcast matmul, matmul + layer norm, grouped GEMM,
 fp8, int4 and bf16 x int16 GEMMs, gather-GEMV, fused linear JSD, a Mamba-2 chunk scan,
 attention (fp16 and fp8).
 `OPS` lists them for tests/test_deuteron_ops.py and benchmarks/dt_ops.py.
@@ -124,6 +124,25 @@ def matmul_split_k(x, y):
         for tk in hl.tile(tk_outer.begin, tk_outer.end):
             acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
         hl.atomic_add(out, [tm, tn], acc)
+    return out
+
+
+@dt.kernel
+def matmul_split_k_two_phase(x, y):
+    """Split-K without atomics: each split writes its partial product to its own slice of a
+    buffer, and a second loop (a second launch: the barrier between the phases) adds them."""
+    m, k = x.size()
+    n = y.size(1)
+    split = hl.register_block_size(64, 1024)
+    partial = torch.zeros(-(-k // split), m, n, dtype=torch.float32, device=x.device)
+    out = torch.empty(m, n, dtype=torch.float32, device=x.device)
+    for tm, tn, tk_outer in hl.tile([m, n, k], block_size=[None, None, split]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(tk_outer.begin, tk_outer.end):
+            acc = torch.addmm(acc, x[tm, tk], y[tk, tn])
+        partial[tk_outer.id, tm, tn] = acc
+    for tm, tn in hl.tile([m, n]):
+        out[tm, tn] = partial[:, tm, tn].sum(0)
     return out
 
 
@@ -444,6 +463,10 @@ OPS = [
         torch.randn(256, 16384, device=d, dtype=torch.float16),
         torch.randn(16384, 256, device=d, dtype=torch.float16)),
        matmul_split_k, lambda x, y: x.float() @ y.float(), tol=H, matmul=True),
+    Op("matmul_split_k_two_phase", lambda d, s: _mm_make(torch.float16)(d, s) if s else (
+        torch.randn(256, 16384, device=d, dtype=torch.float16),
+        torch.randn(16384, 256, device=d, dtype=torch.float16)),
+       matmul_split_k_two_phase, lambda x, y: x.float() @ y.float(), tol=H, matmul=True),
     Op("bmm", _bmm_make, bmm, lambda a, b: torch.bmm(a.float(), b.float()).half(), tol=H, matmul=True),
     Op("broadcast_matmul", _bcast_make, broadcast_matmul,
        lambda a, w: (a.float() @ w.float()).half(), tol=H, matmul=True),

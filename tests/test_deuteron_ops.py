@@ -68,3 +68,15 @@ def test_benchmark_goes_on_past_a_failure_a_hang_and_a_crash(tmp_path):
     assert "injected failure" in rows["sum"] and "timeout" in rows["softmax"], out
     assert "worker crashed" in rows["matmul"], out
     assert "2/5 ops pass" in out
+
+
+@pytest.mark.parametrize("name", ["matmul_split_k", "matmul_split_k_two_phase"])
+def test_split_k_with_several_splits(name):
+    """The registered split size at its minimum (64) against K = 200: four splits."""
+    import deuteron as dt
+    k = getattr(dt_ops_matmul, name)
+    x, y = torch.randn(37, 200).half(), torch.randn(200, 29).half()
+    n = len(k.trace(x, y).tunable)
+    with dt_ops_common.poisoned_allocations():
+        out = k.run((x, y), {}, dt.Config(block_sizes=[64, 16, 16, 32, 16, 16][:n]))
+    torch.testing.assert_close(out, x.float() @ y.float(), rtol=1e-2, atol=1e-2)
