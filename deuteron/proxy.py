@@ -13,7 +13,8 @@ from . import ir, ops
 from .errors import TraceError
 
 _NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is not "
-            "supported (use torch.where(cond, a, b) for a per-element choice)")
+            "supported (use torch.where(cond, a, b) for a per-element choice, extra_mask= of "
+            "hl.load / hl.store, or loop bounds read in the kernel: hl.tile(start, end))")
 
 
 def _dt(x):
@@ -39,7 +40,9 @@ class TileValue(ir.Value):
         if not name.startswith("_") and hasattr(torch.Tensor, name):
             raise UnsupportedMethod(f"unsupported tensor method in a tile loop: .{name}() "
                                     "(supported: elementwise math, where, sum/mean/amax/amin, "
-                                    "matmul/addmm, .to/.float/.half, .T, v[:, None])")
+                                    "softmax, matmul/addmm/bmm, .to/.float/.half, .T, "
+                                    ".transpose/.permute, .reshape/.view/.unsqueeze/.squeeze "
+                                    "of size-1 axes, v[:, None])")
         raise AttributeError(f"'TileValue' object has no attribute {name!r}")
 
     # --------------------------------------------------------------- no data while tracing
@@ -340,5 +343,6 @@ def dispatch(tracer, func, args, kwargs):
         qual = getattr(func, "__qualname__", None) or repr(func)
         qual = qual.replace("_VariableFunctionsClass.", "torch.").replace("TensorBase.", "Tensor.")
         raise TraceError(f"unsupported torch op in a tile loop: {qual} (supported: elementwise "
-                         f"math, where, sum/mean/amax/amin, matmul/addmm, .to)")
+                         f"math, where, sum/mean/amax/amin, softmax, gelu, silu, "
+                         f"matmul/addmm/bmm/baddbmm, .to)")
     return fn(tracer, *args, **kwargs)
