@@ -29,6 +29,8 @@ class Dim:
         self.tunable = kind != "full" and block is None
         # block_size=1 pinned: the tile is an index (tensors indexed with it lose that dim)
         self.is_index = kind != "full" and block == 1
+        self.lo, self.hi = 0, self.extent   # bounds: host ints, or scalar Values (jagged loops)
+        self.users = []           # a registered block size's placeholder: the dims using it
 
     def describe(self) -> str:
         what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]
@@ -160,3 +162,33 @@ def identity(kind: str, dtype: torch.dtype):
         return kind == "min"
     info = torch.iinfo(dtype)
     return info.min if kind == "max" else info.max
+
+
+DYNAMIC_HINT = 1024   # the extent the autotuner assumes for a loop whose bounds are kernel values
+
+
+class BlockSize(int):
+    """What `hl.register_block_size` returns: an int in host code (this run's value) that also
+    names its slot of the config, so tiles given `block_size=` it share one tuned size."""
+
+    def __new__(cls, value, index=-1, lo=1, hi=None):
+        self = super().__new__(cls, value)
+        self.index, self.lo, self.hi = index, lo, hi
+        return self
+
+    @property
+    def value(self):
+        return int(self)
+
+
+def default_block(lo: int, hi: int) -> int:
+    """The block size of a registered range before tuning: 64, within [lo, hi], a power of two."""
+    b = next_pow2(max(lo, 1))
+    while b < 64 and b * 2 <= hi:
+        b *= 2
+    return b
+
+
+def is_zero(x) -> bool:
+    """A tile bound that is the host int 0 (bounds may also be Values computed in the kernel)."""
+    return isinstance(x, int) and x == 0

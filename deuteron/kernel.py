@@ -23,16 +23,18 @@ import textwrap
 import torch
 
 from . import language
+from . import settings as dsettings
 from .autotune import cache as dcache
 from .capture import refuse_tuning_in_capture
 from .errors import TraceError
 from .ir import next_pow2
-from .language import Config, RefRun
+from .config import Config
+from .oracle import OracleMode, RefRun
 from .lower import lower
 from .plan import PlanBuilder, plan_key
 from .trace import Tracer
 
-EFFORTS = ("none", "quick", "full")
+EFFORTS = dsettings.EFFORTS
 
 
 @dataclasses.dataclass
@@ -94,15 +96,23 @@ class Kernel:
                      exact shape; Helion's default, not deuteron's (examples/dt_attention.py
                      opts in)
 
+    Helion's settings are accepted too: `use_default_config=True` is autotune_effort="none",
+    `print_output_code=True` prints each generated kernel, `autotune_log_level=0` drops the
+    progress bar; the others have no effect (settings.py lists them).
+
     Every candidate is checked against the oracle (`k.ref`) before it is timed, within these
     tolerances (rtol = atol; atol scaled by the RMS of the oracle's output), by output dtype:
     fp32 1e-4 (2e-2 when an fp32 matmul runs on tf32), fp16/bf16 2e-2, fp64 1e-7, integers and
     bool exact.
     """
 
-    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+    def __init__(self, fn, *, config=None, configs=None, autotune_effort=None, static_shapes=False,
+                 **settings):
+        extra = dsettings.check(settings)
+        autotune_effort = autotune_effort or extra.get("effort")
         if autotune_effort is not None and autotune_effort not in EFFORTS:
             raise ValueError(f"autotune_effort must be one of {EFFORTS}, got {autotune_effort!r}")
+        self.print_output_code, self.quiet = extra.get("print", False), extra.get("quiet", False)
         self.fn, self.config, self.configs = fn, config, list(configs) if configs else None
         self.autotune_effort, self.static_shapes = autotune_effort, static_shapes
         self.__name__ = fn.__name__
@@ -124,7 +134,8 @@ class Kernel:
         run = RefRun(_device_of(args, kwargs))
         language._active.append(run)
         try:
-            return self.fn(*args, **kwargs)
+            with OracleMode():
+                return self.fn(*args, **kwargs)
         finally:
             language._active.pop()
 
@@ -144,6 +155,12 @@ class Kernel:
         plan = self._plans.get(pkey)
         if plan is not None and plan.valid:
             return plan.replay(self, args, kwargs)
+        if capturing(args, kwargs):
+            raise RuntimeError(
+                f"{self.__name__}: first call for these argument shapes inside a CUDA graph "
+                "capture. Tracing, compiling and autotuning cannot run while a graph is being "
+                "captured: warm up first (call the kernel once with the same shapes outside the "
+                "capture), then capture; nothing was launched")
         config = self.config_for(args, kwargs)
         builder = PlanBuilder(config, args, kwargs)
         ret = self.run(args, kwargs, config, plan=builder)
@@ -181,6 +198,8 @@ class Kernel:
     def default_effort(self, args, kwargs=None) -> str:
         if self.autotune_effort is not None:
             return self.autotune_effort
+        if dsettings.env_effort():
+            return dsettings.env_effort()
         # On the CPU interpreter timings mean nothing: take the heuristic default.
         return "quick" if _device_of(args, kwargs or {}).type == "cuda" else "none"
 
@@ -192,7 +211,8 @@ class Kernel:
         effort = effort or self.default_effort(args, kwargs)
         if effort not in EFFORTS:
             raise ValueError(f"effort must be one of {EFFORTS}, got {effort!r}")
-        cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress)
+        cfg, summary = tune(self, args, kwargs, effort, timer=timer, progress=progress,
+                            quiet=dsettings.quiet(self.quiet))
         self.last_summary = summary
         key = _key or self.cache_key(args, kwargs)
         if effort != "none" or self.configs:   # an untuned default must not shadow a real tuning
@@ -228,6 +248,7 @@ class Kernel:
         `plan` (a PlanBuilder) remembers them for replay."""
         tracer = Tracer(self.fn.__name__, self._loop_vars,
                         on_program=self.launcher(config, record, poison, plan))
+        tracer.config = config
         return self._run_with(tracer, args, kwargs)
 
     def launcher(self, config, record=None, poison=False, plan=None):
@@ -249,6 +270,8 @@ class Kernel:
     def jit_function(self, low):
         jf = self._jit.get(low.source)
         if jf is None:
+            if dsettings.print_code(self.print_output_code):
+                dsettings.show_source(low.name, low.source)
             jf = exec_source(low.source, low.name)
             self._jit[low.source] = jf
         return jf
@@ -312,6 +335,11 @@ def exec_source(source: str, name: str):
 def block_of(dim, config: Config) -> int:
     if dim.kind == "full":
         return max(next_pow2(dim.extent), 16 if dim.in_dot else 1)
+    if getattr(dim, "batch", False):     # a batched matmul's batch tile: one per program
+        return 1
+    shared = getattr(dim, "shared", None)  # hl.register_block_size: the config's slot
+    if shared is not None and 0 <= shared.index < len(config.block_sizes):
+        return config.block_sizes[shared.index]
     if dim.block is not None:
         return dim.block
     if dim.index >= len(config.block_sizes):
@@ -327,7 +355,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "ptr":
             args.append(what[1].tensor)
         elif what[0] == "extent":
-            args.append(what[1].extent)
+            args.append(what[1].lo + what[1].extent)
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}
@@ -335,7 +363,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "block":
             kwargs[name] = block_of(what[1], config)
         elif what[0] == "extent":
-            kwargs[name] = what[1].extent
+            kwargs[name] = what[1].lo + what[1].extent
         else:
             kwargs[name] = config.group_size
     grid = 1
@@ -354,6 +382,16 @@ def _poison(t: torch.Tensor):
         t.fill_(torch.iinfo(t.dtype).min // 3 if t.dtype.is_signed else 0x5A)
 
 
+def capturing(args, kwargs) -> bool:
+    """Is a CUDA graph being captured on the current stream of the arguments' GPU? Asked only
+    when a call misses its launch plan (never on the replay path)."""
+    dev = _device_of(args, kwargs)
+    if dev.type != "cuda":
+        return False
+    with torch.cuda.device(dev):
+        return torch.cuda.is_current_stream_capturing()
+
+
 def _device_of(args, kwargs):
     for a in list(args) + list(kwargs.values()):
         if isinstance(a, torch.Tensor):
@@ -361,12 +399,15 @@ def _device_of(args, kwargs):
     return torch.device("cpu")
 
 
-def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=False):
+def kernel(fn=None, *, config=None, configs=None, autotune_effort=None, static_shapes=False,
+           **settings):
     """Decorator: `@dt.kernel` or `@dt.kernel(config=..., configs=[...], autotune_effort="quick",
-    static_shapes=False)`."""
+    static_shapes=False)`; Helion's settings too (settings.py says which do what)."""
+    dsettings.check(settings)
+
     def wrap(f):
         return Kernel(f, config=config, configs=configs, autotune_effort=autotune_effort,
-                      static_shapes=static_shapes)
+                      static_shapes=static_shapes, **settings)
     return wrap if fn is None else wrap(fn)
 
 

@@ -1,16 +1,21 @@
-"""What users write inside `@dt.kernel` functions: `dt.tile`, `dt.zeros`, `dt.full`, dtypes, the
-math names, and `dt.Config`.
+"""What users write inside `@dt.kernel` functions: `import deuteron.language as hl` holds every
+`hl.*` name deuteron supports, with Helion's meaning (`hl.tile`, `hl.grid`, `hl.zeros`, `hl.full`,
+`hl.arange`, `hl.register_block_size`, `hl.register_tunable`, `hl.specialize`, `hl.load` /
+`hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`, the tile
+attribute functions), plus dtypes, math names and `Config`.
 
 These names dispatch to the active run of a kernel: tracing (trace.Tracer: tiles are proxies,
-the body runs once and is recorded) or the eager oracle (`RefRun`: a tile is the whole dimension,
-so the same body runs as plain PyTorch). Outside a @dt.kernel function they raise.
+the body runs once and is recorded), the eager oracle (oracle.RefRun: a tile is the whole range
+of its dimension, so the same body runs as plain PyTorch) or a replayed launch plan (plan.py).
+Outside a @dt.kernel function they raise.
 """
 from __future__ import annotations
 
-import dataclasses
-import itertools
+import builtins
 
 import torch
+
+from .config import Config  # noqa: F401  (hl.Config / dt.Config)
 
 float16, bfloat16, float32, float64 = torch.float16, torch.bfloat16, torch.float32, torch.float64
 int8, int16, int32, int64, bool_ = torch.int8, torch.int16, torch.int32, torch.int64, torch.bool
@@ -28,18 +33,42 @@ _active: list = []     # the run in progress (innermost last); pushed/popped by 
 
 def _run():
     if not _active:
-        raise RuntimeError("dt.tile / dt.zeros / dt.full can only be used inside a @dt.kernel "
-                           "function while it runs")
+        raise RuntimeError("hl.tile, hl.zeros and the other hl.* functions can only be used "
+                           "inside a @dt.kernel function while it runs")
     return _active[-1]
 
 
-def tile(sizes, block_size=None):
-    """`for t in dt.tile(n)` / `for tm, tn in dt.tile([m, n])`: iterate over tiles of the given
-    extents. The outermost tile loop of a kernel becomes the launch grid, inner ones device loops.
-    `block_size` pins the tile size (one int, or one per dim); otherwise the autotuner picks it.
-    A tile pinned to block_size=1 is an index: tensors indexed with it lose that dim, as with an
-    int (e.g. the batch*head dim of attention)."""
-    return _run().tile(sizes, block_size)
+def _bounds(begin_or_end, end_or_none):
+    if end_or_none is None:
+        ends = begin_or_end
+        multi = isinstance(ends, (list, tuple))
+        ends = list(ends) if multi else [ends]
+        return [0] * len(ends), ends, multi
+    multi = isinstance(begin_or_end, (list, tuple))
+    begins = list(begin_or_end) if multi else [begin_or_end]
+    ends = list(end_or_none) if isinstance(end_or_none, (list, tuple)) else [end_or_none]
+    if len(begins) != len(ends):
+        raise ValueError("hl.tile(begin, end): begin and end need one entry per dimension")
+    return begins, ends, multi
+
+
+def tile(begin_or_end, end_or_none=None, block_size=None):
+    """`for t in hl.tile(n)`, `for tm, tn in hl.tile([m, n])`, `for t in hl.tile(begin, end)`:
+    iterate over tiles of the given ranges. The outermost tile loop of a kernel becomes the
+    launch grid, inner ones device loops. `block_size` pins the tile size (one int, or one per
+    dim; or a value of `hl.register_block_size`); otherwise the autotuner picks it. A tile pinned
+    to block_size=1 is an index: tensors indexed with it lose that dim, as with an int (e.g.
+    the batch*head dim of attention). Bounds of an inner loop may be values the kernel loaded
+    (jagged offsets)."""
+    begins, ends, multi = _bounds(begin_or_end, end_or_none)
+    return _run().tile(begins, ends, block_size, multi)
+
+
+def grid(begin_or_end, end_or_none=None):
+    """`for i in hl.grid(n)`: iterate over single indices (a tile of block_size=1): tensors indexed
+    with `i` lose that dim; `i` takes part in integer arithmetic."""
+    begins, ends, multi = _bounds(begin_or_end, end_or_none)
+    return _run().tile(begins, ends, 1, multi, index_only=True)
 
 
 def zeros(shape, dtype=torch.float32):
@@ -52,77 +81,115 @@ def full(shape, value, dtype=torch.float32):
     return _run().full(shape, value, dtype)
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """One point of the search space. `block_sizes` lists the tile size of every tunable
-    `dt.tile` dimension in the order the kernel meets them; `group_size` is the program
-    ordering of kernels with a matmul (GROUP_SIZE_M of the tutorial kernel)."""
-    block_sizes: tuple = ()
-    num_warps: int = 4
-    num_stages: int = 3
-    group_size: int = 8
-
-    def __post_init__(self):
-        object.__setattr__(self, "block_sizes", tuple(int(b) for b in self.block_sizes))
-
-    def __str__(self):
-        return (f"dt.Config(block_sizes={list(self.block_sizes)}, num_warps={self.num_warps}, "
-                f"num_stages={self.num_stages}, group_size={self.group_size})")
-
-    def to_dict(self):
-        return dataclasses.asdict(self) | {"block_sizes": list(self.block_sizes)}
-
-    @classmethod
-    def from_dict(cls, d):
-        return cls(block_sizes=tuple(d["block_sizes"]), num_warps=int(d["num_warps"]),
-                   num_stages=int(d["num_stages"]), group_size=int(d.get("group_size", 8)))
+def arange(begin_or_end, end_or_none=None, step=1, dtype=torch.int32):
+    """`hl.arange(n)` / `hl.arange(begin, end)`: the tile of integers begin..end-1 (int32), a
+    full dim of the tile it takes part in. Ends may be host ints or `tile.block_size`."""
+    begin, end = (0, begin_or_end) if end_or_none is None else (begin_or_end, end_or_none)
+    if step != 1:
+        raise ValueError("hl.arange: only step=1")
+    return _run().arange(begin, end, dtype)
 
 
-# ----------------------------------------------------------------------------- the eager oracle
-
-class RefTile:
-    """A tile in the eager oracle: the whole dimension. Indexes tensors as `slice(0, n)`."""
-
-    def __init__(self, n: int):
-        self.n, self.begin, self.block_size = n, 0, n
-
-    @property
-    def index(self):
-        return torch.arange(self.n, device=_run().device, dtype=torch.int32)
-
-    @classmethod
-    def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return func(*_unwrap(args), **{k: _unwrap(v) for k, v in (kwargs or {}).items()})
-
-    def __repr__(self):
-        return f"<dt ref tile 0:{self.n}>"
+def register_block_size(min_or_max, max_or_none=None):
+    """A block size the autotuner picks (a power of two in [min, max]), usable as an int in
+    host code and as `block_size=` of any number of `hl.tile` loops, which then share it."""
+    return _run().register_block_size(min_or_max, max_or_none)
 
 
-def _unwrap(x):
-    if isinstance(x, RefTile):
-        return slice(0, x.n)
-    if isinstance(x, tuple):
-        return tuple(_unwrap(i) for i in x)
-    if isinstance(x, list):
-        return [_unwrap(i) for i in x]
-    return x
+def register_tunable(name, fragment):
+    """A named value the config sets (`dt.Config(name=value)`), the fragment's default
+    otherwise (`dt.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
+    `BooleanFragment`)."""
+    run = _run()
+    cfg = getattr(run, "config", None)
+    default = fragment.default() if callable(getattr(fragment, "default", None)) else fragment
+    return cfg.tunable(name, default) if cfg is not None else default
 
 
-class RefRun:
-    """The oracle: run the function body as eager PyTorch on `device`."""
+def specialize(value):
+    """Bake a host value (a size) into the kernel: deuteron takes host ints as they are."""
+    if isinstance(value, (list, tuple)):
+        return type(value)(specialize(v) for v in value)
+    return int(value)
 
-    def __init__(self, device):
-        self.device = device
 
-    def tile(self, sizes, block_size=None):
-        multi = isinstance(sizes, (list, tuple))
-        sizes = list(sizes) if multi else [sizes]
-        blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(sizes)
-        # a tile pinned to block_size=1 is an index: iterate over it; the others are whole dims
-        axes = [range(int(s)) if b == 1 else [RefTile(int(s))] for s, b in zip(sizes, blocks)]
-        it = itertools.product(*axes)
-        return it if multi else (t[0] for t in it)
+class constexpr:
+    """`hl.constexpr` as an annotation (`eps: hl.constexpr`): host numbers are baked in anyway."""
 
-    def full(self, shape, value, dtype):
-        dims = [s.n if isinstance(s, RefTile) else int(s) for s in shape]
-        return torch.full(dims, value, dtype=dtype, device=self.device)
+    def __init__(self, value=None):
+        self.value = value
+
+
+def static_range(begin_or_end, end_or_none=None, step=1):
+    """A loop the kernel unrolls: a plain Python range, run while tracing."""
+    if end_or_none is None:
+        return builtins.range(int(begin_or_end))
+    return builtins.range(int(begin_or_end), int(end_or_none), int(step))
+
+
+def load(tensor, index, extra_mask=None, eviction_policy=None):
+    """`tensor[index]`, with lanes where `extra_mask` is False reading 0."""
+    if extra_mask is None:
+        return tensor[tuple(index) if isinstance(index, list) else index]
+    return _run().load(tensor, _index(index), extra_mask)
+
+
+def store(tensor, index, value, extra_mask=None):
+    """`tensor[index] = value`, skipping lanes where `extra_mask` is False."""
+    if extra_mask is None:
+        tensor[_index(index)] = value
+        return None
+    return _run().store(tensor, _index(index), value, extra_mask)
+
+
+def _index(index):
+    return tuple(index) if isinstance(index, list) else index
+
+
+def _atomic(kind):
+    def atomic(target, index, value, sem="relaxed"):
+        return _run().atomic(kind, target, _index(index), value)
+    atomic.__name__ = f"atomic_{kind}"
+    atomic.__doc__ = (f"`target[index]` {kind}= value, atomically per element (relaxed). Returns "
+                      "None (Helion returns the old values).")
+    return atomic
+
+
+atomic_add, atomic_max, atomic_min = _atomic("add"), _atomic("max"), _atomic("min")
+atomic_and, atomic_or, atomic_xor, atomic_xchg = (_atomic("and"), _atomic("or"), _atomic("xor"),
+                                                 _atomic("xchg"))
+
+
+def rand(shape, seed, device=None):
+    """Uniform fp32 in [0, 1) over a tile shape: Philox keyed by `seed` (a host int) and each
+    element's position in the whole (untiled) shape, so any tiling draws the same numbers."""
+    return _run().rand(shape, seed)
+
+
+def dot(a, b, acc=None, out_dtype=None):
+    """`a @ b` (+ `acc`), computed in fp32 (the accumulator's precision) for 16-bit inputs."""
+    run = _run()
+    return run.dot(a, b, acc, out_dtype)
+
+
+def tile_index(t):
+    return t.index
+
+
+def tile_begin(t):
+    return t.begin
+
+
+def tile_end(t):
+    return t.end
+
+
+def tile_block_size(t):
+    return t.block_size
+
+
+def tile_id(t):
+    return t.id
+
+
+from .oracle import RefRun, RefTile  # noqa: E402,F401  (kernel.py runs the oracle)

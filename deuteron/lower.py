@@ -16,6 +16,7 @@ import torch
 
 from . import ir
 from .lower_expr import ExprMixin
+from .ir import is_zero
 from .spelling import LETTERS, Names
 
 MAX_LINE = 100      # generated lines longer than this get their pointers and masks named
@@ -72,6 +73,8 @@ class _Lowering(ExprMixin):
             params.append((f"{r.name}_ptr", ("ptr", r)))
             self.names.used.add(f"{r.name}_ptr")
         for d in self.p.dims:
+            if isinstance(d.hi, ir.Value) or isinstance(d.lo, ir.Value):
+                continue                   # bounds computed in the kernel: no parameter
             (constexprs if self.static else params).append((d.letter.upper(), ("extent", d)))
         for r in self.p.tensors:
             for axis in range(r.tensor.dim()):
@@ -93,6 +96,9 @@ class _Lowering(ExprMixin):
     def _count(self, items, block):
         for it in items:
             if isinstance(it, ir.Loop):
+                for d in it.dims:
+                    for b in (d.lo, d.hi):
+                        self._use(b, ("bound", it), block)
                 self._count(it.items, it.items)
                 for c in it.carried:
                     self._use(c.init, ("carry", it), block)
@@ -134,12 +140,13 @@ class _Lowering(ExprMixin):
             if isinstance(it, ir.Loop):
                 self.loop(it, depth)
                 continue
-            if it.op == "store":
+            if it.op in ("store", "atomic"):
                 ref = it.attrs["ref"]
-                ptr, mask = self._address(ref, it.attrs["index"])
-                r = sum(1 for kind, _ in it.attrs["index"] if kind in ("tile", "full"))
+                ptr, mask = self._address(it)
+                r = len(it.attrs["dims_of"])
                 val = self.ref(it.args[0], r)[0]
-                store = lambda p, v, m: f"nl.store({p}, {v}" + (f", mask={m})" if m else ")")  # noqa: E731
+                fn = "nl.store" if it.op == "store" else f"nl.atomic_{it.attrs['fn']}"
+                store = lambda p, v, m: f"{fn}({p}, {v}" + (f", mask={m})" if m else ")")  # noqa: E731
                 ptr, mask = self._short(store(ptr, val, mask), ref, ptr, mask, depth)
                 if len("    " * depth + store(ptr, val, mask)) > MAX_LINE:
                     name = self.names.fresh(f"{ref.name}_tile")
@@ -152,8 +159,7 @@ class _Lowering(ExprMixin):
             target = self.var.get(id(it)) or self.names.fresh(it.name or self._base(it))
             if it.op == "load" and id(it) not in self.ptr_blocks:
                 ref = it.attrs["ref"]
-                ptr, mask = self._address(ref, it.attrs["index"],
-                                          transpose=id(it) in self.transposed)
+                ptr, mask = self._address(it, transpose=id(it) in self.transposed)
                 line = f"{target} = nl.load({ptr}, mask={mask}, other=0.0)"
                 self.ptr_blocks[id(it)] = self._short(line, ref, ptr, mask, depth)
             e, _ = self.expr(it)
@@ -180,8 +186,10 @@ class _Lowering(ExprMixin):
         if len(u) != 1 or isinstance(u[0][0], tuple):
             return False
         add = u[0][0]
+        if add.op != "binary" or add.attrs["fn"] != "add":    # e.g. sigmoid(x @ w)
+            return False
         other = add.args[1] if add.args[0] is d else add.args[0]
-        return (add.op == "binary" and add.attrs["fn"] == "add" and isinstance(other, ir.Value)
+        return (isinstance(other, ir.Value)
                 and other.dims == add.dims and add.dtype == torch.float32 == other.dtype
                 and d.args[0].dtype in (torch.float16, torch.bfloat16, torch.float32))
 
@@ -215,10 +223,13 @@ class _Lowering(ExprMixin):
         inner = depth
         for d in lp.dims:
             L = d.letter
-            self.emit(f"for start_{L} in range(0, {L.upper()}, BLOCK_SIZE_{L.upper()}):", inner)
+            step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
+            self.emit(f"for start_{L} in range({self.lo(d)}, {self.hi(d)}, {step}):", inner)
             inner += 1
+            if d.is_index:
+                continue
             self.emit(f"offs_{L} = start_{L} + nl.arange(0, BLOCK_SIZE_{L.upper()})", inner)
-            self.emit(f"mask_{L} = offs_{L} < {L.upper()}", inner)
+            self.emit(f"mask_{L} = offs_{L} < {self.hi(d)}", inner)
         self.block(lp.items, inner)
         for line in bumps:
             self.emit(line, inner)
@@ -249,7 +260,7 @@ class _Lowering(ExprMixin):
             return []
         d, bumps = lp.dims[0], []
         for it in lp.items:
-            if not (isinstance(it, ir.Value) and it.op == "load"):
+            if not (isinstance(it, ir.Value) and it.op == "load") or not _plain(it) or d.is_index:
                 continue
             axes = [a for a, (kind, dim) in enumerate(it.attrs["index"]) if dim is d]
             users = self.uses.get(id(it), [])
@@ -262,8 +273,8 @@ class _Lowering(ExprMixin):
             ref = it.attrs["ref"]
             name = self.names.fresh(f"{ref.name}_ptrs")
             wrap = [g for kind, g in it.attrs["index"] if kind == "tile" and g.kind == "grid"
-                    and id(g) not in self._reduced_dims()]
-            ptr, mask = self._address(ref, it.attrs["index"], at_start_of=d, wrap=wrap,
+                    and is_zero(g.lo) and id(g) not in self._reduced_dims()]
+            ptr, mask = self._address(it, at_start_of=d, wrap=wrap,
                                       transpose=transpose)
             self.emit(f"{name} = {ptr}", depth)
             self.ptr_blocks[id(it)] = (name, mask)
@@ -277,7 +288,7 @@ class _Lowering(ExprMixin):
         from .pads import _values
         out = set()
         for v in _values(self.p.items):
-            if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks:
+            if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks or not _plain(v):
                 continue
             u = self.uses.get(id(v), [])
             if (len(u) == 1 and not isinstance(u[0][0], tuple) and u[0][0].op == "trans"
@@ -308,8 +319,8 @@ class _Lowering(ExprMixin):
             M, N = m.upper(), n.upper()
             for line in (
                     "pid = nl.program_id(0)",
-                    f"num_pid_{m} = nl.cdiv({M}, BLOCK_SIZE_{M})",
-                    f"num_pid_{n} = nl.cdiv({N}, BLOCK_SIZE_{N})",
+                    f"num_pid_{m} = nl.cdiv({self._span(g[0])}, BLOCK_SIZE_{M})",
+                    f"num_pid_{n} = nl.cdiv({self._span(g[1])}, BLOCK_SIZE_{N})",
                     f"num_pid_in_group = GROUP_SIZE_M * num_pid_{n}",
                     "group_id = pid // num_pid_in_group",
                     "first_pid_m = group_id * GROUP_SIZE_M",
@@ -325,10 +336,14 @@ class _Lowering(ExprMixin):
                 if i == len(g) - 1:
                     self.emit(f"pid_{L} = {rest}", 1)
                     break
-                self.emit(f"num_pid_{L} = nl.cdiv({L.upper()}, BLOCK_SIZE_{L.upper()})", 1)
+                step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
+                self.emit(f"num_pid_{L} = nl.cdiv({self._span(d)}, {step})", 1)
                 self.emit(f"pid_{L} = {rest} % num_pid_{L}", 1)
                 self.emit(f"rest_{L} = {rest} // num_pid_{L}", 1)
                 rest = f"rest_{L}"
+
+    def _span(self, d):
+        return d.letter.upper() if is_zero(d.lo) else f"({d.letter.upper()} - {d.lo})"
 
     def run(self) -> Lowered:
         self._letters()
@@ -352,7 +367,8 @@ class _Lowering(ExprMixin):
             if d.is_index:
                 continue
             if d.kind == "grid":
-                self.emit(f"offs_{L} = pid_{L} * {B} + nl.arange(0, {B})", 1)
+                first = "" if is_zero(d.lo) else f"{d.lo} + "
+                self.emit(f"offs_{L} = {first}pid_{L} * {B} + nl.arange(0, {B})", 1)
             elif d.kind == "full":
                 self.emit(f"offs_{L} = nl.arange(0, {B})", 1)
             else:
@@ -384,3 +400,10 @@ def _read_after(items, final, init) -> bool:
             elif any(a is init for a in it.args):
                 return True
     return False
+
+
+def _plain(load) -> bool:
+    """A load indexed with tiles, slices from 0 and ints only (no gather, None axis, partial
+    slice or extra mask): its address may be rewritten (pointer blocks, transposed reads)."""
+    return (not load.args and not load.attrs.get("starts")
+            and all(kind in ("tile", "full", "int", "index") for kind, _ in load.attrs["index"]))

@@ -11,6 +11,7 @@ import torch
 
 from . import ir
 from .ir import ONE
+from .ir import is_zero
 from .spelling import ATOM, BINOP, PREC, UNARY, bc, literal, nl_dtype
 
 
@@ -88,12 +89,24 @@ class ExprMixin:
             return f"nl.trans({self.ref(a[0])[0]})", ATOM
         if op == "index":
             return f"offs_{v.attrs['dim'].letter}", ATOM
-        if op == "begin":
-            d = v.attrs["dim"]
-            if d.is_index:
-                return f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter}", ATOM
-            return (f"pid_{d.letter} * BLOCK_SIZE_{d.letter.upper()}" if d.kind == "grid"
-                    else f"start_{d.letter}"), (9 if d.kind == "grid" else ATOM)
+        if op in ("begin", "end", "block_size", "tile_id"):
+            return self._tile_attr(op, v.attrs["dim"])
+        if op == "permute":
+            return f"nl.permute({self.ref(a[0])[0]}, {tuple(v.attrs['perm'])})", ATOM
+        if op == "reshape":
+            return f"nl.reshape({self.ref(a[0])[0]}, {self._shape(v)})", ATOM
+        if op == "arange":
+            d, b = v.attrs["dim"], v.attrs["begin"]
+            e = f"offs_{d.letter}" if not b else f"({b} + offs_{d.letter})"
+            return (e if v.dtype == torch.int32 else f"{e}.to({nl_dtype(v.dtype)})"), ATOM
+        if op == "rand":
+            terms, mult = [], 1
+            for j in reversed(range(v.rank)):
+                d = v.dims[j]
+                term = f"offs_{d.letter}{bc(j, v.rank)}"
+                terms.append(term if mult == 1 else f"{term} * {mult}")
+                mult *= d.lo + d.extent
+            return f"nl.rand({v.attrs['seed']}, {' + '.join(reversed(terms))})", ATOM
         if op == "full":
             shape = ", ".join("1" if d is ONE else f"BLOCK_SIZE_{d.letter.upper()}" for d in v.dims)
             shape = f"({shape},)" if v.rank == 1 else f"({shape})"
@@ -101,7 +114,7 @@ class ExprMixin:
                 return f"nl.zeros({shape}, dtype={nl_dtype(v.dtype)})", ATOM
             return f"nl.full({shape}, {literal(v.attrs['value'])}, {nl_dtype(v.dtype)})", ATOM
         if op == "load":
-            ptr, mask = self._address(v.attrs["ref"], v.attrs["index"])
+            ptr, mask = self._address(v)
             if id(v) in self.ptr_blocks:
                 ptr, mask = self.ptr_blocks[id(v)]
             other = "0.0" if v.dtype.is_floating_point else "0"
@@ -116,6 +129,50 @@ class ExprMixin:
                 e = f"{e}.to({nl_dtype(v.dtype)})"
             return e, ATOM
         raise AssertionError(op)
+
+    def _shape(self, v):
+        shape = ", ".join("1" if d is ONE else f"BLOCK_SIZE_{d.letter.upper()}" for d in v.dims)
+        return f"({shape},)" if v.rank == 1 else f"({shape})"
+
+    # ------------------------------------------------------------------ tile bounds
+    def lo(self, d):
+        """The first offset of dim `d`'s range, as source text."""
+        if isinstance(d.lo, ir.Value):
+            return self.atom(d.lo)
+        return str(d.lo)
+
+    def hi(self, d):
+        """One past the last offset of dim `d`'s range (the extent parameter when static)."""
+        if isinstance(d.hi, ir.Value):
+            return self.atom(d.hi)
+        return d.letter.upper()
+
+    def pos(self, d):
+        """The position of a block_size=1 tile (an index)."""
+        if d.kind != "grid":
+            return f"start_{d.letter}"
+        return f"pid_{d.letter}" if is_zero(d.lo) else f"({d.lo} + pid_{d.letter})"
+
+    def _tile_attr(self, op, d):
+        L, B = d.letter, f"BLOCK_SIZE_{d.letter.upper()}"
+        if d.is_index:
+            first = self.pos(d)
+            return {"begin": (first, ATOM), "end": (f"{first} + 1", 8), "block_size": ("1", ATOM),
+                    "tile_id": (first if is_zero(d.lo) else f"({first} - {self.lo(d)})", ATOM)}[op]
+        if d.kind == "grid":
+            first = f"pid_{L} * {B}" if is_zero(d.lo) else f"{d.lo} + pid_{L} * {B}"
+            fprec = 9 if is_zero(d.lo) else 8
+            tid = (f"pid_{L}", ATOM)
+        else:
+            first, fprec = f"start_{L}", ATOM
+            tid = (f"(start_{L} - {self.lo(d)}) // {B}", 9)
+        if op == "begin":
+            return first, fprec
+        if op == "block_size":
+            return B, ATOM
+        if op == "tile_id":
+            return tid
+        return f"nl.minimum({first} + {B}, {self.hi(d)})", ATOM
 
     def _floor_divmod(self, v):
         """torch's `%` and `//` round toward -inf (Python's); newt's, like C's and Triton's,
@@ -138,34 +195,60 @@ class ExprMixin:
             return f"nl.{fn}({self.atom(x)}.to(nl.float32))"
         return f"nl.{fn}({self.ref(x)[0]})"
 
-    def _address(self, ref, index, at_start_of=None, wrap=(), transpose=False):
-        """(pointer expression, mask expression). `at_start_of`: a loop dim whose offsets are
-        taken at the loop's first iteration (the tutorial's pointer blocks, built before it).
-        `wrap`: dims read at `offs % extent` instead of masked (the tutorial's trick: padded
-        rows read real rows; only valid where nothing reduces over those lanes).
-        `transpose`: a 2-D tile read transposed, its strides swapped (`k[b, tile_n, :].T` is
-        loaded as the [K, N] tile, as the tutorial's attention loads K^T)."""
-        r = sum(1 for kind, _ in index if kind in ("tile", "full"))
+    def _address(self, v, at_start_of=None, wrap=(), transpose=False):
+        """(pointer expression, mask expression) of load / store / atomic `v`. `at_start_of`: a
+        loop dim whose offsets are taken at the loop's first iteration (the tutorial's pointer
+        blocks, built before it). `wrap`: dims read at `offs % extent` instead of masked (the
+        tutorial's trick: padded rows read real rows; only valid where nothing reduces over
+        those lanes). `transpose`: a 2-D tile read transposed, its strides swapped
+        (`k[b, tile_n, :].T` is loaded as the [K, N] tile, as the tutorial's attention loads
+        K^T). Index entries: memory.py."""
+        ref, index, starts = v.attrs["ref"], v.attrs["index"], v.attrs.get("starts", {})
+        dims = v.attrs.get("dims_of", v.dims) if v.op != "load" else v.dims
+        r = len(dims)
         bc_of = (lambda j, r: bc(r - 1 - j, r)) if transpose else bc   # noqa: E731
         mask_of = (lambda d, j, r: self.mask(d, r - 1 - j, r)) if transpose else self.mask  # noqa: E731
-        terms, masks, j = [f"{ref.name}_ptr"], [], 0
-        for axis, (kind, d) in enumerate(index):
+        terms, masks, j, axis = [f"{ref.name}_ptr"], [], 0, 0
+        for kind, d in index:
+            if kind == "new":
+                j += 1
+                continue
             stride = f"stride_{ref.name}{axis}"
+            axis += 1
             if kind == "int":
                 if d:
                     terms.append(f"{d} * {stride}")
                 continue
             if kind == "index":      # a block_size=1 tile: a scalar offset, always in bounds
-                terms.append(f"{'pid' if d.kind == 'grid' else 'start'}_{d.letter} * {stride}")
+                terms.append(f"{self.pos(d)} * {stride}")
+                continue
+            if kind == "value":      # a gather / scatter: the value's dims take this axis' place
+                e = self.atom(d)
+                if d.rank and r > d.rank:
+                    e += "[" + ", ".join(["None"] * j + [":"] * d.rank
+                                         + ["None"] * (r - j - d.rank)) + "]"
+                terms.append(f"{e} * {stride}")
+                for k, vd in enumerate(d.dims):
+                    if vd is not ONE:
+                        masks.append(mask_of(vd, j + k, r))
+                j += d.rank
                 continue
             offs = (f"nl.arange(0, BLOCK_SIZE_{d.letter.upper()})" if d is at_start_of
                     else f"offs_{d.letter}")
+            if d is at_start_of and not is_zero(d.lo):
+                offs = f"({self.lo(d)} + {offs})"
+            start = starts.get(axis - 1)
+            if start:
+                offs = f"({start} + {offs})"
             if d in wrap:
                 terms.append(f"(offs_{d.letter} % {d.letter.upper()}){bc_of(j, r)} * {stride}")
             else:
                 terms.append(f"{offs}{bc_of(j, r)} * {stride}")
                 masks.append(mask_of(d, j, r))
             j += 1
+        if v.attrs.get("extra_mask"):
+            m = v.args[0] if v.op == "load" else v.args[1]
+            masks.append(self.atom(m, r))
         return " + ".join(terms), (" & ".join(masks) if masks else None)
 
     def _reduce(self, v):

@@ -161,8 +161,9 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
         return x
     axis = _axis(x, dim)
     rdim = x.dims[axis]
+    partial = None
     if tracer.program is not None:     # (outside a loop, tracer.new says so)
-        _whole(rdim, f"{kind}() over")
+        partial = _whole(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
@@ -171,17 +172,20 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
     return tracer.new("reduce", [x], dims, dtype, None, kind=kind, axis=axis, keepdim=keepdim,
-                      rdim=rdim, identity=ident)
+                      rdim=rdim, identity=ident, partial=partial)
 
 
 def _whole(d, what):
-    """Each program holds one tile of a grid dim: summing over it would sum that tile only,
-    where the oracle sums the whole dim. Allowed when one tile covers the dim (a pinned
+    """Each program holds one tile of a grid dim: summing over it sums that tile only, where
+    the oracle sums the whole dim. Returns the error to raise if such a partial result reaches
+    anything but `hl.atomic_add` (split-K), or None when one tile covers the dim (a pinned
     block_size >= the extent)."""
     if d is not ONE and d.kind == "grid" and not (d.block and d.block >= d.extent):
-        raise TraceError(f"{what} {d.describe()}, a dim of the launch grid: each program sees only "
-                         "its own tile of it. Reduce over a full slice ':' or an inner dt.tile "
-                         "loop instead (or pin block_size to cover the dim)")
+        return TraceError(f"{what} {d.describe()}, a dim of the launch grid: each program sees "
+                          "only its own tile of it. Reduce over a full slice ':' or an inner "
+                          "hl.tile loop instead (or pin block_size to cover the dim, or add the "
+                          "partial results with hl.atomic_add)")
+    return None
 
 
 def _axis(x, dim):
@@ -192,12 +196,15 @@ def _axis(x, dim):
 
 def dot(tracer, a, b):
     a, b = as_operand(tracer, a), as_operand(tracer, b)
+    if isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 3 and b.rank == 3:
+        return _batched_dot(tracer, a, b)
     if not (isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 2 and b.rank == 2):
-        raise TraceError("matmul in a tile loop takes two 2-D tiles")
+        raise TraceError("matmul in a tile loop takes two 2-D tiles (or two 3-D tiles of one "
+                         "batch tile)")
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
-    _whole(a.dims[1], "matmul contracting")
+    partial = _whole(a.dims[1], "matmul contracting")
     if a.dtype != b.dtype:
         raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
     for d in (a.dims[0], a.dims[1], b.dims[1]):
@@ -207,8 +214,27 @@ def dot(tracer, a, b):
     prog = tracer.program
     prog.has_dot = True
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
-    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), _infer("matmul", a, b), None,
-                      kdim=a.dims[1], precision=_fp32_precision(a.dtype))
+    fp8 = a.dtype.is_floating_point and a.dtype.itemsize == 1   # torch has no fp8 matmul:
+    rtype = torch.float32 if fp8 else _infer("matmul", a, b)   # fp32, as the kernel's dot
+    return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), rtype, None,
+                      kdim=a.dims[1], precision=_fp32_precision(a.dtype), partial=partial)
+
+
+def _batched_dot(tracer, a, b):
+    """[B, M, K] @ [B, K, N] over a batch tile B: the batch tile runs one batch element per
+    program (its block size is pinned to 1), so the product is one 2-D dot per program."""
+    bdim = a.dims[0]
+    if b.dims[0] is not bdim:
+        raise TraceError("batched matmul: both operands need the same batch tile")
+    if bdim is not ONE:
+        if bdim.kind == "full" or getattr(bdim, "shared", None) is not None or (
+                bdim.block not in (None, 1)):
+            raise TraceError("batched matmul: the batch dim must be an hl.tile dim the "
+                             "autotuner may size (it is pinned to one element per program)")
+        bdim.batch = True
+    flat = [tracer.new("reshape", [x], x.dims[1:], x.dtype, None) for x in (a, b)]
+    d = dot(tracer, *flat)
+    return tracer.new("reshape", [d], (bdim,) + d.dims, d.dtype, None)
 
 
 def _fp32_precision(dtype):
@@ -235,22 +261,139 @@ def full(tracer, shape, value, dtype):
 
 
 def view(tracer, x, index):
-    """`v[:, None]` / `v[None, :]`: insert size-1 axes."""
+    """`v[:, None]` / `v[None, :]`: insert size-1 axes; `v[:, 0]` on a size-1 axis drops it."""
     if not isinstance(index, tuple):
         index = (index,)
     if sum(1 for i in index if i is not None) != x.rank or any(
-            i is not None and i != slice(None) for i in index):
-        raise TraceError("tile values can only be indexed with ':' and None (e.g. v[:, None])")
-    dims, it = [], iter(x.dims)
+            i is not None and i != slice(None) and not (
+                isinstance(i, int) and not isinstance(i, bool)) for i in index):
+        raise TraceError("tile values can only be indexed with ':', None and 0 on a size-1 axis "
+                         "(e.g. v[:, None], v[:, 0])")
+    dims, it, drop = [], iter(x.dims), False
     for i in index:
-        dims.append(ONE if i is None else next(it))
+        if i is None:
+            dims.append(ONE)
+            continue
+        d = next(it)
+        if isinstance(i, int):
+            if d is not ONE or i not in (0, -1):
+                raise TraceError("an int index of a tile value must pick the one element of a "
+                                 "size-1 axis (v[:, 0] after a keepdim reduction)")
+            drop = True
+            continue
+        dims.append(d)
+    if drop:
+        return tracer.new("reshape", [x], tuple(dims), x.dtype, None)
     return tracer.new("view", [x], tuple(dims), x.dtype, None, index=index)
 
 
-def trans(tracer, x):
-    if x.rank != 2:
+def trans(tracer, x, d0=0, d1=1):
+    if x.rank == 2:
+        return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
+    if x.rank < 2:
         raise TraceError("transpose of a tile needs 2 dims")
-    return tracer.new("trans", [x], x.dims[::-1], x.dtype, None)
+    perm = list(range(x.rank))
+    perm[d0 % x.rank], perm[d1 % x.rank] = perm[d1 % x.rank], perm[d0 % x.rank]
+    return tracer.new("permute", [x], tuple(x.dims[p] for p in perm), x.dtype, None,
+                      perm=tuple(perm))
+
+
+def arange(tracer, begin, end, dtype):
+    if not all(isinstance(b, int) and not isinstance(b, bool) for b in (begin, end)) or end <= begin:
+        raise TraceError(f"hl.arange takes host ints begin < end, got {begin!r}, {end!r}")
+    d = tracer.program.full_dim(end - begin)
+    return tracer.new("arange", [], (d,), dtype, None, dim=d, begin=begin)
+
+
+def rand(tracer, shape, seed):
+    """Philox keyed by `seed` at each element's row-major position in the untiled shape."""
+    from .trace import Tile
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise TraceError("hl.rand: seed must be a host int")
+    dims = []
+    for s in shape:
+        if isinstance(s, Tile) and not s.dim.is_index:
+            if isinstance(s.dim.hi, ir.Value):
+                raise TraceError("hl.rand over a tile with bounds computed in the kernel")
+            dims.append(s.dim)
+        elif isinstance(s, int) and not isinstance(s, bool):
+            dims.append(tracer.program.full_dim(s))
+        else:
+            raise TraceError(f"hl.rand shapes hold tiles and ints, got {s!r}")
+    return tracer.new("rand", [], tuple(dims), torch.float32, None, seed=seed)
+
+
+def hl_dot(tracer, a, b, acc=None, out_dtype=None):
+    """hl.dot: the product in fp32 for 16-bit inputs (as nl.dot accumulates), plus `acc`."""
+    r = dot(tracer, a, b)
+    if acc is not None and getattr(acc, "dtype", None) == torch.float32:
+        r = binary(tracer, "add", acc, r)   # lowers to nl.dot(a, b, acc): fp32 throughout
+    else:
+        if r.dtype in (torch.float16, torch.bfloat16):
+            r = cast(tracer, r, torch.float32)
+        if acc is not None:
+            r = binary(tracer, "add", acc, r)
+    return cast(tracer, r, out_dtype) if out_dtype is not None else r
+
+
+def softmax(tracer, x, dim, dtype=None):
+    x = as_operand(tracer, x)
+    out = dtype or x.dtype
+    xf = cast(tracer, x, torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+    m = reduce(tracer, "max", xf, dim, True)
+    e = unary(tracer, "exp", binary(tracer, "sub", xf, m))
+    return cast(tracer, binary(tracer, "truediv", e, reduce(tracer, "sum", e, dim, True)), out)
+
+
+def gelu(tracer, x, approximate="none"):
+    x = as_operand(tracer, x)
+    xf = cast(tracer, x, torch.float32) if x.dtype in (torch.float16, torch.bfloat16) else x
+    if approximate == "tanh":
+        inner = binary(tracer, "mul", binary(tracer, "add", xf, binary(
+            tracer, "mul", 0.044715, binary(tracer, "mul", xf, binary(tracer, "mul", xf, xf)))),
+            0.7978845608028654)
+        y = binary(tracer, "add", 1.0, unary(tracer, "tanh", inner))
+    else:
+        y = binary(tracer, "add", 1.0, unary(tracer, "erf", binary(tracer, "mul", xf,
+                                                                     0.7071067811865476)))
+    return cast(tracer, binary(tracer, "mul", binary(tracer, "mul", 0.5, xf), y), x.dtype)
+
+
+def reshape(tracer, x, shape):
+    """Reshapes that only add or drop size-1 axes (or keep the shape): tiles have no data
+    layout to reshape."""
+    from .trace import Tile
+    shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    want = []
+    for s in shape:
+        if isinstance(s, Tile) or hasattr(s, "dim"):
+            want.append(s.dim)
+        elif s == 1:
+            want.append(ONE)
+        elif s == -1:
+            want.append(None)          # filled below: the one real dim left over
+        else:
+            match = [d for d in x.dims if d is not ONE and d.kind == "full" and d.extent == s]
+            if len(match) != 1:
+                raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 "
+                                 "axes is supported")
+            want.append(match[0])
+    if None in want:
+        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
+        if len(left) != 1 or want.count(None) != 1:
+            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
+        want[want.index(None)] = left[0]
+    if None in want:
+        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
+        if len(left) != 1 or want.count(None) != 1:
+            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
+        want[want.index(None)] = left[0]
+    if [d for d in want if d is not ONE] != [d for d in x.dims if d is not ONE]:
+        raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 axes is "
+                         "supported")
+    if tuple(want) == x.dims:
+        return x
+    return tracer.new("reshape", [x], tuple(want), x.dtype, None)
 
 
 from .proxy import TileValue, dispatch  # noqa: E402,F401  (the user-facing class and torch table)

@@ -63,7 +63,7 @@ def recompute(v):
         if p is not None:
             p = float(p) if v.dtype.is_floating_point else (int(p) if math.isfinite(p) else None)
         v.pad = p
-    elif op in ("view", "trans"):
+    elif op in ("view", "trans", "permute", "reshape"):
         v.pad = a[0].pad
     elif op == "reduce":
         x, kind = a[0], v.attrs["kind"]

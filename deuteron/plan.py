@@ -3,7 +3,9 @@
 The first call with given argument metadata traces, lowers and launches as usual, and a
 PlanBuilder records each launch with where its tensors came from: the i-th argument, or the
 user's local variable holding it (an output allocated by host code). Later calls with equal
-metadata (`plan_key`: shapes, strides, dtypes, devices, and the values of non-tensor arguments)
+metadata (`plan_key`: shapes, strides, dtypes, devices, the values of non-tensor arguments, and
+for a callable argument what its traced body depends on: code object, defaults and closure
+values, never its id(), which Python reuses once the object is freed)
 run the user function again, so host code still allocates and returns outputs, but each outer
 `dt.tile` yields nothing (the body is skipped) and the recorded launch fires with this call's
 tensors instead. Guards: the tile extents and every substituted tensor's shape, strides, dtype
@@ -14,10 +16,14 @@ pass those values as arguments instead.)
 """
 from __future__ import annotations
 
+import functools
+import types
+
 import torch
 
 from . import language
 from .errors import user_frame
+from .ir import BlockSize
 from .trace import Tracer
 
 
@@ -25,16 +31,59 @@ def _meta(t: torch.Tensor):
     return (t.shape, t.stride(), t.dtype, t.device)
 
 
+def value_key(a, depth=0):
+    """A hashable stand-in for one argument: equal keys trace to the same program."""
+    if isinstance(a, torch.Tensor):
+        return _meta(a)
+    if isinstance(a, (int, float, bool, str, bytes, type(None), torch.dtype, torch.device)):
+        return (type(a), a)
+    if isinstance(a, (tuple, list)) and depth < 4:
+        return (type(a), tuple(value_key(x, depth + 1) for x in a))
+    if isinstance(a, dict) and depth < 4:
+        return (dict, tuple((k, value_key(v, depth + 1)) for k, v in sorted(a.items(), key=repr)))
+    if isinstance(a, types.MethodType) and depth < 4:
+        return ("method", value_key(a.__func__, depth + 1), value_key(a.__self__, depth + 1))
+    if isinstance(a, functools.partial) and depth < 4:
+        return ("partial", value_key(a.func, depth + 1), value_key(a.args, depth + 1),
+                value_key(a.keywords, depth + 1))
+    code = getattr(a, "__code__", None)
+    if isinstance(code, types.CodeType) and depth < 4:
+        cells = tuple(value_key(c.cell_contents, depth + 1) if _filled(c) else None
+                      for c in (a.__closure__ or ()))
+        return ("fn", code, value_key(a.__defaults__, depth + 1),
+                value_key(a.__kwdefaults__, depth + 1), cells)
+    if isinstance(a, (types.BuiltinFunctionType, type)):
+        return ("builtin", a)                  # immortal in practice: identity is meaning
+    return _Pinned(a)
+
+
+def _filled(cell):
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+class _Pinned:
+    """Any other object keys on identity, and the key keeps it alive: its id() cannot be
+    reused by a different object while the plan exists."""
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other):
+        return isinstance(other, _Pinned) and other.obj is self.obj
+
+    def __hash__(self):
+        return id(self.obj)
+
+
 def plan_key(args, kwargs):
-    parts = []
-    for a in args:
-        if isinstance(a, torch.Tensor):
-            parts.append(_meta(a))
-        else:
-            parts.append((type(a), a) if isinstance(a, (int, float, bool, str, type(None))) else (type(a), id(a)))
+    parts = [value_key(a) for a in args]
     for k in sorted(kwargs):
-        a = kwargs[k]
-        parts.append((k, _meta(a) if isinstance(a, torch.Tensor) else (type(a), repr(a))))
+        parts.append((k, value_key(kwargs[k])))
     return tuple(parts)
 
 
@@ -81,7 +130,7 @@ class PlanBuilder:
                 return
             slots.append((j, src))
             metas.append(_meta(t))
-        sizes = tuple(d.extent for d in prog.grid)
+        sizes = tuple((d.lo, d.lo + d.extent) for d in prog.grid)
         n_tunable = sum(1 for d in prog.dims if d.tunable)
         self.entries.append(_Entry(sizes, launch, slots, metas, n_tunable))
 
@@ -97,11 +146,11 @@ class _ReplayRun:
         self.plan, self.kernel, self.args, self.kwargs = plan, kernel, args, kwargs
         self.i, self.offset, self.tracer = 0, 0, None
 
-    def tile(self, sizes, block_size=None):
+    def tile(self, begins, ends, block_size, multi, index_only=False):
         if self.tracer is None:
             entry = self.plan.entries[self.i] if self.i < len(self.plan.entries) else None
             self.i += 1
-            launch = entry and self._bind(entry, sizes)
+            launch = entry and self._bind(entry, begins, ends)
             if launch is not None:
                 launch()
                 self.offset += entry.n_tunable
@@ -109,17 +158,30 @@ class _ReplayRun:
             self.plan.valid = False          # fall back: trace this loop and the rest
             self.tracer = Tracer(self.kernel.fn.__name__, self.kernel._loop_vars,
                                  on_program=self.kernel.launcher(self.plan.config))
+            self.tracer.config = self.plan.config
             self.tracer.tunable_offset = self.offset
-        return self.tracer.tile(sizes, block_size)
+        return self.tracer.tile(begins, ends, block_size, multi, index_only)
+
+    @property
+    def config(self):
+        return self.plan.config
+
+    def register_block_size(self, lo, hi=None):
+        if self.tracer is not None:
+            return self.tracer.register_block_size(lo, hi)
+        lo, hi = (1, int(lo)) if hi is None else (int(lo), int(hi))
+        index, self.offset = self.offset, self.offset + 1
+        return BlockSize(self.plan.config.block_sizes[index], index, lo, hi)
 
     def full(self, shape, value, dtype):
         if self.tracer is None:
             raise RuntimeError("dt.zeros/dt.full outside a tile loop")
         return self.tracer.full(shape, value, dtype)
 
-    def _bind(self, entry, sizes):
-        sizes = tuple(sizes) if isinstance(sizes, (list, tuple)) else (sizes,)
-        if sizes != entry.sizes:
+    def _bind(self, entry, begins, ends):
+        if not all(isinstance(b, int) and isinstance(e, int) for b, e in zip(begins, ends)):
+            return None
+        if tuple(zip(begins, ends)) != entry.sizes:
             return None
         frame_locals = None
         args = list(entry.launch.args)

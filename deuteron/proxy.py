@@ -13,7 +13,8 @@ from . import ir, ops
 from .errors import TraceError
 
 _NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is not "
-            "supported (use torch.where(cond, a, b) for a per-element choice)")
+            "supported (use torch.where(cond, a, b) for a per-element choice, extra_mask= of "
+            "hl.load / hl.store, or loop bounds read in the kernel: hl.tile(start, end))")
 
 
 def _dt(x):
@@ -39,7 +40,9 @@ class TileValue(ir.Value):
         if not name.startswith("_") and hasattr(torch.Tensor, name):
             raise UnsupportedMethod(f"unsupported tensor method in a tile loop: .{name}() "
                                     "(supported: elementwise math, where, sum/mean/amax/amin, "
-                                    "matmul/addmm, .to/.float/.half, .T, v[:, None])")
+                                    "softmax, matmul/addmm/bmm, .to/.float/.half, .T, "
+                                    ".transpose/.permute, .reshape/.view/.unsqueeze/.squeeze "
+                                    "of size-1 axes, v[:, None])")
         raise AttributeError(f"'TileValue' object has no attribute {name!r}")
 
     # --------------------------------------------------------------- no data while tracing
@@ -156,9 +159,14 @@ class TileValue(ir.Value):
         return ops.trans(self.tracer, self)
 
     def transpose(self, d0, d1):
-        if {d0 % max(self.rank, 1), d1 % max(self.rank, 1)} != {0, 1} or self.rank != 2:
-            raise TraceError("transpose of a tile needs 2 dims")
-        return ops.trans(self.tracer, self)
+        return ops.trans(self.tracer, self, d0, d1)
+
+    def permute(self, *perm):
+        perm = tuple(perm[0]) if len(perm) == 1 and isinstance(perm[0], (list, tuple)) else perm
+        if sorted(p % self.rank for p in perm) != list(range(self.rank)):
+            raise TraceError(f"permute{perm} of a tile of {self.rank} dims")
+        return self.tracer.new("permute", [self], tuple(self.dims[p] for p in perm), self.dtype,
+                               None, perm=tuple(p % self.rank for p in perm))
 
     def clamp(self, min=None, max=None):
         return _clamp(self.tracer, self, min, max)
@@ -168,6 +176,19 @@ class TileValue(ir.Value):
 
     @property
     def ndim(self):
+        return self.rank
+
+    @property
+    def shape(self):
+        """Tiles for tile dims (usable in hl.zeros / reshape shapes), ints for the others."""
+        from .trace import Tile
+        return tuple(1 if d is ir.ONE else d.extent if d.kind == "full" else Tile(self.tracer, d)
+                     for d in self.dims)
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
         return self.rank
 
 
@@ -228,7 +249,10 @@ def _table():
             t[r] = (lambda f: lambda tr, a, b: ops.binary(tr, f, b, a))(fn)
     t[torch.Tensor.__matmul__] = lambda tr, a, b: ops.dot(tr, a, b)
     t[torch.Tensor.__rmatmul__] = lambda tr, a, b: ops.dot(tr, b, a)
-    t[torch.matmul] = t[torch.mm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.matmul] = t[torch.mm] = t[torch.bmm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.baddbmm] = _addmm
+    t[torch.Tensor.transpose] = lambda tr, x, d0, d1: ops.trans(tr, ops.as_operand(tr, x), d0, d1)
+    t[torch.transpose] = t[torch.Tensor.transpose]
     t[torch.addmm] = _addmm
     t[torch.where] = lambda tr, c, a, b: ops.where(tr, c, a, b)
     t[torch.clamp] = lambda tr, x, min=None, max=None: _clamp(tr, x, min, max)
@@ -236,10 +260,22 @@ def _table():
         ops.as_operand(tr, x), dim, keepdim, dtype)
     t[torch.mean] = lambda tr, x, dim=None, keepdim=False, dtype=None: TileValue.mean(
         ops.as_operand(tr, x), dim, keepdim, dtype)
-    t[torch.amax] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "max", x, dim or None, keepdim)
-    t[torch.amin] = lambda tr, x, dim=None, keepdim=False: ops.reduce(tr, "min", x, dim or None, keepdim)
+    # (dim=() means every dim, as in torch; dim=0 is the first one)
+    t[torch.amax] = lambda tr, x, dim=(), keepdim=False: ops.reduce(
+        tr, "max", x, None if dim in ((), []) else dim, keepdim)
+    t[torch.amin] = lambda tr, x, dim=(), keepdim=False: ops.reduce(
+        tr, "min", x, None if dim in ((), []) else dim, keepdim)
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
+    t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax
+    t[F.gelu] = lambda tr, x, approximate="none": ops.gelu(tr, x, approximate)
+    t[torch.Tensor.reshape] = t[torch.Tensor.view] = lambda tr, x, *shape: ops.reshape(
+        tr, ops.as_operand(tr, x), shape)
+    t[torch.reshape] = lambda tr, x, shape: ops.reshape(tr, ops.as_operand(tr, x), (shape,))
+    t[torch.Tensor.unsqueeze] = t[torch.unsqueeze] = lambda tr, x, d: _unsqueeze(
+        tr, ops.as_operand(tr, x), d)
+    t[torch.Tensor.squeeze] = t[torch.squeeze] = lambda tr, x, d=None: _squeeze(
+        tr, ops.as_operand(tr, x), d)
     t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
@@ -252,11 +288,45 @@ def _table():
     return t
 
 
+def _softmax(tracer, x, dim=None, dtype=None, _stacklevel=3):
+    if dim is None:
+        raise TraceError("softmax in a tile loop needs dim=")
+    return ops.softmax(tracer, x, dim, dtype)
+
+
+def _unsqueeze(tracer, x, d):
+    d = d % (x.rank + 1)
+    return ops.view(tracer, x, tuple([slice(None)] * d + [None] + [slice(None)] * (x.rank - d)))
+
+
+def _squeeze(tracer, x, d=None):
+    keep = [e for i, e in enumerate(x.dims) if not (e is ir.ONE and (d is None or i == d % x.rank))]
+    return ops.reshape(tracer, x, ([1 if e is ir.ONE else _TileOf(e) for e in keep],))
+
+
+class _TileOf:
+    """A stand-in tile for reshape shapes built from a value's own dims."""
+
+    def __init__(self, dim):
+        self.dim = dim
+
+
 def _like(tracer, x, value, dtype):
     return tracer.new("full", [], x.dims, dtype or x.dtype, value, value=value)
 
 
 TORCH_OPS = _table()
+
+
+def _method(m):
+    def method(self, *a, **k):
+        return TORCH_OPS[getattr(torch.Tensor, m)](self.tracer, self, *a, **k)
+    method.__name__ = m
+    return method
+
+
+for _m in ("softmax", "reshape", "view", "unsqueeze", "squeeze"):
+    setattr(TileValue, _m, _method(_m))
 
 
 def dispatch(tracer, func, args, kwargs):
@@ -273,5 +343,6 @@ def dispatch(tracer, func, args, kwargs):
         qual = getattr(func, "__qualname__", None) or repr(func)
         qual = qual.replace("_VariableFunctionsClass.", "torch.").replace("TensorBase.", "Tensor.")
         raise TraceError(f"unsupported torch op in a tile loop: {qual} (supported: elementwise "
-                         f"math, where, sum/mean/amax/amin, matmul/addmm, .to)")
+                         f"math, where, sum/mean/amax/amin, softmax, gelu, silu, "
+                         f"matmul/addmm/bmm/baddbmm, .to)")
     return fn(tracer, *args, **kwargs)

@@ -10,7 +10,8 @@ import torch
 NL_DTYPE = {torch.float16: "nl.float16", torch.bfloat16: "nl.bfloat16", torch.float32: "nl.float32",
              torch.float64: "nl.float64", torch.int8: "nl.int8", torch.int16: "nl.int16",
              torch.int32: "nl.int32", torch.int64: "nl.int64", torch.uint8: "nl.uint8",
-             torch.bool: "nl.int1"}
+             torch.bool: "nl.int1", torch.float8_e4m3fn: "nl.float8e4nv",
+             torch.float8_e5m2: "nl.float8e5"}
 BINOP = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "floordiv": "//", "mod": "%",
           "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!=", "and": "&",
           "or": "|", "xor": "^"}

@@ -17,8 +17,9 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import ir, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
+from . import ir, memory, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
 from .errors import Loc, TraceError, user_frame, user_loc
+from .ir import BlockSize, default_block
 
 
 def _user_frame():
@@ -28,20 +29,38 @@ def _user_frame():
 
 class Tile:
     """A tile of one dimension, as the loop body sees it while tracing. Index tensors with it;
-    `tile.index` is the tile's offsets (int32), `tile.begin` its first offset."""
+    `tile.index` is its offsets (int32), `.begin` / `.end` its first / one-past-last offset,
+    `.block_size` its size and `.id` its number (begin // block_size); all are tile values, so
+    they take part in arithmetic. A block_size=1 tile (an `hl.grid` index) is a scalar: arithmetic
+    on the tile itself works on its position."""
 
     def __init__(self, tracer, dim: ir.Dim):
         self._tracer, self.dim = tracer, dim
+
+    def _attr(self, what, dims=(), dtype=torch.int32):
+        return self._tracer.new(what, [], dims, dtype, None, dim=self.dim)
 
     @property
     def index(self):
         if self.dim.is_index:
             return self.begin
-        return self._tracer.new("index", [], (self.dim,), torch.int32, None, dim=self.dim)
+        return self._attr("index", (self.dim,))
 
     @property
     def begin(self):
-        return self._tracer.new("begin", [], (), torch.int32, None, dim=self.dim)
+        return self._attr("begin")
+
+    @property
+    def end(self):
+        return self._attr("end")
+
+    @property
+    def block_size(self):
+        return self._attr("block_size")
+
+    @property
+    def id(self):
+        return self._attr("tile_id")
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -49,17 +68,29 @@ class Tile:
         return tracer.torch_function(func, args, kwargs or {})
 
     def __index__(self):
-        raise TraceError("a tile is not an integer: index tensors with it, or use tile.index "
-                         "for its offsets")
+        raise TraceError("a tile is not a host integer: index tensors with it, or use tile.index "
+                         "/ tile.begin in the kernel")
 
     __int__ = __index__
 
-    def _arith(self, *_):
-        raise TraceError("arithmetic on a tile is not supported: use tile.index (its offsets) "
-                         "or tile.begin (its first offset)")
+    def _scalar(self):
+        if not self.dim.is_index:
+            raise TraceError("arithmetic on a tile is not supported: use tile.index (its "
+                             "offsets), tile.begin, tile.end, tile.block_size or tile.id")
+        return self.begin
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _arith
-    __lt__ = __le__ = __gt__ = __ge__ = _arith
+    def __add__(self, o): return self._scalar() + o
+    def __radd__(self, o): return o + self._scalar()
+    def __sub__(self, o): return self._scalar() - o
+    def __rsub__(self, o): return o - self._scalar()
+    def __mul__(self, o): return self._scalar() * o
+    def __rmul__(self, o): return o * self._scalar()
+    def __floordiv__(self, o): return self._scalar() // o
+    def __mod__(self, o): return self._scalar() % o
+    def __lt__(self, o): return self._scalar() < o
+    def __le__(self, o): return self._scalar() <= o
+    def __gt__(self, o): return self._scalar() > o
+    def __ge__(self, o): return self._scalar() >= o
 
     def __repr__(self):
         return f"<dt tile {self.dim.var or ''} over {self.dim.extent}>"
@@ -130,6 +161,7 @@ class Tracer:
         self.tunable_offset = 0           # tile dims of loops replayed before this tracer began
         self.parents = {}                 # id(loop items) -> enclosing items list
         self._mode = None
+        self.config = None                # the config this run launches with (None: trace only)
 
     def close(self):
         """Leave the body mode if a loop body raised (the generator was never resumed)."""
@@ -142,27 +174,45 @@ class Tracer:
         return next(self._ids)
 
     # ------------------------------------------------------------------ tiles and loops
-    def tile(self, sizes, block_size=None):
+    def tile(self, begins, ends, block_size, multi, index_only=False):
         frame, loc = _user_frame()
-        multi = isinstance(sizes, (list, tuple))
-        sizes = list(sizes) if multi else [sizes]
-        blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(sizes)
-        if len(blocks) != len(sizes):
-            raise TraceError("dt.tile: block_size needs one entry per dimension", loc)
-        for s in sizes:
-            if isinstance(s, bool) or not isinstance(s, int):
-                raise TraceError(f"dt.tile takes integer sizes (e.g. x.shape[0]), got {s!r}", loc)
+        blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
+        if len(blocks) != len(ends):
+            raise TraceError("hl.tile: block_size needs one entry per dimension", loc)
+        blocks = [b.value if isinstance(b, BlockSize) else b for b in blocks]
+        bounds = []
+        for b, e in zip(begins, ends):
+            for s in (b, e):
+                if isinstance(s, ops.TileValue) and self.program is not None and s.rank == 0 \
+                        and not s.dtype.is_floating_point:
+                    continue
+                if isinstance(s, bool) or not isinstance(s, int):
+                    raise TraceError(f"hl.tile takes integer bounds (e.g. x.shape[0]; an inner "
+                                     f"loop also a scalar the kernel loaded), got {s!r}", loc)
+            bounds.append((b, e))
         for b in blocks:
             if b is not None and (not isinstance(b, int) or b < 1 or b & (b - 1)):
-                raise TraceError(f"dt.tile: block_size must be a power of two, got {b!r}", loc)
+                raise TraceError(f"hl.tile: block_size must be a power of two, got {b!r}", loc)
+        if index_only:
+            blocks = [1] * len(ends)
         names = self.loop_vars.get((loc.file, loc.line), [])
-        return self._tile_gen(sizes, blocks, names, multi, loc)
+        return self._tile_gen(bounds, blocks, names, multi, loc, block_size)
 
-    def _tile_gen(self, sizes, blocks, names, multi, loc):
+    def _tile_gen(self, bounds, blocks, names, multi, loc, block_spec=None):
         outer = self.program is None
         kind = "grid" if outer else "loop"
-        dims = [ir.Dim(kind, s, b, names[i] if i < len(names) else None)
-                for i, (s, b) in enumerate(zip(sizes, blocks))]
+        dims = []
+        for i, ((lo, hi), b) in enumerate(zip(bounds, blocks)):
+            d = ir.Dim(kind, (hi - lo) if isinstance(lo, int) and isinstance(hi, int)
+                       else ir.DYNAMIC_HINT, b, names[i] if i < len(names) else None)
+            if outer and not (isinstance(lo, int) and isinstance(hi, int)):
+                raise TraceError("the bounds of the outermost hl.tile loop (the launch grid) "
+                                 "must be host integers", loc)
+            d.lo, d.hi = lo, hi
+            spec = block_spec[i] if isinstance(block_spec, (list, tuple)) else block_spec
+            if isinstance(spec, BlockSize):     # hl.register_block_size: shared, tuned once
+                d.shared = spec
+            dims.append(d)
         if outer:
             name = self.fn_name if not self.programs else f"{self.fn_name}_{len(self.programs)}"
             self.program = ir.Program(name=name, grid=dims, loc=loc)
@@ -178,6 +228,10 @@ class Tracer:
             outer_block, self.current_block = self.current_block, loop.items
         for d in dims:
             self.program.dims.append(d)
+            shared = getattr(d, "shared", None)
+            if shared is not None and shared.index >= 0:
+                d.tunable, d.block = False, shared.value
+                self.tunable[shared.index - self.tunable_offset].users.append(d)
             if d.tunable:
                 d.index = self.tunable_offset + len(self.tunable)
                 self.tunable.append(d)
@@ -230,6 +284,20 @@ class Tracer:
         self.program, self.current_block = None, None
         self.on_program(prog)
 
+    def register_block_size(self, lo, hi=None):
+        """A config slot of its own: this run's value comes from the config (a default when
+        only tracing); tiles given it as block_size take that value."""
+        lo, hi = (1, int(lo)) if hi is None else (int(lo), int(hi))
+        index = self.tunable_offset + len(self.tunable)
+        d = ir.Dim("loop", hi)
+        d.bs_range = (lo, hi)
+        self.tunable.append(d)
+        d.index = index
+        cfg = self.config
+        value = cfg.block_sizes[index] if cfg is not None and index < len(cfg.block_sizes) \
+            else default_block(lo, hi)
+        return BlockSize(value, index, lo, hi)
+
     # ------------------------------------------------------------------ values
     def new(self, op, args, dims, dtype, pad, loc=None, hoist=None, **attrs):
         from .ops import TileValue
@@ -244,6 +312,13 @@ class Tracer:
                         "dt.tile loop that has ended: the kernel would keep only its last tile, "
                         "the oracle the whole dim. Reduce or accumulate it inside the loop "
                         "(acc = acc + ...)", loc)
+        partial = attrs.get("partial") or next(
+            (a.attrs["partial"] for a in args if isinstance(a, ir.Value) and a.attrs.get("partial")), None)
+        if partial is not None:
+            if op == "store" or (op == "atomic" and attrs.get("fn") != "add"):
+                raise partial
+            if op != "atomic":
+                attrs["partial"] = partial
         v = TileValue(self, op, args, dims, dtype, pad, loc or user_loc(), **attrs)
         pads.recompute(v)
         if hoist is not None:   # a loop-carried init made of a number: define it before the loop
@@ -255,67 +330,30 @@ class Tracer:
         return v
 
     def full(self, shape, value, dtype):
-        from . import ops
         return ops.full(self, shape, value, dtype)
+
+    def arange(self, begin, end, dtype):
+        return ops.arange(self, begin, end, dtype)
+
+    def rand(self, shape, seed):
+        return ops.rand(self, shape, seed)
+
+    def dot(self, a, b, acc, out_dtype):
+        return ops.hl_dot(self, a, b, acc, out_dtype)
 
     def torch_function(self, func, args, kwargs):
         from . import ops
         return ops.dispatch(self, func, args, kwargs)
 
-    # ------------------------------------------------------------------ memory
-    def parse_index(self, tensor: torch.Tensor, index):
-        """Tensor indexing -> list of ("tile"|"full", Dim) / ("int", i) per tensor dim."""
-        prog = self.program
-        if not isinstance(index, tuple):
-            index = (index,)
-        if sum(1 for i in index if i is Ellipsis) > 1:
-            raise TraceError("at most one `...` in an index")
-        if any(i is Ellipsis for i in index):
-            k = index.index(Ellipsis)
-            fill = tensor.dim() - (len(index) - 1)
-            index = index[:k] + (slice(None),) * fill + index[k + 1:]
-        if len(index) > tensor.dim():
-            raise TraceError(f"too many indices ({len(index)}) for a tensor of {tensor.dim()} dims")
-        index = index + (slice(None),) * (tensor.dim() - len(index))
-        out = []
-        for axis, i in enumerate(index):
-            size = tensor.shape[axis]
-            if isinstance(i, Tile):
-                if i.dim.extent > size:
-                    raise TraceError(f"tile {i.dim.describe()} is larger than dimension {axis} of "
-                                     f"the tensor it indexes (size {size})")
-                out.append(("index" if i.dim.is_index else "tile", i.dim))
-            elif isinstance(i, slice) and i == slice(None):
-                out.append(("full", prog.full_dim(size)))
-            elif isinstance(i, int) and not isinstance(i, bool):
-                if not -size <= i < size:
-                    raise TraceError(f"index {i} out of range for dimension {axis} (size {size})")
-                out.append(("int", i % size))
-            else:
-                raise TraceError(f"unsupported index {i!r}: index tensors with tiles, ints, "
-                                 f"full slices ':' or '...'")
-        return out
+    # ------------------------------------------------------------------ memory (memory.py)
+    def load(self, tensor: torch.Tensor, index, extra_mask=None):
+        return memory.load(self, tensor, index, extra_mask)
 
-    def load(self, tensor: torch.Tensor, index):
-        idx = self.parse_index(tensor, index)
-        ref = self.program.tensor_ref(tensor)
-        ref.loaded = True
-        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
-        return self.new("load", [], dims, tensor.dtype, 0, ref=ref, index=idx)
+    def store(self, tensor: torch.Tensor, index, value, extra_mask=None):
+        return memory.store(self, tensor, index, value, extra_mask)
 
-    def store(self, tensor: torch.Tensor, index, value):
-        from .ops import as_operand
-        idx = self.parse_index(tensor, index)
-        dims = tuple(d for kind, d in idx if kind in ("tile", "full"))
-        value = as_operand(self, value)
-        vdims = getattr(value, "dims", ())
-        if ir.broadcast_dims(dims, vdims) != dims:
-            raise TraceError("mismatched tile shapes in store: value has dims "
-                             f"[{', '.join(d.describe() for d in vdims)}], target "
-                             f"[{', '.join(d.describe() for d in dims)}]")
-        ref = self.program.tensor_ref(tensor)
-        ref.stored = True
-        self.new("store", [value], (), None, None, ref=ref, index=idx)
+    def atomic(self, kind, tensor, index, value):
+        return memory.store(self, tensor, index, value, atomic=kind)
 
 
 _MISSING = object()

@@ -125,11 +125,48 @@ TRITON_DIFFERENCES = """\
 """
 
 HELION_DIFFERENCES = """\
-- **`dt.tile` is the only loop construct**: the outermost `for ... in dt.tile(...)` becomes the
-  launch grid, inner ones device loops. There is no `hl.grid`, `hl.register_block_size`,
-  `hl.specialize`, `hl.load` / `hl.store` or `hl.signal` / `hl.wait`; index tensors with tiles.
-- **A tile pinned with `block_size=1` is an index**: indexing with it drops that dim, as an int
-  would (used for the batch*head dim of attention).
+- **One port step**: `import deuteron.language as hl` and `import deuteron as dt` (for
+  `dt.kernel`, `dt.Config`) replace `helion.language` and `helion`. The `hl.*` names that exist
+  mean what Helion's mean; the rest of this list is what still differs.
+- **Missing `hl.*` names**: `hl.jagged_tile` (loop over `hl.tile(start, end)` with bounds read
+  in the kernel instead), `hl.barrier`, `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
+  `hl.associative_scan`, `hl.cumsum` / `hl.cumprod`, `hl.split` / `hl.join`, `hl.subscript`,
+  `hl.inline_asm_elementwise`, `hl.inline_triton` / `hl.triton_kernel`, `hl.device_print`,
+  `hl.breakpoint`, `hl.StackTensor`. `hl.constexpr` is an annotation only (host numbers are
+  baked into the kernel anyway); `hl.specialize` returns its argument as an int.
+- **No Python control flow on kernel values**: the body is traced once, so `if v > 0:` or
+  `while` on a value loaded in the kernel raises `TraceError`; use `torch.where`,
+  `hl.load(..., extra_mask=)` / `hl.store(..., extra_mask=)`, or loop bounds read in the kernel
+  (`for t in hl.tile(offsets[b], offsets[b + 1])`). `hl.static_range` is a plain Python range.
+- **A tile pinned with `block_size=1` is an index**, as an `hl.grid` index is: indexing with it
+  drops that dim, and arithmetic on it is integer arithmetic on its position.
+- **Tile attributes in the oracle**: the oracle runs each tile as the whole range of its loop,
+  so there `.block_size` is the range's length and `.id` is 0 (as in Helion's ref mode); an
+  index (`hl.grid`, `block_size=1`) is an int carrying `.begin`, `.end`, `.index`, `.id`. In the
+  oracle these are host ints: `t.end * 1.0`, not `t.end.float()`.
+- **`hl.register_block_size`** is an int in host code: this run's config value (when only
+  tracing, and in the oracle, the power of two nearest 64 within the range). Tiles given it as
+  `block_size=` share one tuned size.
+- **`hl.register_tunable(name, fragment)` is not searched**: the kernel runs with
+  `dt.Config(name=value)` when a config sets it, else the fragment's default
+  (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
+  `BooleanFragment`).
+- **`hl.rand(shape, seed=)`** draws Philox numbers (Triton's stream) at each element's position
+  in the untiled shape, so every tiling and the oracle draw the same numbers; the seed is a host
+  int. It is not torch's generator.
+- **Atomics** (`hl.atomic_add`, `_max`, `_min`, `_and`, `_or`, `_xor`, `_xchg`) are relaxed
+  and return None (Helion returns the old values); `sem` is accepted and ignored.
+- **A reduction or matmul over a dim of the launch grid** (each program holds one tile of it)
+  raises `TraceError` unless only `hl.atomic_add` consumes it (split-K) or a pinned block size
+  covers the dim: the kernel would otherwise keep one tile's part where the oracle has the whole.
+- **Batched matmuls** (`torch.bmm`, `torch.baddbmm`, `@` of 3-D tiles) run one batch element
+  per program: the batch tile's block size is pinned to 1.
+- **Tile values reshape only by adding or dropping size-1 axes** (`.reshape`, `.view`,
+  `.unsqueeze`, `.squeeze`, `v[:, None]`, `v[:, 0]` after a keepdim reduction); `.transpose` and
+  `.permute` reorder dims. Tiles have no memory layout to reshape.
+- **Matmul precision**: an fp8 matmul yields fp32 (the kernel's dot; torch has no fp8 matmul),
+  and `torch.addmm(acc_fp32, x_fp16, y_fp16)`, `torch.baddbmm` and fp8 products run in the
+  accumulator's precision in the oracle too (eager torch would refuse the mixed dtypes).
 - **`%` and `//` inside a deuteron kernel round like torch** (toward minus infinity), unlike
   newt kernels, because the eager oracle is plain torch and the two must agree.
 - **Mixed dtypes promote as in torch**: where Triton's rule (newt's) differs, fp16 with bf16
@@ -142,9 +179,20 @@ HELION_DIFFERENCES = """\
   configs, 300 s)**; there is one search, a random sample (plus known-good tilings for
   matmul-shaped kernels) followed by a local pattern search and a final re-timing of the best
   three ([deuteron/autotune/search.py](../deuteron/autotune/search.py)), where Helion offers
-  several search algorithms.
-- **`dt.Config` has `block_sizes`, `num_warps`, `num_stages` and `group_size` only** (no
-  `loop_orders`, `indexing`, `pid_type`, `range_unroll_factors`...).
+  several search algorithms. `DEUTERON_AUTOTUNE_EFFORT` sets the effort of kernels that do not
+  set one, `DEUTERON_PRINT_OUTPUT_CODE=1` prints every generated kernel, `DEUTERON_QUIET=1`
+  drops the progress bar (the summary line stays); Helion's `HELION_*` variables are not read.
+- **`dt.Config` tunes `block_sizes`, `num_warps`, `num_stages` and `group_size`** (Helion's
+  `l2_groupings=[g]` sets `group_size`); Helion's other keys (`indexing`, `pid_type`,
+  `loop_orders`, `range_*`, ...) are accepted, printed and have no effect
+  ([deuteron/config.py](../deuteron/config.py)).
+- **Kernel settings**: `config`, `configs`, `autotune_effort`, `static_shapes` (default False:
+  shapes are bucketed by powers of two), `use_default_config`, `print_output_code` and
+  `autotune_log_level` (0: quiet) act; Helion's other settings (`ignore_warnings`,
+  `index_dtype`, `dot_precision`, `autotune_*`, ...) are accepted and have no effect
+  ([deuteron/settings.py](../deuteron/settings.py)); unknown ones raise `TypeError`.
+- **A first call inside a CUDA graph capture raises** (tracing, compiling and tuning cannot be
+  captured): call the kernel once outside the capture; later calls replay into the graph.
 - **The generated code is newt source** (one `@newt.jit` kernel per top-level tile loop),
   readable with `k.to_newt_source(*args)`, not Triton source.
 - **Under `torch.compile` a call is the custom op `deuteron::call`**, its outputs shaped by
@@ -292,8 +340,19 @@ def language_md() -> str:
                                       if q.name != "self" and not q.name.startswith("_")])
         s = str(sig)
         out.append(f"#### `k.{meth}{s}`\n\n{_doc(f)}\n")
-    for name in ("tile", "zeros", "full"):
-        out.append(f"#### `dt.{_sig(name, getattr(dt, name))}`\n\n{_doc(getattr(dt, name))}\n")
+    import deuteron.language as hl
+    out.append(f"#### `deuteron.language` (`hl`)\n\n{_doc(hl)}\n")
+    for name in ("tile", "grid", "zeros", "full", "arange", "register_block_size",
+                 "register_tunable", "specialize", "static_range", "load", "store",
+                 "atomic_add", "rand", "dot"):
+        out.append(f"#### `hl.{_sig(name, getattr(hl, name))}`\n\n{_doc(getattr(hl, name))}\n")
+    out.append("`hl.atomic_max`, `hl.atomic_min`, `hl.atomic_and`, `hl.atomic_or`, "
+               "`hl.atomic_xor` and `hl.atomic_xchg` take the same arguments as "
+               "`hl.atomic_add`. `hl.tile_index(t)`, `hl.tile_begin(t)`, `hl.tile_end(t)`, "
+               "`hl.tile_block_size(t)`, `hl.tile_id(t)` are `t.index`, `t.begin`, `t.end`, "
+               "`t.block_size`, `t.id`. Every `hl.*` name is also `dt.*`.\n")
+    import deuteron.settings as ds
+    out.append(f"#### Kernel settings and environment\n\n{_doc(ds)}\n")
     out.append(f"#### `dt.Config`\n\n`{_sig('Config', dt.Config)}`\n\n{_doc(dt.Config)}\n")
     out.append(f"#### `dt.TraceError`\n\n{_doc(dt.TraceError)}\n")
     math = [n for n in ("exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh",

@@ -252,7 +252,7 @@ def _device_arch(args, kwargs):
     return None
 
 
-def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None):
+def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, quiet=False):
     """`arch` forces compiling candidates for that arch in workers before they run (tests on the
     CPU); by default they are compiled for the GPU the arguments live on, and not at all on the
     interpreter."""
@@ -277,7 +277,7 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None):
     tf32 = space.fp32_dot and torch.get_float32_matmul_precision() != "highest"
     timer = timer or (_cuda_timer if on_gpu else _cpu_timer)
     total = len(kernel.configs) if kernel.configs else BUDGETS.get(effort, BUDGETS["quick"])[1]
-    bar = Progress(total, f"[deuteron] tuning {name}", progress)
+    bar = Progress(total, f"[deuteron] tuning {name}", progress and not quiet)
     stats = {"compile_s": 0.0}
     spilled = {}
 

@@ -17,7 +17,7 @@ import tempfile
 import torch
 
 from ..ir import next_pow2
-from ..language import Config
+from ..config import Config
 
 
 def cache_dir() -> str:

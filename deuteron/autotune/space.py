@@ -27,16 +27,19 @@ import torch
 
 from .. import ir
 from ..ir import next_pow2
-from ..language import Config
+from ..config import Config
 
 
 @dataclasses.dataclass
 class TileInfo:
     extent: int
-    kind: str          # "grid" | "loop"
+    kind: str          # "grid" | "loop" | "bs" (an hl.register_block_size)
     in_dot: bool
     row: int           # elements per program from full slices (1 when none)
     program: int
+    bounds: tuple | None = None    # hl.register_block_size(min, max)
+    batch: bool = False            # a batched matmul's batch tile: pinned to 1
+    role: str | None = None        # in a dot: "mn" (an output dim) or "k" (contracted)
 
 
 def _pow2_range(lo, hi):
@@ -56,14 +59,23 @@ class Space:
         self.tiles: list[TileInfo] = []
         self.programs = tracer.programs
         owner = {}
+        from ..pads import _values
+        kdims = set()       # dims some dot contracts over (the others a dot reads are M / N)
         for pi, p in enumerate(self.programs):
             row = math.prod(max(next_pow2(d.extent), 16 if d.in_dot else 1)
                             for d in p.dims if d.kind == "full")
             for d in p.dims:
                 owner[id(d)] = (pi, row)
+            kdims |= {id(v.attrs["kdim"]) for v in _values(p.items) if v.op == "dot"}
         for d in tracer.tunable:
-            pi, row = owner[id(d)]
-            self.tiles.append(TileInfo(d.extent, d.kind, d.in_dot, row, pi))
+            users = d.users or [d]     # a registered block size: what the tiles using it need
+            pi, row = owner.get(id(users[0]), (0, 1))
+            kind = "bs" if d.users or getattr(d, "bs_range", None) else d.kind   # no grid/K part
+            in_dot = any(u.in_dot for u in users)
+            role = ("k" if any(id(u) in kdims for u in users) else "mn") if in_dot else None
+            self.tiles.append(TileInfo(d.extent, kind, in_dot, row, pi,
+                                       getattr(d, "bs_range", None), getattr(d, "batch", False),
+                                       role))
         self.has_dot = any(p.has_dot for p in self.programs)
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
@@ -93,9 +105,15 @@ class Space:
         self.spilled.append(cfg)
 
     def _choices(self, t: TileInfo):
+        if t.batch:
+            return [1]
+        if t.bounds is not None:
+            lo, hi = t.bounds
+            got = [b for b in self._choices(dataclasses.replace(t, bounds=None)) if lo <= b <= hi]
+            return got or [next_pow2(max(lo, 1))]
         hi_ext = next_pow2(t.extent)
         if t.in_dot:
-            cap, floor = (256, 64) if t.kind == "grid" else (128, 32)
+            cap, floor = (256, 64) if t.role == "mn" else (128, 32)
             hi = max(16, min(cap, hi_ext))
             return _pow2_range(min(floor, hi), hi)
         if t.row > 1:
@@ -104,7 +122,10 @@ class Space:
 
     # ------------------------------------------------------------------ validity
     def program_elems(self, cfg: Config, pi: int) -> int:
-        n = math.prod(b for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi)
+        # loop tiles of sibling loops are not live together: count the largest one only
+        mine = [(b, t) for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi]
+        n = math.prod(b for b, t in mine if t.kind != "loop") * max(
+            [b for b, t in mine if t.kind == "loop"], default=1)
         row = next((t.row for t in self.tiles if t.program == pi), 1)
         return n * row
 
@@ -118,9 +139,9 @@ class Space:
         for pi, prog in enumerate(self.programs):
             if prog.has_dot:     # accumulator registers and the shared-memory ring must fit
                 mine = [(b, t) for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi]
-                grid = math.prod(b for b, t in mine if t.kind == "grid")
-                k = math.prod(b for b, t in mine if t.kind == "loop") or 1
-                if grid > 32768 or cfg.num_stages * (sum(b for b, t in mine if t.kind == "grid")
+                grid = math.prod(b for b, t in mine if t.role == "mn")
+                k = math.prod(b for b, t in mine if t.role == "k") or 1
+                if grid > 32768 or cfg.num_stages * (sum(b for b, t in mine if t.role == "mn")
                                                      * k * (4 if prog.fp32_dot else 2)) > 200 * 1024:
                     return False
                 if grid > 128 * 32 * cfg.num_warps:     # accumulators per thread
@@ -141,9 +162,9 @@ class Space:
         fp32 = self.fp32_dot
         for t, ch in zip(self.tiles, self.block_choices):
             if t.in_dot:
-                want = 128 if t.kind == "grid" else (32 if fp32 else 64)
-            elif t.row > 1:
-                want = 1
+                want = 128 if t.role == "mn" else (32 if fp32 else 64)
+            elif t.row > 1:      # rows per program: one; rows per loop step: ~4096 elements
+                want = 1 if t.kind != "loop" else max(1, 4096 // t.row)
             elif t.kind == "loop":
                 want = 1024
             else:   # elementwise: about 1024 elements per program, the last dim widest
@@ -159,6 +180,10 @@ class Space:
             row = max((t.row for t in self.tiles), default=1)
             if row > 1:
                 cfg = dataclasses.replace(cfg, num_warps=max(1, min(16, row // 512)))
+            up = cfg
+            while not self.valid(up) and up.num_warps < 16:   # more threads for big tiles first
+                up = dataclasses.replace(up, num_warps=up.num_warps * 2)
+            cfg = up if self.valid(up) else cfg
             while not self.valid(cfg) and cfg.num_warps > 1:
                 cfg = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2)
         stages = 3 if 3 in self.stages else self.stages[len(self.stages) // 2]
