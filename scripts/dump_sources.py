@@ -56,8 +56,8 @@ class Dumper:
         k = self.seen.get((stem, arch), 0)
         self.seen[stem, arch] = k + 1
         name = f"{stem}__{k}__{arch}.{'cu' if ok else 'err'}"
-        with open(os.path.join(self.out, name), "w") as f:
-            f.write(text)
+        with open(os.path.join(self.out, name), "w") as f:   # (the same text in any checkout)
+            f.write(text.replace(ROOT + os.sep, "<root>/"))
         self.count += 1
 
     def generate(self, stem, fn, signature, constexprs, spec, num_warps, num_stages):

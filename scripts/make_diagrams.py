@@ -242,7 +242,7 @@ def fragment_to_a(cell=26):
     warp) holds every element in the lane that the m16n8k16 A fragment wants it in: slots
     2j, 2j + 1 are register j of the A operand (newt/codegen/dot.py, _a_frag_regs)."""
     sys.path.insert(0, ROOT)
-    from newt.passes.dot import AccLayout
+    from newt.ir.layouts import AccLayout
     lay = AccLayout(16, 16, 32)
     acc = {}                                     # (row, col) -> (lane, slot)
     for lane in range(32):

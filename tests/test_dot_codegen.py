@@ -6,7 +6,7 @@ benchmarks/bench_matmul.py.)"""
 import pytest
 
 from newt.codegen import mma, wgmma
-from newt.passes.dot import AccLayout, SwappedAccLayout
+from newt.ir.layouts import AccLayout, SwappedAccLayout
 from newt.runtime import nvrtc
 
 W, M_ = wgmma.WgmmaConfig, mma.MmaConfig

@@ -188,7 +188,7 @@ static newt_u32 newt_pack_bf16(float lo, float hi) { return nt_f2b(lo) | ((newt_
 def model_encode(dtype_code, rank, address, dims, strides, box, elem_strides, interleave,
                  swizzle, l2, oob):
     """cuTensorMapEncodeTiled's stand-in: the model's encoding of the same arguments."""
-    from newt.codegen.tma import DTYPE_CODE
+    from newt.ir.schedule import DTYPE_CODE
     from newt.runtime.driver import CUtensorMap
     assert 2 <= rank <= 5 and list(elem_strides) == [1] * rank and interleave == 0 and oob == 0
     assert len(dims) == len(box) == rank and len(strides) == rank - 1
@@ -370,7 +370,7 @@ def test_tensor_maps_are_built_once_per_tensor():
 
 
 def cfg_box(cfg):
-    from newt.codegen.tma import tile_boxes
+    from newt.ir.schedule import tile_boxes
     return tile_boxes(cfg.bm, cfg.bk, cfg.esize)[0]
 
 

@@ -20,7 +20,7 @@ mask.
 from __future__ import annotations
 
 from . import persistent
-from .dot import _helpers
+from .dot import add_helpers
 from .dot_tma import map_param
 from .emitter import handles
 
@@ -120,7 +120,7 @@ def stage(em, op, src, base, n, pack):
 def _tma_store(em, op):
     sb = op.attrs["tma_store"]
     tile = em.staged_tiles[op.operands[1].id]
-    _helpers(em, ("newt_tma_store", STORE_HELPERS))
+    add_helpers(em, ("newt_tma_store", STORE_HELPERS))
     R, C = sb.rows, sb.cols
     r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
     X, Y, s = _scalar(em, sb.bound_r), _scalar(em, sb.bound_c), _scalar(em, sb.stride)

@@ -39,7 +39,8 @@ import dataclasses
 from .dot_ptx import PRELUDE, WGMMA_HELPERS, wgmma_instr
 from .dot_tiles import (ELEM_U, Operand, grouped_pid_src, load_tile_src,
                         store_tile_src, vec_ok_src)
-from .tma import TMA_HELPERS, tile_boxes
+from ..ir.schedule import tile_boxes
+from .tma import TMA_HELPERS
 
 KINDS = {  # input kind -> (element bytes, k per instruction)
     "f16": (2, 16), "bf16": (2, 16), "tf32": (4, 8),

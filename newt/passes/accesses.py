@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir.core import is_block
+from ..ir.pointers import static_groups
 
 # per access kind: None (the rule above), or the form to force
 GROUPS = {"load": None, "store": None}       # "static" / "tested"
@@ -68,21 +69,9 @@ def vector_plan(op, lay, dt):
     return vec, width, vec * size // width
 
 
-def static_groups(ptr, mask, vec, width, size) -> bool:
-    """Whether every group is known, from the layout pass's run facts, to be consecutive,
-    aligned to the access width and under one mask bit: then a group can be one predicated
-    vector access and needs neither a run-time test nor the scalar path (Triton's case when
-    pointers and sizes are specialized as divisible by 16)."""
-    c, d = ptr.attrs.get("contig", 1), ptr.attrs.get("div", 1)
-    if c < vec:
-        return False
-    align = d if c <= vec else min(d, vec * size)     # at a group's first element
-    return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
-
-
 def choose(kind, ptr, mask, lay, dt, plan) -> Access:
     """The rule (module docstring) for one access with vector plan `plan`."""
-    from .layouts import CyclicLayout
+    from ..ir.layouts import CyclicLayout
     vec, width, per = plan
     size = max(1, dt.bits // 8)
     static = static_groups(ptr, mask, vec, width, size)

@@ -45,9 +45,9 @@ import dataclasses
 
 from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
-from .dot import plan_dot, uses_wgmma
+from ..ir.schedule import plan_dot, uses_wgmma
 from .dot_fp8 import lower_fp8_dots
-from .dot_loads import b_tile_kmajor
+from ..ir.pointers import b_tile_kmajor
 from .trans_loads import load_transposed_operands
 
 
@@ -289,6 +289,3 @@ def install():
     if not any(name == "dot_pipeline" for name, _ in P.PASSES):
         P.PASSES = (("dot_pipeline", pipeline_dots),) + tuple(P.PASSES)
 
-
-# the ring's codegen handlers (dot_ring_load) register on import
-from ..codegen import dot_ring as _dot_ring  # noqa: E402,F401

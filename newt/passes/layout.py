@@ -25,7 +25,7 @@ ops and loop-carried values; index-computable operands follow for free.
 from __future__ import annotations
 
 from ..ir.core import BlockType, Op, Value, is_block
-from .layouts import CyclicLayout, Layout
+from ..ir.layouts import CyclicLayout, Layout
 from .runs import mark_runs
 
 # ops whose operands and results share one layout, elementwise

@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 import ctypes
 
-from ..codegen.tma import DTYPE_CODE, TmaBox, tile_boxes
+from ..ir.schedule import DTYPE_CODE, TmaBox, tile_boxes
 
 # CU_TENSOR_MAP_L2_PROMOTION_L2_256B: a box row that misses L2 brings the 256-byte sector
 # pair around it. A tile's rows are 128 bytes (the swizzle span), so the other half is the next
