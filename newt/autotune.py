@@ -56,38 +56,9 @@ class _Wrapper:
                            f"{self.__name__}[grid](...)")
 
 
-def _fallback_bench(fn, warmup=25, rep=100):
-    """Median time in ms of `fn` with CUDA events (used when newt.testing is absent)."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    est = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup / est))):
-        fn()
-    n = max(1, min(int(rep / est), 1000))
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-           for _ in range(n)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in evs)
-    return times[len(times) // 2]
-
-
 def _default_bench():
-    try:
-        from .testing import do_bench
-        return do_bench
-    except ImportError:
-        return _fallback_bench
+    from .testing import do_bench      # (late: newt.testing imports torch)
+    return do_bench
 
 
 class Autotuner(_Wrapper):

@@ -27,16 +27,14 @@ tiles, crosses the iteration's one barrier and issues the copies of a later iter
 its mma runs; the second skips the wait and the barrier, and with wgmma is left in flight,
 accumulating in place into the carried accumulator (attrs cp_wait, ring_issue, ring_ready,
 wg_defer, rotate).
-Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
+Tile formats and swizzles (class Tile below): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
 wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32, fp8 and int8, and for 16-bit B
 loaded along K (attrs["b_kmajor"], newt/passes/dot_loads.py). Regions come from the
 shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
-
-The pipelined form (cp.async ring with deferred consumption, see wgmma.py/mma.py) needs the
-loads feeding the dot to be rewritten before the layout pass; newt/passes/dot.py documents the
-pass and the hook it needs.
+The pipelined form (cp.async ring with deferred consumption) is dot_ring.py's, for loops the
+pipeline pass rewrote (newt/passes/dot_pipeline.py).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ with D = S - 1:
 
 The accumulator is the loop-carried value itself (the pass checked that nothing else reads it
 inside the loop), so the in-flight wgmma group of one iteration may overlap the next
-iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, mma.py).
+iteration's copies and barrier.
 """
 from __future__ import annotations
 

@@ -1,10 +1,10 @@
-"""TMA (cp.async.bulk.tensor) and mbarrier building blocks for the sm_90a matmul, and the plan
-of the boxes an operand tile is loaded with.
+"""TMA (cp.async.bulk.tensor) and mbarrier building blocks for the sm_90a matmul.
 
-Where it sits: codegen, beside dot_ptx.py. wgmma.py's TMA variant (WgmmaConfig(tma=True))
-pastes TMA_HELPERS and issues one copy per box of `tile_boxes`; the host builds the matching
-tensor maps with newt/runtime/tensormap.py from the same TmaBox, so the box size and the
-swizzle the kernel assumes are the ones the map encodes.
+Where it sits: codegen, beside dot_ptx.py. The TMA rings (dot_tma.py, ring_tma.py) and the
+epilogue's stores (store_tma.py) paste TMA_HELPERS and issue one copy per box of
+newt/ir/schedule.py's `tile_boxes`; the host builds the matching tensor maps with
+newt/runtime/tensormap.py from the same TmaBox, so the box size and the swizzle the kernel
+assumes are the ones the map encodes.
 
 Shared-memory format written by a box (PTX ISA, "Tensor copy: swizzling modes"): the box's rows
 of `swizzle` bytes are stored one after another; inside each 1024/512/256-byte pattern, 16-byte

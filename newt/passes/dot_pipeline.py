@@ -33,8 +33,7 @@ Consumes the frontend's IR; produces:
    terms bounded by parameters) gets ring.tma and the schedule of codegen/dot_tma.py: D = S-1,
    tiles copied by TMA on mbarriers, no CTA barrier in the loop.
 
-Registered first in newt/passes/__init__.py's PASSES (`install()` does the same for older
-pass lists). Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
+Listed in newt/passes/__init__.py's PASSES. Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
 constant, invariant tests declared before the loop, slow groups gathered out of line),
 dot_masks.py (one test per 16-byte group), dot_epilogue.py (dot_acc_out through padded shared
 memory; the epilogue's stores addressed per group from index math).
@@ -281,11 +280,4 @@ def _plan_tma(fn, loop, num_threads):
         outs = [op for op in loop.parent.ops if op.opcode == "dot_acc_out"
                 and op.operands[0] is loop.results[j]]
         plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None, num_threads)
-
-
-def install():
-    """Register the pass before the layout pass (idempotent)."""
-    import newt.passes as P
-    if not any(name == "dot_pipeline" for name, _ in P.PASSES):
-        P.PASSES = (("dot_pipeline", pipeline_dots),) + tuple(P.PASSES)
 

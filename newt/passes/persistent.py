@@ -43,7 +43,6 @@ from ..ir.schedule import smem_limit
 
 # scalar ops the pid slice may hold (codegen emits each as one C declaration)
 _SLICE_OPS = {"constant", "binary", "unary", "cast", "select", "program_id", "num_programs"}
-_ON = [True]     # benchmarks/matmul_variants.py turns the pass off for its A/B runs
 
 
 @dataclasses.dataclass(repr=False)
@@ -94,8 +93,6 @@ def scalar_slice(values, body) -> list:
 
 def _plan(fn, options, loop, ring) -> PersistPlan:
     body = fn.body
-    if not _ON[0]:
-        raise NoSlice("turned off")
     if any(op.opcode in ("return", "while") for op in fn.walk()):
         raise NoSlice("the kernel returns early or has a while loop")
     loops = [op for op in body.ops if op.opcode == "for"]

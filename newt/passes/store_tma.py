@@ -24,8 +24,7 @@ tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf
 -> 622 (best of four configs each, one process).
 
 Facts recorded: `dot_acc_out.attrs["tma_store"]` and the store's opcode `tma_store` with
-attrs["tma_store"] (a StoreBox; with PIPELINE_PANELS, off as measured, also the staging's
-panel runs: each panel stored right after its writes), one more recipe in fn.attrs["tma_maps"]
+attrs["tma_store"] (a StoreBox), one more recipe in fn.attrs["tma_maps"]
 (optional: the kernel reads the map only after its run-time test, so arguments no map can
 describe, such as a negative row stride, get a placeholder map instead of a launch error). A
 TMA-ring dot whose store the pass cannot prove keeps the per-thread stores, with the reason in
@@ -39,7 +38,6 @@ from ..ir.pointers import (NoMatch, arange_index, launch_value, lt_term, mask_te
                            ptr_terms, same)
 from ..ir.schedule import tile_boxes
 from .dot_tma import TMA_KIND
-from .persistent import NoSlice, scalar_slice
 from .ring_tma import tma_stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
@@ -62,55 +60,9 @@ class StoreBox:
     stride: object
     bound_r: object           # the mask's bounds (Value or int)
     bound_c: object
-    # PIPELINE_PANELS: [(panel, first pair, end pair)] of the staging, each panel stored right
-    # after its pairs are written, and the scalar ops computing the store's coordinates (which
-    # come after the staging: codegen emits a copy of them first)
-    panel_runs: list = None
-    coord_ops: list = ()
 
     def __repr__(self):       # (the printed IR)
-        runs = ", panels stored as written" if self.panel_runs else ""
-        return f"box(map={self.map_index}, {self.rows}x{self.cols}{runs})"
-
-
-# Panels stored one by one as they are written (thread 0 stores panel q while the warps write
-# panel q + 1) instead of all after the last. Off: measured on the H200, 2026-12-02 05:55 UTC
-# (benchmarks/matmul_variants.py `panels`, 3 rounds, 128x256x64 s4 / s3, TFLOP/s), it is level
-# at 2048^3 (fp16 603 against 611, bf16 626 against 625) and slower where a persistent CTA runs
-# several programs: fp16 4096^3 / 8192^3 630 / 617 against 656 / 653, bf16 675 / 647 against
-# 686 / 669. Each panel's barrier stops every warp once more per tile, which costs more than
-# the overlapped store saves.
-PIPELINE_PANELS = [False]
-
-
-def _panel_runs(lay, C: int):
-    """[(panel, first pair, end pair)]: the fragment pairs p of each panel as one run, the same
-    for every thread; None when the layout does not write its panels one after the other."""
-    if not hasattr(lay, "py_flat"):
-        return None
-    runs = []
-    for p in range(lay.nslots // 2):
-        qs = {lay.py_flat(t, 2 * p) % C // 64 for t in range(lay.num_threads)}
-        if len(qs) != 1:
-            return None
-        q = qs.pop()
-        if runs and runs[-1][0] == q:
-            runs[-1][2] = p + 1
-        else:
-            runs.append([q, p, p + 1])
-    return [tuple(r) for r in runs] if len({r[0] for r in runs}) == len(runs) else None
-
-
-def _pipeline(fn, out, sb):
-    """sb.panel_runs and sb.coord_ops, when the layout and the coordinates allow."""
-    runs = _panel_runs(out.operands[0].attrs.get("layout"), sb.cols)
-    if runs is None:
-        return
-    try:
-        sb.coord_ops = scalar_slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], fn.body)
-    except NoSlice:     # a coordinate that is not scalar index math before the loop
-        return
-    sb.panel_runs = runs
+        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
 
 
 def _store_of(fn, out):
@@ -195,8 +147,6 @@ def plan_store_tma(fn, options):
         except NoMatch as e:
             out.attrs["tma_store_why"] = str(e)
             continue
-        if PIPELINE_PANELS[0]:
-            _pipeline(fn, out, sb)
         maps = fn.attrs.setdefault("tma_maps", [])
         sb.map_index = len(maps)
         maps.append(recipe)
