@@ -42,27 +42,6 @@ def load_file(path: str, name: str):
     return mod
 
 
-def use_variant(root: str, current: list, v: str):
-    """Experiment scripts (*_variants.py): make `v` the variant codegen sees (current[0]) and
-    give it its own cache folder under `root`, so that variants never share binaries."""
-    current[0] = v
-    os.environ["NEWT_CACHE_DIR"] = os.path.join(root, v)
-
-
-def variant_examples(stem: str, variants, current: list, each=None):
-    """Experiment scripts: (cache root, {variant: examples/<stem>.py loaded as its own module
-    while `variant` is current}); `each(variant)` runs before each load (a variant's setting)."""
-    root = tempfile.mkdtemp()
-    path = os.path.join(ROOT, "examples", stem + ".py")
-    mods = {}
-    for v in variants:
-        use_variant(root, current, v)
-        if each is not None:
-            each(v)
-        mods[v] = load_file(path, f"variant_{stem}_{v}")
-    return root, mods
-
-
 def example(key: str):
     """The example module of a workload ("add", "softmax", "layernorm", "silu")."""
     stem = EXAMPLES[key]

@@ -20,10 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 import newt  # noqa: E402
 import newt.language as nl  # noqa: E402
-from newt.passes import dot_pipeline  # noqa: E402
 from newt.testing import do_bench  # noqa: E402
-
-dot_pipeline.install()   # as examples/05_matmul.py: the async ring + pointer strength reduction
 
 
 @newt.jit

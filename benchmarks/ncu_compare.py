@@ -14,8 +14,7 @@ Workloads: softmax, layernorm, matmul8192 and matmul2048 (fp16, 128x256x64, 8 wa
 matmul2048bf16 (the same in bf16), matmul2048k32 (fp16, 128x256x32, 8 warps, 8 stages),
 matmul2048t128 (fp16, 128x128x64, 8 warps, 4 stages),
 attention64, attention128 (fp16, B=4 H=32 N=4096, non-causal), attention64c (causal).
-NCU_CLOCKS=none leaves the clocks unlocked. MATMUL_VARIANT=v profiles a
-benchmarks/matmul_variants.py variant as newt's matmul kernel.
+NCU_CLOCKS=none leaves the clocks unlocked.
 """
 from __future__ import annotations
 
@@ -62,10 +61,6 @@ def _launch(name: str):
             run = lambda k: common.launch_layernorm(k, x, w, b, y, mean, rstd)  # noqa: E731
     elif name.startswith("matmul"):
         import bench_matmul as bm
-        if os.environ.get("MATMUL_VARIANT"):   # newt's side as a matmul_variants.py variant
-            import matmul_variants as mv
-            mv.install()
-            common.use_variant(tempfile.mkdtemp(), mv.CURRENT, os.environ["MATMUL_VARIANT"])
         ex = bm.example()
         ks = {"newt": ex.matmul_kernel, "triton": common.triton_twin(ex.matmul_kernel)}
         n = int(re.match(r"matmul(\d+)", name).group(1))

@@ -318,12 +318,6 @@ def exec_source(source: str, name: str):
     newt frontend (inspect.getsource) and tracebacks can show the generated lines."""
     import newt
     import newt.language as nl
-    if "nl.dot(" in source:
-        try:   # the async shared-memory ring for dot loops (as examples/05_matmul.py installs it)
-            from newt.passes import dot_pipeline
-            dot_pipeline.install()
-        except ImportError:
-            pass
     digest = hashlib.sha256(source.encode()).hexdigest()[:12]
     filename = f"<deuteron:{name}:{digest}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)

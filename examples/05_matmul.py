@@ -20,9 +20,6 @@ import torch  # noqa: E402
 
 import newt  # noqa: E402
 import newt.language as nl  # noqa: E402
-from newt.passes import dot_pipeline  # noqa: E402
-
-dot_pipeline.install()   # the async ring + pointer strength reduction (see newt/passes)
 
 
 @newt.jit

@@ -56,41 +56,12 @@ class _Wrapper:
                            f"{self.__name__}[grid](...)")
 
 
-def _fallback_bench(fn, warmup=25, rep=100):
-    """Median time in ms of `fn` with CUDA events (used when newt.testing is absent)."""
-    import torch
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(5):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    est = max(start.elapsed_time(end) / 5, 1e-3)
-    for _ in range(max(1, int(warmup / est))):
-        fn()
-    n = max(1, min(int(rep / est), 1000))
-    evs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-           for _ in range(n)]
-    for s, e in evs:
-        s.record()
-        fn()
-        e.record()
-    torch.cuda.synchronize()
-    times = sorted(s.elapsed_time(e) for s, e in evs)
-    return times[len(times) // 2]
-
-
 def _default_bench():
-    try:
-        import functools
+    import functools
 
-        from .testing import do_bench
-        # the median, as Triton's autotuner ranks configs (do_bench's own default is the mean)
-        return functools.partial(do_bench, return_mode="median")
-    except ImportError:
-        return _fallback_bench
+    from .testing import do_bench      # (late: newt.testing imports torch)
+    # the median, as Triton's autotuner ranks configs (do_bench's own default is the mean)
+    return functools.partial(do_bench, return_mode="median")
 
 
 class Autotuner(_Wrapper):

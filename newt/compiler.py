@@ -170,7 +170,7 @@ def _check_shared_memory(ir_fn, options: Options, report: dict):
     launch, so it is a CompilationError at the kernel's definition, with no GPU needed. (The
     launcher checks again against the device's own attribute.)"""
     from .errors import CompilationError
-    from .passes.smem import smem_limit
+    from .ir.schedule import smem_limit
     dynamic = ir_fn.attrs.get("smem_bytes", 0)
     static = max(report.get("shared_bytes", 0), 0)
     limit = smem_limit(options.arch)

@@ -11,7 +11,6 @@ import torch
 import newt
 import newt.language as nl
 from newt import compiler
-from newt.passes import accesses
 
 from test_codegen_emulator import HAS_CXX, emulate
 
@@ -79,37 +78,16 @@ def test_unmasked_proven_groups_stay_one_plain_vector_access():
     assert "& 15) == 0" not in k.source
 
 
-def test_forced_forms_never_drop_a_needed_test():
-    """The experiment switches force a form, but not the static one where nothing is proven
-    (it would skip the alignment test), and they are the pass's rule when None."""
-    assert accesses.GROUPS == {"load": None, "store": None}
-    accesses.GROUPS.update(load="static", store="static")
-    try:
-        assert _forms(_compiled("fp32", spec=False)) == ["v4x16B tested index"] * 2
-        assert _forms(_compiled("fp32")) == ["v4x16B static index"] * 2
-    finally:
-        accesses.GROUPS.update(load=None, store=None)
-
-
-FORMS = [(g, a) for g in ("static", "tested") for a in ("offsets", "index")]
-
-
 @pytest.mark.skipif(not HAS_CXX, reason="no host C++ compiler")
-@pytest.mark.parametrize("groups,addr", FORMS)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
 @pytest.mark.parametrize("n_rows,n_cols,stride", [(3, 512, 512), (2, 400, 416), (3, 37, 37)])
-def test_every_form_computes_the_same(groups, addr, dtype, n_rows, n_cols, stride):
-    """Each forced form, run by the emulator: the specialized launch (sizes divisible by 16)
-    takes the proven path, 37 columns the unproven one with a masked tail and unaligned rows."""
+def test_every_form_computes_the_same(dtype, n_rows, n_cols, stride):
+    """Each access form the rule picks, run by the emulator: the specialized launch (sizes
+    divisible by 16) takes the proven path, 37 columns the unproven one with a masked tail and
+    unaligned rows; fp32 groups are tested and indexed, fp16 ones static with offsets."""
     x = torch.randn(n_rows, stride).to(dtype)
     out = torch.full_like(x, float("nan"))
-    accesses.GROUPS.update(load=groups, store=groups)
-    accesses.ADDRESSES.update(load=addr, store=addr)
-    try:
-        emulate(_scale_rows, (n_rows,), out, x, stride, n_cols, BLOCK=512)
-    finally:
-        accesses.GROUPS.update(load=None, store=None)
-        accesses.ADDRESSES.update(load=None, store=None)
+    emulate(_scale_rows, (n_rows,), out, x, stride, n_cols, BLOCK=512)
     want = (x[:, :n_cols].float() * 2 + 1).to(dtype)
     torch.testing.assert_close(out[:, :n_cols], want)
     assert out[:, n_cols:].isnan().all()          # nothing written past the mask

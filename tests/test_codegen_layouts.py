@@ -13,7 +13,7 @@ from newt.ir.builder import Builder
 from newt.ir.printer import format_function
 from newt.options import Options
 from newt.passes import run_passes
-from newt.passes.layouts import CyclicLayout, coords_of, flat_of
+from newt.ir.layouts import CyclicLayout, coords_of, flat_of
 from newt.passes.smem import plan_reduce
 
 

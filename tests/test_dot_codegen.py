@@ -1,40 +1,10 @@
-"""Tensor-core dot codegen without a GPU: the standalone wgmma / mma.sync matmul kernels and
-newt-compiled tutorial matmuls build with NVRTC for sm_90a and sm_80 without spills, their PTX
-holds the instructions the path promises, and the accumulator layout is a bijection that
-matches the PTX ISA fragment tables. (GPU correctness and speed: benchmarks/matmul_proto.py and
-benchmarks/bench_matmul.py.)"""
+"""Tensor-core dot codegen without a GPU: newt-compiled tutorial matmuls build with NVRTC for
+sm_90a and sm_80 without spills, their PTX holds the instructions the path promises, and the
+accumulator layout is a bijection that matches the PTX ISA fragment tables. (GPU correctness
+and speed: benchmarks/bench_matmul.py.)"""
 import pytest
 
-from newt.codegen import mma, wgmma
-from newt.passes.dot import AccLayout, SwappedAccLayout
-from newt.runtime import nvrtc
-
-W, M_ = wgmma.WgmmaConfig, mma.MmaConfig
-
-# the winning and benchmarked standalone configs
-WGMMA_CONFIGS = [W("f16", "f16", 256, 128, 64, 8, 4), W("bf16", "bf16", 256, 128, 64, 8, 4),
-                 W("f16", "f16", 128, 256, 64, 8, 3), W("tf32", "f32", 256, 128, 32, 8, 4)]
-MMA_CONFIGS = [M_("f16", "f16"), M_("bf16", "bf16"), M_("tf32", "f32", bk=32),
-               M_("f16", "f16", 256, 128, 64, 4, 2, 4)]
-
-
-@pytest.mark.parametrize("cfg", WGMMA_CONFIGS, ids=lambda c: c.name)
-def test_wgmma_kernel_compiles_without_spills(cfg):
-    r = nvrtc.compile_cuda(wgmma.matmul_source(cfg), cfg.name, "sm_90a")
-    rep = r.report
-    assert "wgmma.mma_async" in r.ptx and "cp.async" in r.ptx
-    assert rep["n_spills"] == 0 and rep["local_bytes"] == 0, rep
-    assert 0 < rep["n_regs"] <= 255
-    assert cfg.shared_bytes <= 232448
-
-
-@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize("cfg", MMA_CONFIGS, ids=lambda c: c.name)
-def test_mma_kernel_compiles_without_spills(cfg, arch):
-    r = nvrtc.compile_cuda(mma.matmul_source(cfg), cfg.name, arch)
-    assert "mma.sync.aligned" in r.ptx and "ldmatrix" in r.ptx
-    assert r.report["n_spills"] == 0, r.report
-
+from newt.ir.layouts import AccLayout, SwappedAccLayout
 
 @pytest.mark.parametrize("M,N,T", [(64, 64, 128), (128, 256, 256), (256, 128, 256), (16, 128, 256)])
 def test_swapped_acc_layout(M, N, T):

@@ -156,7 +156,7 @@ def test_tile_python_model_matches_c(rows, cols, esize):
 def test_dst_step_detects_linearity():
     from newt.codegen.dot import Tile
     from newt.codegen.dot_ring import _dst_step
-    from newt.passes.layouts import CyclicLayout
+    from newt.ir.layouts import CyclicLayout
     # A tile 128x64 fp16, 256 threads, 8 elements per group: rows r, r+32, ...: 32*128 bytes
     assert _dst_step(CyclicLayout(128 * 64, 256, 8), Tile(128, 64, 2, "0"), 64, 8) == 4096
     # B tile 64x256 fp16 (two 128-byte panels): rows k, k+8, ...: 8*128 bytes

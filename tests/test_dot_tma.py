@@ -1,10 +1,7 @@
-"""The standalone sm_90a matmul kernels (newt/codegen/wgmma.py: cp.async or TMA operand tiles,
-staged or register epilogue) run on the CPU, and the host's tensor maps
-(newt/runtime/tensormap.py).
+"""The TMA models the CPU emulator runs (tests/test_codegen_emulator.py, tests/emu_dot.py) and
+the host's tensor maps (newt/runtime/tensormap.py).
 
-The kernel source is built with the host C++ compiler against the emulator of
-tests/test_codegen_emulator.py and the instruction models of tests/test_dot_emulated.py
-(wgmma.mma_async, cp.async), plus models written here from the PTX ISA of:
+Models written here from the PTX ISA of:
 
   mbarrier      init (expected arrivals), arrive, arrive.expect_tx (adds transaction bytes),
                 try_wait.parity (true once the phase of that parity has completed); a phase
@@ -17,29 +14,19 @@ tests/test_codegen_emulator.py and the instruction models of tests/test_dot_emul
                 copies when a thread first waits on the barrier (a consumer that reads a stage
                 without waiting reads stale data and fails the comparison with torch).
 
-The map the kernel receives is the model's own 128-byte encoding, filled by an encoder with
-the driver's cuTensorMapEncodeTiled signature that TensorMaps calls: the host's dims, strides,
-box and swizzle are what the device model uses, so the host side is checked too. Outputs are
-NaN-poisoned, shapes odd, data random, the reference fp64 torch."""
-import ctypes
-import hashlib
+The map a kernel receives is the model's own 128-byte encoding, filled by an encoder with the
+driver's cuTensorMapEncodeTiled signature that TensorMaps calls: the host's dims, strides, box
+and swizzle are what the device model uses, so the host side is checked too."""
 import os
-import shutil
-import subprocess
 import sys
 
-import pytest
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from newt.codegen import dot_ptx, wgmma  # noqa: E402
-from newt.codegen.tma import TMA_HELPERS  # noqa: E402
+from newt.ir.schedule import tile_boxes  # noqa: E402
 from newt.runtime.tensormap import TensorMaps, can_map  # noqa: E402
 
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-
-W = wgmma.WgmmaConfig
 
 EMU_TMA = r"""
 #include <map>
@@ -171,24 +158,11 @@ static void newt_tma_load_5d(newt_u32 dst, const newt_tmap* map, int c0, int c1,
                              int c4, newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, c4, bar, 5); }
 """
 
-EMU_STANDALONE = r"""
-#include <sched.h>
-#include <time.h>
-#define __restrict__
-#define __grid_constant__
-struct float2 { float x, y; };
-static float2 make_float2(float x, float y) { return {x, y}; }
-static int min(int a, int b) { return a < b ? a : b; }
-static void __syncwarp() { pthread_barrier_wait(&nt_warps[threadIdx.x / 32].bar); }
-static newt_u32 newt_pack_f16(float lo, float hi) { return nt_f2h(lo) | ((newt_u32)nt_f2h(hi) << 16); }
-static newt_u32 newt_pack_bf16(float lo, float hi) { return nt_f2b(lo) | ((newt_u32)nt_f2b(hi) << 16); }
-"""
-
 
 def model_encode(dtype_code, rank, address, dims, strides, box, elem_strides, interleave,
                  swizzle, l2, oob):
     """cuTensorMapEncodeTiled's stand-in: the model's encoding of the same arguments."""
-    from newt.codegen.tma import DTYPE_CODE
+    from newt.ir.schedule import DTYPE_CODE
     from newt.runtime.driver import CUtensorMap
     assert 2 <= rank <= 5 and list(elem_strides) == [1] * rank and interleave == 0 and oob == 0
     assert len(dims) == len(box) == rank and len(strides) == rank - 1
@@ -204,147 +178,15 @@ def model_encode(dtype_code, rank, address, dims, strides, box, elem_strides, in
     return m
 
 
-_LIBS: dict = {}
-
-
-def build(cfg):
-    import test_codegen_emulator as E
-    import emu_dot as DE
-    from newt.codegen.header import PORTABLE, TYPES
-    src = wgmma.matmul_source(cfg)
-    for text in (dot_ptx.PRELUDE, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC, TMA_HELPERS):
-        src = src.replace(text, "")
-    src, wg = DE.wgmma_models(src)
-    align = "(((unsigned long long)smem_raw + 1023) & ~1023ull)"
-    assert align in src
-    # 1024-byte alignment in the shared address space (offsets from nt_smem), as on the GPU
-    src = src.replace(align, "(nt_smem + ((newt_smem_addr(nt_smem) + 1023u) & ~1023u))")
-    src = src.replace("smem_raw", "nt_smem")
-    ou = {"f16": "newt_u16", "bf16": "newt_u16", "f32": "newt_u32"}[cfg.out]
-    u = {2: "newt_u16", 4: "newt_u32"}[cfg.esize]
-    T = 32 * cfg.num_warps
-    maps = ", nt_ta, nt_tb" if cfg.tma else ""
-    launcher = f"""
-static const void *nt_A, *nt_B; static void* nt_C; static int nt_M, nt_N, nt_K;
-static long long nt_st[6]; static newt_tmap nt_ta, nt_tb;
-static void* nt_thread(void* t) {{
-  threadIdx = {{(unsigned)(size_t)t, 0, 0}};
-  {cfg.name}((const {u}*)nt_A, (const {u}*)nt_B, ({ou}*)nt_C, nt_M, nt_N, nt_K, nt_st[0],
-             nt_st[1], nt_st[2], nt_st[3], nt_st[4], nt_st[5]{maps});
-  return 0;
-}}
-extern "C" int nt_launch(const void* A, const void* B, void* C, int M, int N, int K,
-                         const long long* st, const void* ta, const void* tb, int grid, int lazy) {{
-  nt_A = A; nt_B = B; nt_C = C; nt_M = M; nt_N = N; nt_K = K; nt_failed = 0; nt_tma_lazy = lazy;
-  memcpy(nt_st, st, sizeof nt_st);
-  if (ta) memcpy(&nt_ta, ta, 128);
-  if (tb) memcpy(&nt_tb, tb, 128);
-  pthread_barrier_init(&nt_bar, 0, {T});
-  for (int w = 0; w < {T // 32}; ++w) pthread_barrier_init(&nt_warps[w].bar, 0, 32);
-  pthread_t ts[{T}];
-  for (int x = 0; x < grid; ++x) {{
-    blockIdx = {{(unsigned)x, 0, 0}}; gridDim = {{(unsigned)grid, 1, 1}};
-    nt_mbars.clear();
-    for (int t = 0; t < {T}; ++t) pthread_create(&ts[t], 0, nt_thread, (void*)(size_t)t);
-    for (int t = 0; t < {T}; ++t) pthread_join(ts[t], 0);
-  }}
-  pthread_barrier_destroy(&nt_bar);
-  for (int w = 0; w < {T // 32}; ++w) pthread_barrier_destroy(&nt_warps[w].bar);
-  return nt_failed;
-}}
-"""
-    full = (TYPES.replace("static __device__ __forceinline__", "static inline") + E.EMU_PRELUDE
-            + E.EMU_HELPERS + PORTABLE + DE.EMU_FAIL + DE.EMU_DOT + EMU_STANDALONE
-            + DE.EMU_WGMMA + dot_ptx.WGMMA_DESC + wg + EMU_TMA + src + launcher)
-    key = hashlib.sha256(full.encode()).hexdigest()[:20]
-    if key not in _LIBS:
-        path = os.path.join(E._DIR, key)
-        with open(path + ".cpp", "w") as f:
-            f.write(full)
-        r = subprocess.run(["g++", "-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w",
-                            "-o", path + ".so", path + ".cpp"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"emulation build failed:\n{r.stderr[:4000]}\n--- {path}.cpp")
-        _LIBS[key] = ctypes.CDLL(path + ".so")
-    return _LIBS[key]
-
-
-def run(cfg, a, b, c, maps=None, lazy=False):
-    lib = build(cfg)
-    M, K = a.shape
-    N = b.shape[1]
-    st = (ctypes.c_longlong * 6)(*a.stride(), *b.stride(), *c.stride())
-    ta = tb = None
-    if cfg.tma:
-        ma, mb = (maps or TensorMaps(model_encode)).matmul(cfg, a, b)
-        ta, tb = ctypes.addressof(ma), ctypes.addressof(mb)
-    grid = -(-M // cfg.bm) * -(-N // cfg.bn)
-    lib.nt_launch.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int] * 3 + [
-        ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
-    if lib.nt_launch(a.data_ptr(), b.data_ptr(), c.data_ptr(), M, N, K, st, ta, tb, grid,
-                     int(lazy)):
-        raise AssertionError(f"emulated {cfg.name} reported a failure (see stderr)")
-
-
-DT = {"f16": torch.float16, "bf16": torch.bfloat16, "tf32": torch.float32}
-
-
-def check(cfg, M, N, K, lazy=False, b_rowpad=0):
-    torch.manual_seed(M + N + K)
-    a = torch.randn(M, K).to(DT[cfg.kind])
-    b = torch.randn(K, N + b_rowpad).to(DT[cfg.kind])[:, :N]
-    c = torch.full((M, N), float("nan"), dtype={"f32": torch.float32}.get(cfg.out, a.dtype))
-    run(cfg, a, b, c, lazy=lazy)
-    assert torch.isfinite(c).all(), f"{int((~torch.isfinite(c)).sum())} elements not written"
-    ref = a.double() @ b.double()
-    err = float((c.double() - ref).norm() / ref.norm())
-    assert err < {"f16": 2e-3, "bf16": 8e-3, "tf32": 2e-3}[cfg.kind], err
-
-
-# small tiles of the same code paths (the emulator runs one OS thread per CUDA thread)
-CASES = [
-    (W("f16", "f16", 64, 128, 64, 4, 3), 100, 200, 300),             # cp.async ring, K tail
-    (W("f16", "f16", 64, 128, 64, 4, 3, late_loads=True), 100, 200, 300),
-    (W("bf16", "bf16", 128, 64, 64, 8, 4, epilogue="regs"), 150, 72, 200),
-    (W("tf32", "f32", 64, 64, 32, 4, 3, epilogue="regs"), 70, 67, 100),   # odd C rows: scalar stores
-    (W("f16", "f16", 64, 128, 64, 4, 3, tma=True), 100, 200, 328),
-    (W("bf16", "bf16", 128, 64, 64, 8, 4, tma=True, epilogue="regs"), 150, 72, 456),
-    (W("f16", "f32", 64, 64, 128, 4, 4, tma=True), 65, 64, 520),    # two A boxes per stage
-    (W("f16", "f16", 256, 128, 64, 8, 4, tma=True), 257, 136, 200),   # the benchmark's size
-]
-
-
-@pytest.mark.parametrize("cfg,M,N,K", CASES, ids=[c[0].name for c in CASES])
-def test_standalone_wgmma_kernel_emulated(cfg, M, N, K):
-    check(cfg, M, N, K)
-
-
-@pytest.mark.parametrize("cfg", [CASES[3][0], CASES[4][0]], ids=lambda c: c.name)
-def test_tma_lazy_completion(cfg):
-    """Copies land only when a consumer waits: nothing reads a stage before its barrier."""
-    check(cfg, 130, 72, 392, lazy=True, b_rowpad=8)
-
-
-def test_tma_mutation_is_caught(monkeypatch):
-    """The models see a broken protocol: with the empty-barrier wait removed, the copy of
-    tile kt overwrites a stage a wgmma group may still read."""
-    orig = wgmma._tma_loop
-
-    def broken(cfg, issue, a_bytes):
-        return orig(cfg, issue, a_bytes).replace(
-            f"if (kt >= {cfg.num_stages}) newt_mbar_wait(empty", "if (0) newt_mbar_wait(empty")
-    cfg = W("f16", "f16", 64, 64, 64, 4, 3, tma=True)
-    delay = ctypes.c_int.in_dll(build(cfg), "nt_wg_wait_delay_us")
-    delay.value = 20000
-    try:
-        check(cfg, 64, 64, 640)       # the real protocol passes under the same interleaving
-        monkeypatch.setattr(wgmma, "_tma_loop", broken)
-        delay = ctypes.c_int.in_dll(build(cfg), "nt_wg_wait_delay_us")
-        delay.value = 20000
-        with pytest.raises(AssertionError):
-            check(cfg, 64, 64, 640)
-    finally:
-        delay.value = 0
+def _maps_of(maps, a, b, bm, bn, bk):
+    """(map of A, map of B) of row-major fp16/bf16 matrices a [M, K], b [K, N] for a bm x bn x bk
+    tile, each box one 128-byte panel of its tile (tile_boxes)."""
+    kind = {torch.float16: "f16", torch.bfloat16: "bf16"}[a.dtype]
+    (M, K), N = a.shape, b.shape[1]
+    box_a, _ = tile_boxes(bm, bk, a.element_size())
+    box_b, _ = tile_boxes(bk, bn, b.element_size())
+    return (maps.matrix(a.data_ptr(), kind, M, K, a.stride(0), box_a),
+            maps.matrix(b.data_ptr(), kind, K, N, b.stride(0), box_b))
 
 
 def test_tensor_maps_are_built_once_per_tensor():
@@ -354,24 +196,18 @@ def test_tensor_maps_are_built_once_per_tensor():
         calls.append(args)
         return model_encode(*args)
     maps = TensorMaps(enc, capacity=4)
-    cfg = W("f16", "f16", 128, 128, 64, 8, 4, tma=True)
     a = torch.randn(300, 200).half()
     b = torch.randn(200, 136).half()
-    ma, mb = maps.matmul(cfg, a, b)
-    assert maps.matmul(cfg, a, b) == (ma, mb) and len(calls) == 2
+    ma, mb = _maps_of(maps, a, b, 128, 128, 64)
+    assert _maps_of(maps, a, b, 128, 128, 64) == (ma, mb) and len(calls) == 2
     # dims innermost first, row stride in bytes, box = one 128-byte panel x tile rows, 128B
     _, rank, addr, dims, strides, box, _, _, swz, _, _ = calls[0]
     assert (rank, addr, dims, strides, box, swz) == (2, a.data_ptr(), [200, 300], [400],
                                                      [64, 128], 3)
     assert calls[1][3:6] == ([136, 200], [272], [64, 64])
     for i in range(5):   # bounded: old entries leave
-        maps.matrix(a.data_ptr() + 16 * i, "f16", 300, 200, 200, cfg_box(cfg))
+        maps.matrix(a.data_ptr() + 16 * i, "f16", 300, 200, 200, tile_boxes(128, 64, 2)[0])
     assert len(maps) == 4
-
-
-def cfg_box(cfg):
-    from newt.codegen.tma import tile_boxes
-    return tile_boxes(cfg.bm, cfg.bk, cfg.esize)[0]
 
 
 def test_unmappable_operands_are_refused():
@@ -379,24 +215,6 @@ def test_unmappable_operands_are_refused():
     assert not can_map(0x1008, 2, 10, 64, 64, 1)        # misaligned base
     assert not can_map(0x1000, 2, 10, 64, 64, 2)        # strided columns
     assert can_map(0x1000, 2, 10, 776, 776, 1)
-    cfg = W("f16", "f16", 128, 128, 64, 8, 4, tma=True)
-    with pytest.raises(ValueError):
-        TensorMaps(model_encode).matmul(cfg, torch.randn(64, 777).half(),
-                                        torch.randn(777, 64).half())
-
-
-@pytest.mark.parametrize("cfg", [W("f16", "f16", 256, 128, 64, 8, 4, tma=True),
-                                 W("bf16", "bf16", 128, 256, 64, 8, 3, tma=True,
-                                   epilogue="regs"),
-                                 W("f16", "f16", 256, 128, 64, 8, 4, epilogue="regs")],
-                         ids=lambda c: c.name)
-def test_benchmark_variants_compile_for_sm90a(cfg):
-    from newt.runtime import nvrtc
-    r = nvrtc.compile_cuda(wgmma.matmul_source(cfg), cfg.name, "sm_90a")
-    assert "wgmma.mma_async" in r.ptx
-    assert ("cp.async.bulk.tensor" in r.ptx) == cfg.tma
-    assert r.report["n_spills"] == 0 and r.report["local_bytes"] == 0, r.report
-    assert cfg.shared_bytes <= 232448
 
 
 def test_default_encoder_goes_through_the_driver(tmp_path, monkeypatch):
@@ -408,6 +226,6 @@ def test_default_encoder_goes_through_the_driver(tmp_path, monkeypatch):
     cu = driver.load_library(build_fake_libcuda(tmp_path))
     monkeypatch.setattr(driver, "_lib", cu)
     maps = TensorMaps()
-    cfg = W("bf16", "bf16", 128, 128, 64, 8, 4, tma=True)
-    ma, mb = maps.matmul(cfg, torch.randn(130, 72).bfloat16(), torch.randn(72, 200).bfloat16())
+    ma, mb = _maps_of(maps, torch.randn(130, 72).bfloat16(), torch.randn(72, 200).bfloat16(),
+                      128, 128, 64)
     assert bytes(ma) == b"\xab" * 128 and bytes(mb) == b"\xab" * 128 and maps.built == 2

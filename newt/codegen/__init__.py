@@ -5,33 +5,26 @@
 The kernel is `extern "C" __global__ void __launch_bounds__(T) name(params)`, with one
 parameter per runtime Param (in order), blockIdx.{x,y,z} as program ids, 32*num_warps threads
 and one dynamic shared-memory arena `nt_smem` (sized by passes/smem.py). One module per
-hardware concern registers op handlers with the emitter (emitter.py).
+hardware concern holds op handlers (marked `@handles`); the `register` call below lists them
+all, so the handler table does not depend on which modules happen to be imported.
 
-dot hook: `nl.dot` is emitted by `newt.codegen.dot.emit_dot(em, op)` when that module exists
-(matmul work). It receives the Emitter (em.emit / em.declare / em.name / em.at / em.slots /
-em.smem / em.barrier, see emitter.py) and the `dot` op (operands a, b, acc with their layouts
-in attrs["layout"], attrs input_precision/out_dtype), and must define op.result as a register
-array in op.result.attrs["layout"]. Without the module, a kernel using dot raises
-CompilationError at the user's line.
+The tensor-core ops: `dot` (dot.py), the ring's loads (dot_ring.py), tile loads and staged A
+(dot_loads.py), row statistics in the fragment (dot_rows.py), the accumulator's way out
+(dot_epilogue.py, store_tma.py). They read the plans the passes recorded (newt/ir/schedule.py)
+and the layouts (newt/ir/layouts.py); they never import newt/passes.
 """
 from __future__ import annotations
 
-from ..errors import CompilationError
-from . import atomics, control, debug, elementwise, memory, reduce, shapes  # noqa: F401 (handlers)
-from . import gather, inline_asm, libdevice, scan_fn, sort  # noqa: F401 (handlers)
-from .emitter import Emitter, handles
+from . import (atomics, control, debug, dot, dot_epilogue, dot_loads, dot_ring, dot_rows,
+               elementwise, gather, inline_asm, libdevice, memory, reduce, scan_fn, shapes,
+               sort, store_tma)
+from .emitter import Emitter, register
 from .header import HEADER
 
-
-@handles("dot")
-def _dot(em, op):
-    try:
-        from . import dot as dot_module
-    except ModuleNotFoundError as e:
-        if e.name and e.name.endswith("codegen.dot"):
-            raise CompilationError("nl.dot is not supported yet", op.loc) from None
-        raise
-    dot_module.emit_dot(em, op)
+# every op handler, by module (each marks its functions with @handles)
+register(atomics, control, debug, elementwise, memory, reduce, shapes,
+         gather, inline_asm, libdevice, scan_fn, sort,
+         dot, dot_ring, dot_loads, dot_rows, dot_epilogue, store_tma)
 
 
 def generate(fn, options) -> tuple[str, str]:

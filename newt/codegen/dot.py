@@ -27,23 +27,23 @@ tiles, crosses the iteration's one barrier and issues the copies of a later iter
 its mma runs; the second skips the wait and the barrier, and with wgmma is left in flight,
 accumulating in place into the carried accumulator (attrs cp_wait, ring_issue, ring_ready,
 wg_defer, rotate).
-Tile formats and swizzles are those of dot_tiles.py (the standalone kernels share them): rows of
+Tile formats and swizzles (class Tile below): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
 wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32, fp8 and int8, and for 16-bit B
 loaded along K (attrs["b_kmajor"], newt/passes/dot_loads.py). Regions come from the
 shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
-
-The pipelined form (cp.async ring with deferred consumption, see wgmma.py/mma.py) needs the
-loads feeding the dot to be rewritten before the layout pass; newt/passes/dot.py documents the
-pass and the hook it needs.
+The pipelined form (cp.async ring with deferred consumption) is dot_ring.py's, for loops the
+pipeline pass rewrote (newt/passes/dot_pipeline.py).
 """
 from __future__ import annotations
 
 from ..ir.core import is_block
-from ..passes.dot import AccLayout, plan_dot, uses_wgmma
-from ..passes.dot_loads import b_tile_kmajor
-from ..passes.layouts import CyclicLayout, coords_of
+from ..ir.layouts import AccLayout, CyclicLayout, coords_of
+from ..ir.pointers import b_tile_kmajor
+from ..ir.schedule import (a_tile_bytes, b_tile_bytes, check_limit, dot_bytes, plan_dot,
+                           uses_wgmma)
+from .emitter import handles
 from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
 
 _ST = {1: "u8", 2: "u16", 4: "u32"}
@@ -77,16 +77,15 @@ class Tile:
         return f"({self.chunk_addr(row, f'({col}) / {epc}')} + (u32)((({col}) % {epc}) * {self.esize}))"
 
 
-def _helpers(em, *parts):
+def add_helpers(em, *parts):
     for key, text in parts:
         em.helpers.setdefault(key, text)
 
 
-def _region(em, nbytes: int) -> str:
+def late_region(em, nbytes: int) -> str:
     """A private piece of dynamic shared memory after everything planned (the scratch arena
     and the dot area of passes/smem.py); returns the C expression of its (1024-byte aligned)
     shared-space address. For regions the shared-memory pass did not plan."""
-    from ..passes.smem import check_limit
     off = -(-em.fn.attrs.get("smem_bytes", 0) // 1024) * 1024
     em.fn.attrs["smem_bytes"] = off + nbytes + 1024      # + run-time alignment slack
     check_limit(em.fn, em.options, em.fn.attrs["smem_bytes"])
@@ -97,11 +96,18 @@ def _region(em, nbytes: int) -> str:
 def planned_base(em, offset: int) -> str:
     """The shared-space address of a region the shared-memory pass placed in the dot area
     (fn.attrs["dot_area"]: the 1024-aligned end of the scratch arena)."""
-    from ..passes.smem import area_expr
     return area_expr(em.fn, offset)
 
 
-_OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
+def area_expr(fn, offset: int) -> str:
+    """C expression: shared-space address of byte `offset` of the dot area (nt_smem is the
+    kernel's dynamic shared memory, declared at its top; the area's start is aligned to 1024
+    at run time, hence the 1024 bytes of slack in the size)."""
+    return (f"(((newt_smem_addr(nt_smem) + {fn.attrs['dot_area']}u + 1023u) & ~1023u) + "
+            f"{offset}u)")
+
+
+OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
 #ifdef __CUDA_ARCH__
   int t; asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t)); return t;
 #else
@@ -131,7 +137,7 @@ def opaque_thread(em):
     terms, per-fragment swizzled addresses) and keeps each in a register next to the
     accumulators. Recomputed, they cost a few integer instructions per iteration instead
     (decided by the dot-rows pass: attrs["recompute_index"])."""
-    _helpers(em, ("newt_tid_opaque", _OPAQUE_TID))
+    add_helpers(em, ("newt_tid_opaque", OPAQUE_TID))
     em.emit("const int tid = newt_tid_opaque(), lane = tid & 31, warp = tid >> 5;")
     em.emit("(void)lane; (void)warp;")
 
@@ -141,7 +147,7 @@ def _bits(dt_name: str, x: str) -> str:
             "float32": f"newt_f32_to_tf32({x})", "int8": f"(u32)(u8)({x})"}[dt_name]
 
 
-def _stage(em, v, tile: Tile, transpose: bool):
+def stage_tile(em, v, tile: Tile, transpose: bool):
     """Store register block v ([R, C]) into `tile` (transpose: element (r, c) goes to tile row c,
     column r). 16-byte stores per layout group where the group is one tile chunk."""
     lay = v.attrs["layout"]
@@ -180,6 +186,7 @@ def _stage(em, v, tile: Tile, transpose: bool):
         em.emit(f"if ({valid}) {st}" if valid else st)
 
 
+@handles("dot")
 def emit_dot(em, op):
     a, b, acc = op.operands[:3]
     r = op.result
@@ -191,7 +198,7 @@ def emit_dot(em, op):
     assert isinstance(lay, AccLayout) or plan.swap, lay
     a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
     use_wg = uses_wgmma(em.options.arch, em.T, plan, a_src)
-    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
         return emit_ring_dot(em, op, use_wg)
@@ -212,9 +219,9 @@ def emit_dot(em, op):
     if a_src is None or b_src is None:
         em.barrier()                         # the previous reader of the region is done
     if a_src is None:
-        _stage(em, a, ta, False)
+        stage_tile(em, a, ta, False)
     if b_src is None:
-        _stage(em, b, tb, b_kmajor)
+        stage_tile(em, b, tb, b_kmajor)
     # a tile ring (passes/dot_loads.py, plan_prefetch): the first dot waits for this
     # iteration's tiles and copies those of a later one while its mma runs; the second finds
     # its tile landed and visible
@@ -260,9 +267,9 @@ def emit_dot(em, op):
         elif use_wg:
             from .dot_loop import in_loop, staged_a_desc
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
-            _wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad)
+            emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad)
         else:       # (copies after the mma: its fragments are dead by then)
-            _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
+            emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
         if late:
             assert wait == 0, "late copies follow a waited mma"
             em.barrier()
@@ -285,7 +292,7 @@ def _acc_in(em, acc, lay, n):
     src = acc.attrs["layout"]
     ct = em.ctype(acc)
     size = 8 if ct in ("double", "i64", "u64") else 4     # fp32 / int32 accumulators: 4 bytes
-    base = _region(em, lay.numel * size)
+    base = late_region(em, lay.numel * size)
     buf = em.fresh("accin")
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
@@ -298,14 +305,14 @@ def _acc_in(em, acc, lay, n):
         em.emit(f"{n}[{s}] = {buf}[{lay.flat('tid', s)}];")
 
 
-def _b_layout(tb, b_kmajor: bool):
+def b_tile_layout(tb, b_kmajor: bool):
     """(leading, stride byte offsets) of B's descriptors. A K-major tile holds 32-byte k-slices
     side by side in swizzle rows of tb.sw bytes; an MN-major tile is panels of tb.sw-byte rows,
     one row per k."""
     return (16 if b_kmajor else tb.rows * tb.sw), 8 * tb.sw
 
 
-def _b_off(tb, b_kmajor: bool, c0: int, kk) -> str:
+def b_tile_offset(tb, b_kmajor: bool, c0: int, kk) -> str:
     """Byte offset from B's base of its 16-deep k-step `kk` (a C expression or an int) for the
     columns from c0."""
     if b_kmajor:
@@ -315,7 +322,7 @@ def _b_off(tb, b_kmajor: bool, c0: int, kk) -> str:
     return f"{panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u"
 
 
-def _desc_base(em, addr, lbo, sbo, sw) -> str:
+def desc_base(em, addr, lbo, sbo, sw) -> str:
     """Declare the descriptor of shared-memory address `addr`; the descriptor of addr + off is
     then `name + (off >> 4)` (shared addresses stay below 2^18, so the 14-bit address field
     never carries): one add per wgmma instead of the whole packing."""
@@ -324,7 +331,7 @@ def _desc_base(em, addr, lbo, sbo, sw) -> str:
     return d
 
 
-def _plus(desc, off) -> str:
+def desc_plus(desc, off) -> str:
     return f"{desc} + (newt_u64)(({off}) >> 4)"
 
 
@@ -335,21 +342,21 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     fns = {}
     for _, w in chunks:
         fns[w] = name = f"{prefix}_{plan.kind}_n{w}"
-        _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
+        add_helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
                  (name, instr(plan.kind, w, not b_kmajor, name)))
     return chunks, fns
 
 
-def _a_desc(em, ta, lay) -> str:
+def a_tile_desc(em, ta, lay) -> str:
     """The descriptor of the warpgroup's first A row (k-step 0) in tile ta, from the uniform
     warp index (_WARP_UNIFORM)."""
-    _helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
+    add_helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
     warp = "newt_warp_uniform()"
     return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
             f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
 
 
-def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):
+def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):
     """acc n += A B per warpgroup from two shared-memory tiles (n = A B with zero: the first
     k-step ignores n's values); `between()` emits code to run while the mma is in flight;
     wait=None leaves it in flight; a_desc: a declared descriptor of A's first row."""
@@ -363,15 +370,15 @@ def _wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False,
     da0 = a_desc
     if da0 is None:
         da0 = em.fresh("desc")
-        em.emit(f"const newt_u64 {da0} = {_a_desc(em, ta, lay)};")
-    db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
+        em.emit(f"const newt_u64 {da0} = {a_tile_desc(em, ta, lay)};")
+    db0 = desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
     em.emit("#pragma unroll")
     with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
         for ms in range(lay.nsub):
             for c0, w in chunks:
-                da = _plus(da0, f"(u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
+                da = desc_plus(da0, f"(u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
                                 f"{ms * 64 * ta.sw}u + (u32)((kk * 32) % {ta.sw})")
-                db = _plus(db0, _b_off(tb, b_kmajor, c0, "kk"))
+                db = desc_plus(db0, b_tile_offset(tb, b_kmajor, c0, "kk"))
                 off = ms * (N // 2) + c0 // 2
                 em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, {scale});")
     _commit_wait(em, between, wait)
@@ -385,26 +392,6 @@ def _commit_wait(em, between, wait):
         em.emit(f"newt_wgmma_wait<{wait}>();")
 
 
-def _a_bytes(op, plan) -> int:
-    if op.attrs.get("a_src") in ("regs", "staged"):
-        return 0
-    return -(-plan.M * plan.K * plan.esize // 1024) * 1024
-
-
-def _b_bytes(plan) -> int:
-    return -(-plan.K * plan.N * plan.esize // 1024) * 1024
-
-
-def dot_bytes(op, plan) -> int:
-    """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
-    registers or a staged tile) at a 1024-byte aligned size, then its B tile (two of them,
-    1024-byte aligned, when it is a ring of R buffers: attrs["tile_ring"], passes/dot_loads.py)."""
-    ring = op.attrs.get("tile_ring")
-    if ring:
-        return _a_bytes(op, plan) + ring * _b_bytes(plan)
-    return _a_bytes(op, plan) + plan.K * plan.N * plan.esize
-
-
 def dot_tiles(em, op, plan, iv=None):
     """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
     (or a late one). B is K-major as passes/dot_loads.py's `b_tile_kmajor` says: for 4- and
@@ -416,11 +403,11 @@ def dot_tiles(em, op, plan, iv=None):
     off = op.attrs.get("smem_offset")
     if off is None:
         off = op.attrs["smem_offset_late"] = op.attrs.get("smem_offset_late") or \
-            _region(em, dot_bytes(op, plan))
+            late_region(em, dot_bytes(op, plan))
         base = off
     else:
         base = planned_base(em, off)
-    a_bytes = _a_bytes(op, plan)
+    a_bytes = a_tile_bytes(op, plan)
     if op.attrs.get("a_src") == "staged":
         ta = Tile(M, K, es, planned_base(em, op.attrs["a_tile"].offset))
     else:
@@ -432,14 +419,14 @@ def dot_tiles(em, op, plan, iv=None):
         lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
         iv = iv or em.name(op.parent.args[0])
         tb_base = (f"({base} + {a_bytes}u + (u32)(((({iv}) - {lb}) / {step}) % {ring}) * "
-                   f"{_b_bytes(plan)}u)")
+                   f"{b_tile_bytes(plan)}u)")
     tb = Tile(N, K, es, tb_base) if b_kmajor else Tile(K, N, es, tb_base)
     return ta, tb, b_kmajor
 
 
 # fp32 pair -> one fragment register (lo = first element). Written against the header's
 # conversions off the device, so the CPU emulator of generated code runs it too.
-_FRAG_PACK = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
+FRAG_PACK = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
 #ifdef __CUDA_ARCH__
   u32 r; asm("cvt.rn.{kind}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
 #else
@@ -455,7 +442,7 @@ def _a_frag_regs(em, a, K):
     fragment (rows l/4, l/4 + 8; columns 2(l%4) + {0, 1}, + 8), packed in pairs."""
     kind = "f16" if a.dtype.name == "float16" else "bf16"
     pack = f"newt_frag_pack_{kind}"
-    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
+    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
     base = f"ms * {K // 2} + kk * 8"
     for j in range(4):
         em.emit(f"fa[{j}] = {pack}({em.at(a, f'{base} + {2 * j}')}, "
@@ -490,7 +477,7 @@ def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma_rs", wgmma_rs_instr)
     kind = "f16" if a.dtype.name == "float16" else "bf16"
     pack = f"newt_frag_pack_{kind}"
-    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
+    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
     ksteps = K // 16
     pa = em.fresh("pa")
     em.emit(f"u32 {pa}[{lay.nsub}][{ksteps}][4];")
@@ -501,18 +488,18 @@ def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
                 em.emit(f"{pa}[{ms}][{kk}][{j}] = {pack}({em.at(a, base + 2 * j)}, "
                         f"{em.at(a, base + 2 * j + 1)});")
     em.emit("newt_wgmma_fence();")
-    db0 = _desc_base(em, tb.base, *_b_layout(tb, b_kmajor), tb.sw)
+    db0 = desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
     for ms in range(lay.nsub):
         for c0, w in chunks:
             for kk in range(ksteps):
-                db = _plus(db0, _b_off(tb, b_kmajor, c0, kk))
+                db = desc_plus(db0, b_tile_offset(tb, b_kmajor, c0, kk))
                 em.emit(f"{fns[w]}(&{n}[{ms * (N // 2) + c0 // 2}], {pa}[{ms}][{kk}], {db}, 1);")
     _commit_wait(em, between, wait)
 
 
-def _mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
+def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
     N = plan.N
-    _helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
+    add_helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
              (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
     ki = 32 // plan.esize
     ksteps = plan.K // ki
@@ -556,8 +543,8 @@ def _emit_fma(em, op):
     ct = em.ctype(r)
     at, bt = em.ctype(a), em.ctype(b)
     rb = 8 if "64" in ct or ct == "double" else 4
-    base = _region(em, (M * K + K * N) * rb)
-    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    base = late_region(em, (M * K + K * N) * rb)
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))
     pa, pb = em.fresh("fa"), em.fresh("fb")
     em.emit(f"{at}* {pa} = ({at}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.emit(f"{bt}* {pb} = ({bt}*)((unsigned char*){pa} + {M * K * rb});")

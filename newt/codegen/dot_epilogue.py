@@ -21,13 +21,13 @@ nothing per-slot but the values outlives its group.
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
-from ..passes.dot import acc_layout, acc_out_bytes
-from ..passes.layouts import CyclicLayout
+from ..ir.layouts import CyclicLayout
+from ..ir.pointers import static_groups
+from ..ir.schedule import acc_layout, acc_out_bytes
 from . import store_tma
-from .dot import _FRAG_PACK, _helpers, _region, planned_base
+from .dot import FRAG_PACK, add_helpers, late_region, planned_base
 from .emitter import handles
-from ..passes.accesses import static_groups
-from .memory import NARROW, _bits, _mask_all, _pack_store, _utype, to_bits
+from .memory import NARROW, bits_of, mask_all, pack_store, utype, to_bits
 
 _CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
 
@@ -82,8 +82,8 @@ def _dot_store(em, op):
     lay = ptr.attrs["layout"]
     rl = _Recompute(lay)
     size = max(1, dt.bits // 8)
-    b = _bits(dt)
-    ut = _utype(b)
+    b = bits_of(dt)
+    ut = utype(b)
     vec = lay.vec
     width = min(16, vec * size)
     per = vec * size // width
@@ -110,7 +110,7 @@ def _dot_store(em, op):
             bit = em.at(mask, first, rl) if mask is not None else None
             k = width // size
             for a in range(per):
-                em.emit(_pack_store(p0, a * width, width, size,
+                em.emit(pack_store(p0, a * width, width, size,
                                     [f"{raw}[{a * k + e}]" for e in range(k)], bit))
         else:
             _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig)
@@ -123,12 +123,12 @@ def _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig):
     if not contig and vec > 1:
         conds += [f"{em.at(ptr, f'{first} + {j}', rl)} == {p0} + {j}" for j in range(1, vec)]
     if mask is not None:
-        conds += _mask_all(em, mask, rl, first, vec)
+        conds += mask_all(em, mask, rl, first, vec)
     if vec > 1:
         with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
             k = width // size
             for a in range(vec * size // width):
-                em.emit(_pack_store(p0, a * width, width, size,
+                em.emit(pack_store(p0, a * width, width, size,
                                     [f"{raw}[{a * k + e}]" for e in range(k)]))
         em.emit("else")
     with em.scope(""):
@@ -175,7 +175,7 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     to, frm = half
     kind = "f16" if to == "nt_f2h" else "bf16"
     pack = f"newt_frag_pack_{kind}"               # two fp32 -> one word: one cvt on the device
-    _helpers(em, (pack, _FRAG_PACK.format(kind=kind, cvt=to)))
+    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt=to)))
     N = src.N
     pitch = N + 8
     T = em.T
@@ -233,7 +233,7 @@ def _acc_out(em, op):
     elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
         base = planned_base(em, op.attrs["smem_offset"])
     else:
-        base = _region(em, nbytes)
+        base = late_region(em, nbytes)
     ct = em.ctype(x)
     buf = em.fresh("accx")
     n = em.name(x)

@@ -22,9 +22,9 @@ TMA boxes (passes/ring_tma.py: prefetch attrs "tma") is copied by ring_tma.py in
 """
 from __future__ import annotations
 
-from ..passes.dot_loads import axis_stride, chunk_divisor, uniform_along
+from ..ir.pointers import axis_stride, chunk_divisor, uniform_along
 from . import ring_tma
-from .dot import _OPAQUE_TID, Tile, _helpers, dot_tiles, opaque_thread
+from .dot import OPAQUE_TID, Tile, add_helpers, dot_tiles, opaque_thread
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .emitter import handles
@@ -38,7 +38,7 @@ def _tile_load(em, op):
     emit_tile_copy(em, op)
 
 
-def _in_range(em, loop, it):
+def in_range(em, loop, it):
     """C condition: the loop has an iteration whose induction variable is `it`."""
     ub, step = em.name(loop.operands[1]), em.name(loop.operands[2])
     return f"{step} > 0 ? {it} < {ub} : {it} > {ub}"
@@ -60,7 +60,7 @@ def _prefetch(em, op):
             _declare_ring_pointers(em, load, lb)
     for t in range(ahead):
         it = f"({lb} + {t} * {step})" if t else lb
-        with em.scope(f"if ({_in_range(em, loop, it)})"):
+        with em.scope(f"if ({in_range(em, loop, it)})"):
             if tma:
                 ring_tma.issue(em, op, it)
             for load in op.attrs["loads"].x if not tma else ():
@@ -72,7 +72,7 @@ def _prefetch(em, op):
         from .dot_loop import declare_rotated, emit_rotated, staged_a_desc
         declare_rotated(em, first)
         staged_a_desc(em, first)        # (declared here, before the loop's header exists)
-        with em.scope(f"if ({_in_range(em, loop, lb)})"):
+        with em.scope(f"if ({in_range(em, loop, lb)})"):
             if tma:
                 ring_tma.wait(em, op, lb)
             else:
@@ -101,7 +101,7 @@ def emit_ahead_tiles(em, loads, loop):
     pre = ring_prefetch(loop)
     ahead = pre.attrs["ahead"]
     nxt = f"({iv} + {ahead} * {step})" if ahead != 1 else f"({iv} + {step})"
-    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
+    with em.scope(f"if ({in_range(em, loop, nxt)})"):
         if pre.attrs.get("tma"):
             ring_tma.issue(em, pre, nxt)
             return
@@ -171,7 +171,7 @@ def _declare_ring_pointers(em, op, lb):
     # each chunk's place in its tile (row, swizzle) is the same every iteration and stays in a
     # register from here (from a plain read NVRTC may recompute it in the loop when registers
     # look scarce, a few instructions per chunk and key block).
-    _helpers(em, ("newt_tid_opaque", _OPAQUE_TID))
+    add_helpers(em, ("newt_tid_opaque", OPAQUE_TID))
     em.emit(f"const int {k}_t = newt_tid_opaque();")
     for n, o in zip(names, offs):
         em.emit(f"{em.ctype(ptr)} {n};")
@@ -212,7 +212,7 @@ def _copy(em, op):
     from .shapes import value_at      # (shapes imports the passes: import late)
     if op.attrs.get("ring_ptrs"):
         return _ring_copy(em, op)
-    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))
     plan, tile, transposed, epc, cpr, nchunks = _geometry(em, op)
     ptr = op.operands[0]
     mask = op.operands[1] if op.attrs.get("has_mask") else None

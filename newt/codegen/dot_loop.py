@@ -7,7 +7,7 @@ prologue) and dot_ring.py (the drain after a K loop). The decisions are the pass
 """
 from __future__ import annotations
 
-from .dot import _a_desc, _helpers, _wgmma, dot_tiles, opaque_thread
+from .dot import a_tile_desc, add_helpers, emit_wgmma, dot_tiles, opaque_thread
 
 
 def in_loop(op) -> bool:
@@ -22,13 +22,13 @@ def staged_a_desc(em, op, ta=None):
     dot._WARP_UNIFORM) instead of rebuilt every iteration from the thread index (about 15
     instructions on the path to the wgmma). Before the loop's header exists (the ring's
     prologue) it is declared where the call is."""
-    from .dot_ring import _before_loop
+    from .dot_ring import emit_before_loop
     d = op.attrs.get("a_desc_name")
     if d is None:
         if ta is None:
             ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
         d = op.attrs["a_desc_name"] = em.fresh("adesc")
-        _before_loop(em, op, f"const newt_u64 {d} = {_a_desc(em, ta, op.result.attrs['layout'])};")
+        emit_before_loop(em, op, f"const newt_u64 {d} = {a_tile_desc(em, ta, op.result.attrs['layout'])};")
     return d
 
 
@@ -44,7 +44,7 @@ def pin_registers(em, name, nslots):
     wgmma wait: the wait is an asm statement with no register operands, so without it NVVM
     may move reads of the accumulator (an epilogue's conversions) above the wait, and ptxas
     then serializes every wgmma of the kernel (C7514)."""
-    _helpers(em, ("newt_pin", _PIN))
+    add_helpers(em, ("newt_pin", _PIN))
     with em.slots(nslots) as s:
         em.emit(f"newt_pin({name}[{s}]);")
 
@@ -86,7 +86,7 @@ def emit_rotated(em, op, iv, which):
             opaque_thread(em)
         # no zero-fill of n: a register write between the wgmma fence and the wgmma makes
         # ptxas serialize every wgmma of the kernel
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True,
+        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=None, zero=True,
                a_desc=staged_a_desc(em, op, ta))
 
 
@@ -94,7 +94,7 @@ def emit_rotated_dot(em, op):
     """A rotated dot in its loop body: wait for the next iteration's tiles, barrier, issue the
     next iteration's dot (left in flight), copy the tiles `ahead` iterations on; the result
     of this iteration is the array the previous iteration (or the prologue) filled."""
-    from .dot_loads import _in_range, emit_ahead_tiles
+    from .dot_loads import in_range, emit_ahead_tiles
     loop = op.parent.parent
     cur = op.attrs["rotated_names"][0]
     em.names[op.result.id] = cur
@@ -102,11 +102,11 @@ def emit_rotated_dot(em, op):
     rt = op.attrs.get("ring_tma")
     if rt is not None:          # TMA boxes (passes/ring_tma.py): wait for the next tiles
         from . import ring_tma
-        ring_tma.wait(em, rt.x, nxt, guard=_in_range(em, loop, nxt))
+        ring_tma.wait(em, rt.x, nxt, guard=in_range(em, loop, nxt))
     else:
         em.emit(f"newt_cp_async_wait<{op.attrs['cp_wait']}>();")
         em.emit("newt_fence_proxy_async();")
     em.barrier()                # (buffer i - 1 is free for the copies below)
-    with em.scope(f"if ({_in_range(em, loop, nxt)})"):
+    with em.scope(f"if ({in_range(em, loop, nxt)})"):
         emit_rotated(em, op, nxt, "next")
     emit_ahead_tiles(em, op.attrs["ring_issue"].x, loop)

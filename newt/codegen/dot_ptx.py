@@ -1,9 +1,9 @@
 """Tensor-core building blocks as CUDA C++ device helpers (inline PTX), shared by both dot paths.
 
-Where it sits: codegen. `mma.py` (sm_80/sm_89: ldmatrix + mma.sync) and `wgmma.py` (sm_90a:
-wgmma.mma_async) paste `PRELUDE` once into a translation unit and call these helpers from the
-code they generate. Nothing here decides anything: tile shapes, stage counts and swizzles are
-chosen by the caller (the dot pipeline pass, or a standalone config) and passed as constants.
+Where it sits: codegen. The dot handlers (dot.py: ldmatrix + mma.sync on sm_80/sm_89,
+wgmma.mma_async on sm_90a; dot_ring.py, dot_loads.py) paste `PRELUDE` once into a translation
+unit and call these helpers from the code they generate. Nothing here decides anything: tile
+shapes, stage counts and swizzles are chosen by the passes and passed as constants.
 
 Why inline PTX and raw bits: no CUDA headers are needed (NVRTC compiles faster and the source is
 self-contained), and the exact instruction is visible in the generated code.

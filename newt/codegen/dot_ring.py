@@ -20,17 +20,17 @@ with D = S - 1:
 
 The accumulator is the loop-carried value itself (the pass checked that nothing else reads it
 inside the loop), so the in-flight wgmma group of one iteration may overlap the next
-iteration's copies and barrier, exactly as in the standalone kernels (wgmma.py, mma.py).
+iteration's copies and barrier.
 """
 from __future__ import annotations
 
 import re
 
-from ..ir.core import Op, is_block
-from ..passes.layouts import CyclicLayout, coords_of
-from ..passes.dot import uses_wgmma
+from ..ir.layouts import CyclicLayout, coords_of
+from ..ir.pointers import split_ptr
+from ..ir.schedule import uses_wgmma
 from . import persistent
-from .dot import Tile, _helpers, _mma_sync, _region, _wgmma
+from .dot import Tile, add_helpers, emit_mma_sync, late_region, emit_wgmma
 from .dot_loop import pin_registers, trip_count
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
@@ -38,9 +38,9 @@ from .dot_tma import emit_consume, emit_drain, emit_producer, setup
 from .emitter import handles
 
 try:   # the memory codegen's mask analysis: one test per group where masks are affine
-    from .memory import _mask_all
+    from .memory import mask_all
 except ImportError:  # pragma: no cover
-    _mask_all = None
+    mask_all = None
 
 
 class _Recompute(CyclicLayout):
@@ -56,22 +56,7 @@ class _Recompute(CyclicLayout):
         return ("recompute",) + super().key()
 
 
-def _split_ptr(ptr, body):
-    """(I, o) when ptr = I + splat(o) with I defined outside the loop body (the form the
-    pipeline pass gives strength-reduced pointers), else None."""
-    op = ptr.owner
-    if not (isinstance(op, Op) and op.opcode == "addptr"):
-        return None
-    base, off = op.operands
-    sp = off.owner
-    if not (isinstance(sp, Op) and sp.opcode == "splat" and is_block(base.type)
-            and isinstance(base.owner, Op) and base.owner.parent is not body
-            and base.attrs.get("layout") == ptr.attrs.get("layout")):
-        return None
-    return base, sp.operands[0]
-
-
-def _before_loop(em, op, line: str):
+def emit_before_loop(em, op, line: str):
     """Emit `line` (a declaration from loop-invariant values only) right before the header of
     the `for` loop holding op: NVRTC keeps a test it could not hoist (its pointer terms were
     hoisted instead: 2 registers each) inside the loop otherwise."""
@@ -89,7 +74,7 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
     """One 16-byte copy per layout group, addressed from the loop-invariant pointer array at
     the group's first slot plus the carried offset: only those heads stay alive across the
     loop (a pointer per 16 bytes, as in the standalone kernels), and the mask costs one test
-    per group where the run-length facts allow (memory._mask_all)."""
+    per group where the run-length facts allow (memory.mask_all)."""
     base, off = heads
     contig = base.attrs.get("contig", 1) >= epc
     o = em.name(off)
@@ -104,7 +89,7 @@ def _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd):
         terms = [f"({slot(j, g)} == {slot(0, g)} + {j})"
                  for g in range(lay.groups) for j in range(1, epc)]
         # `&`, not `&&`: one branch-free expression, which NVRTC hoists out of the loop whole
-        _before_loop(em, op, f"const bool {consec} = {' & '.join(terms)};")
+        emit_before_loop(em, op, f"const bool {consec} = {' & '.join(terms)};")
     # slow groups (tails, misaligned or strided rows) are gathered afterwards in a rolled loop
     # with addresses and masks recomputed from index math: kept out of the unrolled fast loop,
     # their temporaries do not compete with the accumulators for registers
@@ -132,12 +117,12 @@ def _strided_copies(em, op, ptr, mask, lay, tile, base, o, C, epc, consec, need)
     rl = _Recompute(lay)
     h = lambda g: em.at(base, f"{g * epc}", rl)  # noqa: E731
     uni, d = em.fresh("uni"), em.fresh("dist")
-    _before_loop(em, op, f"const long long {d} = (long long)({h(1)} - {h(0)});")
+    emit_before_loop(em, op, f"const long long {d} = (long long)({h(1)} - {h(0)});")
     terms = [f"({h(g)} == {h(0)} + {g} * {d})" for g in range(2, lay.groups)]
     terms.append(f"((({d}) * {tile.esize}) % 16 == 0)")
     if consec:
         terms.append(consec)
-    _before_loop(em, op, f"const bool {uni} = {' & '.join(terms)};")
+    emit_before_loop(em, op, f"const bool {uni} = {' & '.join(terms)};")
     step = _dst_step(lay, tile, C, epc)
     with em.scope(f"if ({uni})"):
         em.emit(f"const {em.ctype(ptr)} q0 = {h(0)} + {o};")
@@ -200,7 +185,7 @@ def _head_copies(em, ptr, mask, lay, tile, base, o, C, epc, u, rd, consec, late,
         if consec:
             conds.append(consec)
         if mask is not None:
-            conds += (_mask_all(em, mask, lay, first, epc) if _mask_all else
+            conds += (mask_all(em, mask, lay, first, epc) if mask_all else
                       [em.at(mask, f"{first} + {j}") for j in range(epc)])
         with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
             em.emit("newt_cp_async16(dst, p0, 16);")
@@ -251,7 +236,7 @@ def _tiles(ring, plan, stage: str, b_kmajor: bool):
 def _ring_load(em, op):
     ring = op.attrs["ring"]
     st = ring.state
-    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if ring.tma is not None:   # boxes by TMA: the first load issues the whole stage
         if op.attrs.get("ring_first"):
             iv, lb, _, step = _loop_names(em, op)
@@ -260,12 +245,12 @@ def _ring_load(em, op):
             if ring.persist is not None:   # (setup: before the program loop)
                 return persistent.consume_produce(
                     em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
-            setup(em, ring, lambda line: _before_loop(em, op, line))
+            setup(em, ring, lambda line: emit_before_loop(em, op, line))
             emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             emit_producer(em, ring, it)
         return
     if "base" not in st:
-        st["base"] = _region(em, ring.stages * ring.stage_bytes)
+        st["base"] = late_region(em, ring.stages * ring.stage_bytes)
     iv, lb, _, step = _loop_names(em, op)
     if op.attrs.get("ring_first") or "it" not in st:
         it = em.fresh("ring_it")
@@ -296,7 +281,7 @@ def _ring_load(em, op):
     epc = 16 // es
     u = {1: "u8", 2: "u16", 4: "u32"}[es]
     rd = (lambda p: f"*(const {u}*)({p})")
-    heads = _split_ptr(ptr, op.parent)
+    heads = split_ptr(ptr, op.parent)
     if (heads and not transpose and isinstance(lay, CyclicLayout) and lay.vec == epc
             and C % epc == 0 and (mask is None or mask.attrs["layout"] == lay)):
         _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd)
@@ -320,7 +305,7 @@ def _ring_load(em, op):
             if ptr.attrs.get("contig", 1) < epc:
                 conds += [f"{at(ptr, f'{first} + {j}')} == {p0} + {j}" for j in range(1, epc)]
             if mask is not None:
-                conds += (_mask_all(em, mask, lay, first, epc) if _mask_all else
+                conds += (mask_all(em, mask, lay, first, epc) if mask_all else
                           [at(mask, f"{first} + {j}") for j in range(epc)])
             with em.scope(f"if ({' && '.join(f'({c})' for c in conds)})"):
                 em.emit(f"newt_cp_async16(dst, {p0}, 16);")
@@ -359,7 +344,7 @@ def _transposed_copies(em, ptr, mask, lay, tile, heads, R, C):
     """A 4-byte operand stored transposed (tf32 B goes K-major into shared memory): one 4-byte
     cp.async per element into its transposed place, zero-filled where masked off, so the tile
     stays in the asynchronous ring (no register staging, no synchronous loads)."""
-    _helpers(em, ("newt_cp_async4", _CP4))
+    add_helpers(em, ("newt_cp_async4", _CP4))
     base, off = heads
     o = em.name(off)
     blay = _Recompute(lay) if base.attrs.get("icomp") and isinstance(lay, CyclicLayout) else lay
@@ -392,9 +377,9 @@ def _consume(em, op, ring, tile_index: str, wait: int):
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
     if uses_wgmma(em.options.arch, em.T, plan):
-        _wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
+        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
     else:
-        _mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
+        emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
 
 
 def emit_ring_dot(em, op, use_wg):
@@ -421,7 +406,7 @@ def _ring_drain(em, op):
     dot = op.attrs["dot"].x
     ring = dot.attrs["ring"]
     _, lb, ub, step = _loop_names(em, dot)
-    # the ring's region was declared inside the loop body (_region): declare its symbol here
+    # the ring's region was declared inside the loop body (late_region): declare its symbol here
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     D = ring.defer
     n = em.fresh("ring_n")
@@ -448,6 +433,3 @@ def _ring_drain(em, op):
         pin_registers(em, acc, nslots)
     em.barrier()
 
-
-# dot_acc_out and dot_store (the epilogue) register on import
-from . import dot_epilogue as _dot_epilogue  # noqa: E402,F401

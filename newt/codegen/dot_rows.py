@@ -14,12 +14,12 @@ Where it sits: codegen. Consumes
 """
 from __future__ import annotations
 
-from ..passes.dot_rows import acc_row_slot
-from .dot import Tile, _helpers, _stage, opaque_thread, planned_base
+from ..ir.layouts import acc_row_slot
+from .dot import Tile, add_helpers, stage_tile, opaque_thread, planned_base
 from .dot_ptx import PRELUDE
 from .elementwise import binary_expr
 from .emitter import handles
-from .reduce import _shfl
+from .reduce import shfl
 
 _OPS = {"sum": "add", "max": "maximum", "min": "minimum"}
 
@@ -46,7 +46,7 @@ def _row_reduce(em, op):
                     for c8 in range(lay.N // 8) for e in range(2)]
             em.emit(f"{acc} = {_tree(bop, dt, cols)};")
             for m in (1, 2):
-                em.emit(f"{acc} = {binary_expr(bop, dt, acc, _shfl(ct, acc, m))};")
+                em.emit(f"{acc} = {binary_expr(bop, dt, acc, shfl(ct, acc, m))};")
 
 
 @handles("dot_row_bcast")
@@ -60,10 +60,10 @@ def _row_bcast(em, op):
 def _stage_a(em, op):
     a = op.operands[0]
     tile, plan = op.attrs["tile"], op.attrs["dot_plan"]
-    _helpers(em, ("newt_dot_prelude", PRELUDE))
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))
     base = planned_base(em, tile.offset)
     em.barrier()
-    _stage(em, a, Tile(plan.M, plan.K, plan.esize, base), False)
+    stage_tile(em, a, Tile(plan.M, plan.K, plan.esize, base), False)
 
 
 @handles("dot_frag_icomp")

@@ -26,7 +26,7 @@ last one is retired, as the ring expects (codegen/dot_tma.py releases its stage)
 """
 from __future__ import annotations
 
-from .dot import _b_layout, _b_off, _desc_base, _helpers, _plus, wgmma_rs_instr
+from .dot import b_tile_layout, b_tile_offset, desc_base, add_helpers, desc_plus, wgmma_rs_instr
 from .dot_ptx import WGMMA_HELPERS
 
 _LDS64 = """NEWT_DEV void newt_lds64(newt_u32 addr, newt_u32* lo_hi) {
@@ -37,17 +37,17 @@ _LDS64 = """NEWT_DEV void newt_lds64(newt_u32 addr, newt_u32* lo_hi) {
 
 def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
     """n (C^T's fragment) += B^T A^T per warpgroup; ta: A's K-major tile [M][K], tb: B's
-    N-major tile [K][N] (both in the ring's stage). wait as _wgmma's."""
+    N-major tile [K][N] (both in the ring's stage). wait as emit_wgmma's."""
     inner = lay.inner                       # AccLayout(N, M): rows n, columns m
     M, K = plan.M, plan.K
     assert plan.kind == "tf32" and tb.sw == 128 and tb.rpl == 1, (plan, tb.sw)
     ksteps = K // 8
-    _helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS), ("newt_lds64", _LDS64))
+    add_helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS), ("newt_lds64", _LDS64))
     chunks = [(c0, min(256, M - c0)) for c0 in range(0, M, 256)]
     fns = {}
     for _, w in chunks:
         fns[w] = name = f"newt_wgmma_rs_tf32_n{w}"
-        _helpers(em, (name, wgmma_rs_instr("tf32", w, False, name)))
+        add_helpers(em, (name, wgmma_rs_instr("tf32", w, False, name)))
     wi = "((warp) & 3)"
     grp = f"((warp) >> 2) * {inner.rows_grp}" if inner.ngrp > 1 else "0"
     np_ = em.fresh("np")
@@ -59,7 +59,7 @@ def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
         em.emit(f"const u32 {lo} = {tb.elem_addr('(lane & 3)', col)}, "
                 f"{hi} = {tb.elem_addr('(lane & 3) + 4', col)};")
         addrs.append((lo, hi))
-    db0 = _desc_base(em, ta.base, *_b_layout(ta, True), ta.sw)
+    db0 = desc_base(em, ta.base, *b_tile_layout(ta, True), ta.sw)
     assert ksteps >= 2, "dot's K is at least 16: two 8-deep k-steps"
     half = ksteps // 2
     regs = []
@@ -76,11 +76,11 @@ def wgmma_swapped(em, plan, lay, n, ta, tb, wait):
         for j, kk in enumerate(ks):
             for ms in range(inner.nsub):
                 for c0, w in chunks:
-                    db = _plus(db0, _b_off(ta, True, c0, kk))
+                    db = desc_plus(db0, b_tile_offset(ta, True, c0, kk))
                     em.emit(f"{fns[w]}(&{n}[{ms * (M // 2) + c0 // 2}], {fa}[{ms}][{j}], "
                             f"{db}, 1);")
         em.emit("newt_wgmma_commit();")
-    _helpers(em, ("newt_keep_u32", _KEEP))
+    add_helpers(em, ("newt_keep_u32", _KEEP))
     em.emit("#pragma unroll")
     with em.scope(f"for (int i = 0; i < {inner.nsub * half * 4}; ++i)"):
         em.emit(f"newt_keep_u32((&{regs[0]}[0][0][0])[i]);   // X alive with Y: other registers")

@@ -28,11 +28,21 @@ HANDLERS: dict = {}
 
 
 def handles(*opcodes):
+    """Marks a function as the handler of `opcodes`; `register` (called once, by
+    codegen/__init__.py) puts the marked functions of each listed module in the table."""
     def deco(f):
-        for c in opcodes:
-            HANDLERS[c] = f
+        f.newt_opcodes = opcodes
         return f
     return deco
+
+
+def register(*modules):
+    """The handler table from the handlers of `modules` (listed in codegen/__init__.py)."""
+    for m in modules:
+        for f in vars(m).values():
+            for c in getattr(f, "newt_opcodes", ()):
+                assert HANDLERS.get(c, f) is f, f"two handlers of {c}"
+                HANDLERS[c] = f
 
 
 _REG_TYPE = {"float16": "float", "bfloat16": "float", "float32": "float", "float64": "double",
@@ -161,7 +171,7 @@ class Emitter:
             return lazy(s) if lazy is not None else f"{self.name(v)}[{s}]"
         if v.attrs.get("icomp"):
             from .shapes import value_at
-            from ..passes.layouts import coords_of
+            from ..ir.layouts import coords_of
             return value_at(self, v, coords_of(lay.flat("tid", s), v.shape))
         raise self.error(v.owner, "internal: operand layout differs and no conversion was planned")
 
@@ -264,7 +274,7 @@ def uniform_run(v: Value) -> int:
     layout's vec when the runs pass (passes/runs.py) marks `v` constant over aligned runs of
     at least vec elements and the layout is the group-cyclic one, whose slot groups are
     aligned runs of vec consecutive elements; 1 otherwise."""
-    from ..passes.layouts import CyclicLayout    # (the passes import codegen: import late)
+    from ..ir.layouts import CyclicLayout
     lay = v.attrs.get("layout")
     if not isinstance(lay, CyclicLayout) or lay.vec < 2:
         return 1

@@ -12,7 +12,7 @@ shared-memory atomicAdd, a barrier, each result slot reads its bin.
 from __future__ import annotations
 
 from ..ir.core import is_block
-from ..passes.layouts import coords_of, flat_of
+from ..ir.layouts import coords_of, flat_of
 from .emitter import handles
 
 

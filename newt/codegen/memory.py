@@ -60,11 +60,11 @@ def to_bits(dt, x: str) -> str:
     return f"({'u64' if dt.bits == 64 else 'u32'})({ut})({x})"
 
 
-def _bits(dt) -> int:
+def bits_of(dt) -> int:
     return max(8, dt.bits)
 
 
-def _utype(bits) -> str:
+def utype(bits) -> str:
     return {8: "u16", 16: "u16", 32: "u32", 64: "u64"}[bits]
 
 
@@ -141,7 +141,7 @@ def recomputable(em, v) -> bool:
 def operand_at(em, v, s, lay) -> str:
     """C expression of operand v at slot s of layout lay, recomputed where that is cheap."""
     if recomputable(em, v):
-        from ..passes.layouts import coords_of
+        from ..ir.layouts import coords_of
         from .shapes import value_at
         return value_at(em, v, coords_of(lay.flat("tid", s), v.shape))
     return em.at(v, s, lay)
@@ -151,7 +151,7 @@ def _slot(first: str, j: int) -> str:
     return f"{first} + {j}" if j else first
 
 
-def _mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
+def mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
     """C conditions that together say every mask bit of a group is set. Run lengths from the
     layout pass (const / prefix / suffix) shrink `offs < n` with contiguous offs to one test of
     the group's last slot; `and` splits into the tests of its operands."""
@@ -167,7 +167,7 @@ def _mask_all(em, mask, lay, first: str, vec: int) -> list[str]:
         k = op.attrs["op"]
         a, b = op.operands
         if k == "and" and is_block(a.type) and is_block(b.type):
-            return _mask_all(em, a, lay, first, vec) + _mask_all(em, b, lay, first, vec)
+            return mask_all(em, a, lay, first, vec) + mask_all(em, b, lay, first, vec)
         if k in ("lt", "le", "gt", "ge"):
             inc_a = a.attrs.get("contig", 1) >= vec and b.attrs.get("const", 1) >= vec
             inc_b = b.attrs.get("contig", 1) >= vec and a.attrs.get("const", 1) >= vec
@@ -184,7 +184,7 @@ def _group_conds(em, lay, ptr, mask, vec, width, first, p0) -> list[str]:
         for j in range(1, vec):
             conds.append(f"{operand_at(em, ptr, _slot(first, j), lay)} == {p0} + {j}")
     if mask is not None:
-        conds += _mask_all(em, mask, lay, first, vec)
+        conds += mask_all(em, mask, lay, first, vec)
     return conds
 
 
@@ -284,8 +284,8 @@ def _load(em, op):
     # and the conversion to the register type happens where the value is used (Emitter.lazy).
     vec, width, per = plan.vec, plan.width, plan.per
     size = max(1, dt.bits // 8)
-    b = _bits(dt)
-    ut = _utype(b)
+    b = bits_of(dt)
+    ut = utype(b)
     pw = 4 // size if size < 4 and vec * size >= 4 else 1     # elements per raw word
     wt = "u32" if pw > 1 else ut
     raw = em.fresh("raw")
@@ -358,8 +358,8 @@ def _store(em, op):
         return
     lay = ptr.attrs["layout"]
     plan = _plan(op)
-    b = _bits(dt)
-    ut = _utype(b)
+    b = bits_of(dt)
+    ut = utype(b)
     raw = em.fresh("raw")                  # storage bits, converted once for both paths
     em.emit(f"{ut} {raw}[{lay.nslots}];")
     src = _narrowed_from(val, lay)
@@ -381,7 +381,7 @@ def _store(em, op):
         for a in range(per):
             elems = [f"{raw}[{_slot(first, a * (width // size) + e)}]"
                      for e in range(width // size)]
-            em.emit(_pack_store(p0, a * width, width, size, elems, cond))
+            em.emit(pack_store(p0, a * width, width, size, elems, cond))
 
     _access(em, lay, ptr, mask, plan, vector, scalar,
             vector_if=vector if width >= 4 else None)
@@ -418,7 +418,7 @@ def _asm_load(em, p0, off, width) -> list[str]:
     return ws
 
 
-def _pack_store(p0, off, width, size, elems, cond=None):
+def pack_store(p0, off, width, size, elems, cond=None):
     addr = f"(char*)({p0}) + {off}"
     if size == 8:
         words = []

@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import contextlib
 
-from .dot import _helpers, _region
+from .dot import add_helpers, late_region
 from .dot_loop import trip_count
 from .dot_ptx import PRELUDE
-from .dot_tma import _bars, issue_boxes, setup
+from .dot_tma import ring_barriers, issue_boxes, setup
 
 
 def plan_of(em):
@@ -73,10 +73,10 @@ def open_kernel(em):
     plan = plan_of(em)
     ring, st = plan.ring, plan.state
     S = ring.stages
-    _helpers(em, ("newt_dot_prelude", PRELUDE))    # (what the TMA helpers build on)
+    add_helpers(em, ("newt_dot_prelude", PRELUDE))    # (what the TMA helpers build on)
     setup(em, ring, em.emit)
-    full, _ = _bars(ring)
-    st["extra"] = _region(em, plan.extra_bytes) if plan.extra_bytes else "0u"
+    full, _ = ring_barriers(ring)
+    st["extra"] = late_region(em, plan.extra_bytes) if plan.extra_bytes else "0u"
     em.emit("int nt_c = 0, nt_g = 0, nt_pti = 0, nt_pk = 0, nt_free_slot = 0;")
     em.emit("bool nt_pending = false;   // thread 0's last TMA store may still read its panels")
     ncoord = 2 * len(ring.tma)
@@ -129,7 +129,7 @@ def consume_produce(em, ring, consume, it: str):
     program's first k-step: the last one of the previous program was released after its
     loop), issue the copy D ahead (nt_g = nt_c + D: the prologue issued D)."""
     S = ring.stages
-    full, empty = _bars(ring)
+    full, empty = ring_barriers(ring)
     em.emit(f"newt_mbar_wait({full} + 8u * (nt_c % {S}), (nt_c / {S}) & 1);")
     consume("nt_c", 1)
     em.emit("__syncwarp();")
@@ -143,7 +143,7 @@ def drain(em, ring, pin):
     """After the program's loop: every wgmma retired, the last copy released; its stage holds
     the epilogue's first panels."""
     S = ring.stages
-    _, empty = _bars(ring)
+    _, empty = ring_barriers(ring)
     em.emit("newt_wgmma_wait<0>();")
     pin()
     em.emit(f"if (nt_nk > 0 && lane == 0) newt_mbar_arrive({empty} + 8u * ((nt_c - 1) % {S}));")

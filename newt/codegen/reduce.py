@@ -59,7 +59,7 @@ def combine(em, kind, dt, a, b, ai=None, bi=None):
     em.emit(f"{a} = {binary_expr(op, dt, a, b)};")
 
 
-def _shfl(ct, x, m):
+def shfl(ct, x, m):
     if ct in ("bool", "i8", "i16", "u8", "u16"):
         return f"({ct})__shfl_xor_sync({FULL_MASK}, (int)({x}), {m})"
     return f"__shfl_xor_sync({FULL_MASK}, {x}, {m})"
@@ -97,7 +97,7 @@ def _reduce(em, op):
         with em.slots(P, "p"):
             a = f"{t}[p * {seg}]"
             o = em.fresh("o")
-            em.emit(f"{ct} {o} = {_shfl(ct, a, m)};")
+            em.emit(f"{ct} {o} = {shfl(ct, a, m)};")
             if arg:
                 em.emit(f"i32 {o}i = __shfl_xor_sync({FULL_MASK}, {ti}[p * {seg}], {m});")
             combine(em, kind, dt, a, o, arg and f"{ti}[p * {seg}]", arg and f"{o}i")

@@ -21,9 +21,10 @@ with cp.async: both proxies' ordering is the wgmma wait plus that barrier.
 """
 from __future__ import annotations
 
-from .dot import _helpers, _region, dot_tiles
+from .dot import add_helpers, late_region, dot_tiles
 from .dot_tma import map_param
-from .tma import TMA_HELPERS, tile_boxes
+from ..ir.schedule import tile_boxes
+from .tma import TMA_HELPERS
 
 
 def load_nd_helper(rank: int) -> str:
@@ -40,11 +41,11 @@ def load_nd_helper(rank: int) -> str:
 
 
 def _helpers_for(em, pre):
-    _helpers(em, ("newt_tma_helpers", TMA_HELPERS))
+    add_helpers(em, ("newt_tma_helpers", TMA_HELPERS))
     for rb in pre.attrs["tma"]:
         rank = 2 + len(rb.coords)
         if rank > 2:
-            _helpers(em, (f"newt_tma_load_{rank}d", load_nd_helper(rank)))
+            add_helpers(em, (f"newt_tma_load_{rank}d", load_nd_helper(rank)))
 
 
 def _stage(em, pre, it):
@@ -61,7 +62,7 @@ def prologue(em, pre):
     R = pre.attrs["loads"].x[0].attrs["tile"].dot.attrs["tile_ring"]
     # R mbarriers in a region of their own after the planned ones (one 1024-byte slack more)
     sym = em.fresh("ring_bar")
-    em.emit(f"const u32 {sym} = {_region(em, 8 * R)};")
+    em.emit(f"const u32 {sym} = {late_region(em, 8 * R)};")
     pre.attrs["tma_bars"] = sym
     em.emit("newt_fence_proxy_async();   // staged tiles (st.shared) are read by wgmma")
     em.emit(f"if (tid == 0) {{ for (int s = 0; s < {R}; ++s) "

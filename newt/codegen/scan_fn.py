@@ -16,7 +16,7 @@ thread holds.
 from __future__ import annotations
 
 from ..ir.core import is_block
-from ..passes.layouts import coords_of, flat_of
+from ..ir.layouts import coords_of, flat_of
 from .emitter import Emitter, handles
 
 

@@ -13,7 +13,7 @@ index-computable value, built by walking its defining ops down to arange and sca
 from __future__ import annotations
 
 from ..ir.core import is_block
-from ..passes.layouts import coords_of, flat_of
+from ..ir.layouts import coords_of, flat_of
 from .elementwise import expr_of
 from .emitter import handles
 

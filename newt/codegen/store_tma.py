@@ -10,9 +10,7 @@ swizzle pattern starts). A warp's 8 rows x 4 pairs then hit 32 different banks. 
 writes are made visible to the async proxy (fence.proxy.async) before the barrier.
 
 Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
-copies have read shared memory (wait_group.read), so the region outlives them. (With the pass's
-panel runs, PIPELINE_PANELS, it issues each panel's store right after that panel's writes and
-barrier.) A box clips at the map's extents, which are the mask's bounds: exact for non-negative
+copies have read shared memory (wait_group.read), so the region outlives them. A box clips at the map's extents, which are the mask's bounds: exact for non-negative
 tile coordinates and positive bounds. The kernel tests those once per CTA; when they fail (never
 for the tutorial's grids) every thread stores the staged elements one by one under the user's
 mask.
@@ -20,7 +18,7 @@ mask.
 from __future__ import annotations
 
 from . import persistent
-from .dot import _helpers
+from .dot import add_helpers
 from .dot_tma import map_param
 from .emitter import handles
 
@@ -77,14 +75,10 @@ def _store_panel(em, sb, tile, q, r0, c0):
 
 
 def stage(em, op, src, base, n, pack):
-    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base` (with
-    sb.panel_runs, each panel stored as soon as it is written)."""
+    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base`."""
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
-    runs = sb.panel_runs
-    # the store's coordinates are computed after this op: a copy of their index math
-    names = persistent.clone_slice(em, sb.coord_ops, em.pid_x) if runs else None
     if persistent.plan_of(em) is not None:
         persistent.before_staging(em)
     em.barrier()
@@ -102,35 +96,22 @@ def stage(em, op, src, base, n, pack):
         em.barrier()
 
     em.staged_tiles[op.result.id] = tile
-    if runs is None:
-        write(0, src.nslots // 2)
-        return
-    ok = em.fresh("nt_boxes")
-    with persistent.renamed(em, names):
-        em.emit(f"const bool {ok} = {_exact(em, sb)};")
-        r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
-        for q, lo, hi in runs:
-            write(lo, hi)
-            with em.scope(f"if ({ok} && tid == 0)"):
-                _store_panel(em, sb, tile, q, r0, c0)
-    em.staged_tiles[("stored", op.result.id)] = ok
+    write(0, src.nslots // 2)
 
 
 @handles("tma_store")
 def _tma_store(em, op):
     sb = op.attrs["tma_store"]
     tile = em.staged_tiles[op.operands[1].id]
-    _helpers(em, ("newt_tma_store", STORE_HELPERS))
+    add_helpers(em, ("newt_tma_store", STORE_HELPERS))
     R, C = sb.rows, sb.cols
     r0, c0 = _scalar(em, sb.row0), _scalar(em, sb.col0)
     X, Y, s = _scalar(em, sb.bound_r), _scalar(em, sb.bound_c), _scalar(em, sb.stride)
     persist = persistent.plan_of(em) is not None
-    stored = em.staged_tiles.get(("stored", op.operands[1].id))   # (stage's panels)
-    with em.scope(f"if ({stored or _exact(em, sb)})"):
+    with em.scope(f"if ({_exact(em, sb)})"):
         with em.scope("if (tid == 0)"):
-            if stored is None:
-                for q in range(C // 64):
-                    _store_panel(em, sb, tile, q, r0, c0)
+            for q in range(C // 64):
+                _store_panel(em, sb, tile, q, r0, c0)
             # (a persistent kernel waits before the panels' next writers: persistent.py)
             em.emit("nt_pending = true;" if persist else "newt_bulk_wait_read();")
     with em.scope("else"):

@@ -1,10 +1,10 @@
-"""TMA (cp.async.bulk.tensor) and mbarrier building blocks for the sm_90a matmul, and the plan
-of the boxes an operand tile is loaded with.
+"""TMA (cp.async.bulk.tensor) and mbarrier building blocks for the sm_90a matmul.
 
-Where it sits: codegen, beside dot_ptx.py. wgmma.py's TMA variant (WgmmaConfig(tma=True))
-pastes TMA_HELPERS and issues one copy per box of `tile_boxes`; the host builds the matching
-tensor maps with newt/runtime/tensormap.py from the same TmaBox, so the box size and the
-swizzle the kernel assumes are the ones the map encodes.
+Where it sits: codegen, beside dot_ptx.py. The TMA rings (dot_tma.py, ring_tma.py) and the
+epilogue's stores (store_tma.py) paste TMA_HELPERS and issue one copy per box of
+newt/ir/schedule.py's `tile_boxes`; the host builds the matching tensor maps with
+newt/runtime/tensormap.py from the same TmaBox, so the box size and the swizzle the kernel
+assumes are the ones the map encodes.
 
 Shared-memory format written by a box (PTX ISA, "Tensor copy: swizzling modes"): the box's rows
 of `swizzle` bytes are stored one after another; inside each 1024/512/256-byte pattern, 16-byte
@@ -20,13 +20,6 @@ elements are filled with zeros and still count towards the transaction bytes, so
 need no code.
 """
 from __future__ import annotations
-
-import dataclasses
-
-# CUtensorMapSwizzle codes by swizzle width in bytes
-SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}
-# CUtensorMapDataType codes by newt's kind names
-DTYPE_CODE = {"u8": 0, "u16": 1, "u32": 2, "f16": 6, "f32": 7, "bf16": 9, "tf32": 11}
 
 TMA_HELPERS = r"""
 // A CUtensorMap as a kernel parameter (128 bytes, 64-byte aligned): passed by value,
@@ -70,35 +63,3 @@ NEWT_DEV void newt_tma_load_2d(newt_u32 dst, const newt_tmap* map, int c0, int c
                :: "r"(dst), "l"((newt_u64)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
 """
-
-
-@dataclasses.dataclass(frozen=True)
-class TmaBox:
-    """A 2-D box of `outer` rows x `inner` elements (inner contiguous in global memory and in
-    shared memory), written with a `swizzle`-byte swizzle."""
-    inner: int
-    outer: int
-    esize: int
-    swizzle: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.inner * self.outer * self.esize
-
-    @property
-    def swizzle_code(self) -> int:
-        return SWIZZLE_CODE[self.swizzle]
-
-    def check(self):
-        assert self.inner * self.esize <= self.swizzle or self.swizzle == 0, self
-        assert (self.inner * self.esize) % 16 == 0, "box rows must be whole 16-byte chunks"
-        assert 1 <= self.inner <= 256 and 1 <= self.outer <= 256, "box dimensions are <= 256"
-
-
-def tile_boxes(rows: int, cols: int, esize: int) -> tuple[TmaBox, list[tuple[int, int]]]:
-    """The box and the (inner element offset, shared-memory byte offset) of each copy that
-    fills a rows x cols tile (cols contiguous) in dot.py's Tile format."""
-    sw = min(128, cols * esize)
-    box = TmaBox(sw // esize, rows, esize, sw)
-    box.check()
-    return box, [(p * box.inner, p * rows * sw) for p in range(cols * esize // sw)]

@@ -25,17 +25,14 @@ interleaved rounds; docs/results/2026-12-02-1630-h200.md):
     eight scalar accesses packed into words; that path costs the layernorm 7 registers, one
     CTA per SM and 8% (3,706 against 4,037), and without immediate offsets it reads 0.5% less.
   - Unmasked groups proved static stay one plain vector access: nothing to branch on.
-The switches below force one form for the experiment script's A/B runs; None is the rule.
 """
 from __future__ import annotations
 
 import dataclasses
 
 from ..ir.core import is_block
+from ..ir.pointers import static_groups
 
-# per access kind: None (the rule above), or the form to force
-GROUPS = {"load": None, "store": None}       # "static" / "tested"
-ADDRESSES = {"load": None, "store": None}    # "offsets" / "index"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,32 +65,16 @@ def vector_plan(op, lay, dt):
     return vec, width, vec * size // width
 
 
-def static_groups(ptr, mask, vec, width, size) -> bool:
-    """Whether every group is known, from the layout pass's run facts, to be consecutive,
-    aligned to the access width and under one mask bit: then a group can be one predicated
-    vector access and needs neither a run-time test nor the scalar path (Triton's case when
-    pointers and sizes are specialized as divisible by 16)."""
-    c, d = ptr.attrs.get("contig", 1), ptr.attrs.get("div", 1)
-    if c < vec:
-        return False
-    align = d if c <= vec else min(d, vec * size)     # at a group's first element
-    return align >= width and (mask is None or mask.attrs.get("const", 1) >= vec)
-
-
 def choose(kind, ptr, mask, lay, dt, plan) -> Access:
     """The rule (module docstring) for one access with vector plan `plan`."""
-    from .layouts import CyclicLayout
+    from ..ir.layouts import CyclicLayout
     vec, width, per = plan
     size = max(1, dt.bits // 8)
     static = static_groups(ptr, mask, vec, width, size)
     whole = ptr.attrs.get("contig", 1) >= lay.numel and isinstance(lay, CyclicLayout)
     wide = size >= 4 and mask is not None
-    groups = GROUPS[kind] or ("static" if static and not wide else "tested")
-    if groups == "static" and not static:
-        groups = "tested"                  # a forced form never drops a needed test
-    addr = ADDRESSES[kind] or ("offsets" if whole and not wide else "index")
-    if not whole:
-        addr = "index"
+    groups = "static" if static and not wide else "tested"
+    addr = "offsets" if whole and not wide else "index"
     return Access(vec, width, per, groups, addr)
 
 

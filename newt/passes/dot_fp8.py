@@ -26,8 +26,8 @@ from __future__ import annotations
 from .. import dtypes as D
 from ..ir.builder import type_like
 from ..ir.core import Op
-from .dot import plan_dot, uses_wgmma
-from .dot_loads import k_contiguous
+from ..ir.pointers import k_contiguous
+from ..ir.schedule import plan_dot, uses_wgmma
 
 
 def _is_fp8_dot(op) -> bool:

@@ -22,208 +22,8 @@ block along one axis when it is a compile-time constant (a stride specialized as
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
-
-
-class TileRef:
-    """Which tile of which dot a dot_tile_load fills (shown as `a-tile` / `b-tile`)."""
-
-    def __init__(self, dot, role):
-        self.dot, self.role = dot, role
-
-    def __str__(self):
-        return f"{self.role}-tile"
-
-
-def k_contiguous(ptr) -> bool:
-    """A [K, N] pointer block (a dot's B) statically contiguous along K and not along N: its
-    tile copies straight into a K-major ([N][K]) shared-memory tile."""
-    return axis_stride(ptr, 0) == 1 and axis_stride(ptr, 1) != 1
-
-
-def b_tile_kmajor(esize: int, b_ptr=None) -> bool:
-    """Whether a dot's B tile is K-major ([N][K]) in shared memory, the one rule every path
-    follows (tile copies, rings, TMA boxes, codegen): always for 4- and 1-byte inputs (wgmma
-    reads them only K-major; ldmatrix.trans moves 16-bit elements only), and for 16-bit ones
-    whose pointer block `b_ptr` is contiguous along K (x @ W.T: no transpose on the way)."""
-    return esize != 2 or (b_ptr is not None and k_contiguous(b_ptr))
-
-
-def axis_stride(v, axis):
-    """The constant element stride of block `v` along `axis`, or None when unknown."""
-    if not is_block(v.type):
-        return 0
-    op = v.owner
-    if not isinstance(op, Op):
-        return None
-    c = op.opcode
-    if c in ("splat", "constant"):
-        return 0
-    if c == "arange":
-        return 1
-    if c in ("broadcast", "convert_layout"):
-        x = op.operands[0]
-        if c == "broadcast" and x.shape[axis] == 1 and v.shape[axis] != 1:
-            return 0
-        return axis_stride(x, axis)
-    if c == "reshape":
-        x = op.operands[0]
-        if v.shape[axis] == 1:
-            return 0
-        src = [i for i, d in enumerate(x.shape) if d != 1]
-        dst = [i for i, d in enumerate(v.shape) if d != 1]
-        if [x.shape[i] for i in src] != [v.shape[i] for i in dst]:
-            return None
-        return axis_stride(x, src[dst.index(axis)])
-    if c == "cast" and v.dtype.is_int() and op.operands[0].dtype.is_int():
-        return axis_stride(op.operands[0], axis)
-    if c == "addptr" or (c == "binary" and op.attrs.get("op") in ("add", "sub")):
-        s = [axis_stride(o, axis) for o in op.operands]
-        if None in s:
-            return None
-        return s[0] - s[1] if op.attrs.get("op") == "sub" else s[0] + s[1]
-    if c == "binary" and op.attrs.get("op") == "mul":
-        s = [axis_stride(o, axis) for o in op.operands]
-        if s == [0, 0]:
-            return 0
-        for k in (0, 1):
-            if s[k] is not None and s[1 - k] == 0:
-                c1 = _const(op.operands[1 - k])
-                if c1 is not None:
-                    return s[k] * c1
-                if s[k] == 0:
-                    return 0
-        return None
-    return None
-
-
-def uniform_along(v, ax) -> bool:
-    """Block `v` (a mask) has the same value at every index along axis `ax`: splats and
-    constants, compares and and/or of values whose axis_stride along ax is 0, through
-    broadcasts and reshapes."""
-    if not is_block(v.type):
-        return True
-    op = v.owner
-    if not isinstance(op, Op):
-        return False
-    c = op.opcode
-    if c in ("splat", "constant"):
-        return True
-    if c in ("broadcast", "convert_layout"):
-        x = op.operands[0]
-        return (c == "broadcast" and x.shape[ax] == 1) or uniform_along(x, ax)
-    if c == "reshape":
-        x = op.operands[0]
-        src = [i for i, d in enumerate(x.shape) if d != 1]
-        dst = [i for i, d in enumerate(v.shape) if d != 1]
-        if ax not in dst:
-            return True
-        if [x.shape[i] for i in src] != [v.shape[i] for i in dst]:
-            return False
-        return uniform_along(x, src[dst.index(ax)])
-    k = op.attrs.get("op") if c == "binary" else None
-    if k in ("and", "or"):
-        return all(uniform_along(o, ax) for o in op.operands)
-    if k in ("lt", "le", "gt", "ge", "eq", "ne"):
-        return all(o.dtype.is_int() and axis_stride(o, ax) == 0 for o in op.operands)
-    return False
-
-
-_BIG = 1 << 20
-
-
-def _pow2(n: int) -> int:
-    """The largest power of two dividing n (capped; 0 is divisible by anything)."""
-    n = abs(int(n))
-    return _BIG if n == 0 else min(n & -n, _BIG)
-
-
-def chunk_divisor(fn, v, cax, epc):
-    """A power of two dividing the value of block `v` at every element whose index along axis
-    `cax` is a multiple of `epc`: in bytes for pointers, else in units. The address of a
-    16-byte chunk of a tile is 16-byte aligned, with no run-time test, when this is >= 16 for
-    the tile's pointer block (cax its contiguous axis, epc the elements per chunk).
-
-    Known facts: a pointer parameter specialized as 16-byte aligned, an integer parameter
-    specialized as divisible by 16, constants, `multiple_of` hints, a loop's induction variable
-    (lb + k * step), arange along cax (0, epc, 2 * epc, ...); sums keep the smaller divisor,
-    products multiply them. Anything else divides by 1 (a pointer: by its element size)."""
-    params = {p.value.id: p for p in fn.params}
-    ivs = {op.regions[0].args[0].id: op for op in fn.walk() if op.opcode == "for"}
-    memo = {}
-
-    def scalar(v):
-        if v.id in memo:
-            return memo[v.id]
-        memo[v.id] = 1                      # (cycles through carried values: unknown)
-        hint = v.attrs.get("multiple_of")
-        d = _pow2(hint) if isinstance(hint, int) else 1
-        d = max(d, _scalar_op(v))
-        memo[v.id] = d
-        return d
-
-    def _scalar_op(v):
-        p = params.get(v.id)
-        if p is not None:
-            if v.dtype.is_ptr():
-                return 16 if p.divisible_by_16 else v.dtype.element_ty.bits // 8
-            return 16 if p.divisible_by_16 else 1
-        if v.id in ivs:
-            lb, _, step = ivs[v.id].operands[:3]
-            return min(scalar(lb), scalar(step))
-        return combine(v, scalar, scalar)
-
-    def combine(v, left, right):
-        op = v.owner
-        if not isinstance(op, Op):
-            return 1
-        c = op.opcode
-        if c == "constant":
-            val = op.attrs.get("value")
-            return _pow2(val) if isinstance(val, int) and not isinstance(val, bool) else 1
-        if c == "cast" and v.dtype.is_int() and op.operands[0].dtype.is_int():
-            return left(op.operands[0])
-        if c == "addptr":
-            es = v.dtype.element_ty.bits // 8
-            return min(left(op.operands[0]), right(op.operands[1]) * es)
-        if c == "binary" and op.attrs.get("op") in ("add", "sub"):
-            return min(left(op.operands[0]), right(op.operands[1]))
-        if c == "binary" and op.attrs.get("op") == "mul":
-            return min(left(op.operands[0]) * right(op.operands[1]), _BIG)
-        return 1
-
-    def block(v, ax):
-        if not is_block(v.type):
-            return scalar(v)
-        op = v.owner
-        if not isinstance(op, Op):
-            return 1
-        c = op.opcode
-        if c == "splat":
-            return scalar(op.operands[0])
-        if c == "arange":
-            return min(_pow2(op.attrs["start"]), epc) if ax == 0 else 1
-        if c in ("broadcast", "convert_layout"):
-            return block(op.operands[0], ax)
-        if c == "reshape":
-            x = op.operands[0]
-            src = [i for i, d in enumerate(x.shape) if d != 1]
-            dst = [i for i, d in enumerate(v.shape) if d != 1]
-            if [x.shape[i] for i in src] != [v.shape[i] for i in dst]:
-                return 1
-            return block(x, src[dst.index(ax)] if ax in dst else None)
-        return combine(v, lambda o: block(o, ax), lambda o: block(o, ax))
-
-    return block(v, cax)
-
-
-def _const(v):
-    op = v.owner
-    while isinstance(op, Op) and op.opcode in ("splat", "broadcast", "cast", "reshape",
-                                               "convert_layout"):
-        op = op.operands[0].owner
-    if isinstance(op, Op) and op.opcode == "constant" and isinstance(op.attrs.get("value"), int):
-        return op.attrs["value"]
-    return None
+from ..ir.pointers import b_tile_kmajor, int_constant
+from ..ir.schedule import TileRef
 
 
 def _zero(v) -> bool:
@@ -267,7 +67,7 @@ def plan_tile_loads(fn, options):
 
 # ----------------------------------------------------------------------------- prefetch
 
-def _inside(op, block) -> bool:
+def op_inside(op, block) -> bool:
     b = op.parent
     while b is not None:
         if b is block:
@@ -292,7 +92,7 @@ def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
     if not isinstance(op, Op):
         return not is_block(v.type) and not any(v is a for a in body.args)
     if not is_block(v.type):
-        if not _inside(op, body):
+        if not op_inside(op, body):
             return True
         if hoist is None or op.parent is not body or op.opcode not in _PURE_SCALAR:
             return False
@@ -375,7 +175,7 @@ def plan_prefetch(fn, options):
     "ring_ready",
     "rotate_from" = the first dot; prefetch op "ahead"; dot_async_wait "next" = the loop
     inside it."""
-    from .dot import uses_wgmma
+    from ..ir.schedule import uses_wgmma
     for loop in [op for op in fn.walk() if op.opcode == "for"]:
         body = loop.regions[0]
         iv = body.args[0]
@@ -411,32 +211,32 @@ def plan_prefetch(fn, options):
         late = defer and not rotate and carried.attrs["layout"].nslots < 64
         if late:
             ahead = R - 1
-        pre = Op("dot_tile_prefetch", [], [], {"loads": _Ref(loads), "loop": _Ref(loop),
+        pre = Op("dot_tile_prefetch", [], [], {"loads": IrRef(loads), "loop": IrRef(loop),
                                                "ahead": ahead}, (), loop.loc)
         _insert(pre, loop, 0)
         for ld in loads:
             ld.attrs["prefetch"] = "ahead"
             sl = iv_slope(ld.operands[0], iv, body)
             if sl:                          # (0: the same tile every iteration: keep as is)
-                ld.attrs["iv_slope"] = _Ref(sl)
+                ld.attrs["iv_slope"] = IrRef(sl)
         dots[0].attrs["cp_wait"] = ahead - 1
-        dots[0].attrs["ring_issue"] = _Ref(loads)
+        dots[0].attrs["ring_issue"] = IrRef(loads)
         if late:
             dots[0].attrs["late_copies"] = True
         dots[1].attrs["ring_ready"] = True
         for d in dots:
             d.attrs["tile_ring"] = R
-            d.attrs["live"] = _Ref((pre, loop))
+            d.attrs["live"] = IrRef((pre, loop))
         if defer:
-            dots[1].attrs["wg_defer"] = _Ref(carried)
+            dots[1].attrs["wg_defer"] = IrRef(carried)
             _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
         if rotate:
             uses = fn.uses()
             dots[0].attrs["rotate"] = True
             dots[0].attrs["cp_wait"] = ahead - 2
-            dots[1].attrs["rotate_from"] = _Ref(dots[0])
+            dots[1].attrs["rotate_from"] = IrRef(dots[0])
             first = min(idx(u) for u in uses[carried.id])
-            w = Op("dot_async_wait", [], [], {"next": _Ref(loop)}, (), loop.loc)
+            w = Op("dot_async_wait", [], [], {"next": IrRef(loop)}, (), loop.loc)
             w.parent = body
             body.ops.insert(first, w)
 
@@ -444,10 +244,10 @@ def plan_prefetch(fn, options):
 def _rotatable(dot, body, uses, options):
     """The first dot can run one iteration ahead (plan_prefetch's rotation): wgmma, A a tile
     staged before the loop, a zero accumulator, its result read only inside the body."""
-    from .dot import uses_wgmma
+    from ..ir.schedule import uses_wgmma
     return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
         and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
-        and all(_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
+        and all(op_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
 
 
 def iv_slope(v, iv, body):
@@ -464,7 +264,7 @@ def iv_slope(v, iv, body):
             return memo[x.id]
         memo[x.id] = False
         op = x.owner
-        d = x is iv or (isinstance(op, Op) and _inside(op, body)
+        d = x is iv or (isinstance(op, Op) and op_inside(op, body)
                         and any(dep(o) for o in op.operands))
         memo[x.id] = d
         return d
@@ -491,7 +291,7 @@ def iv_slope(v, iv, body):
             for i in (0, 1):
                 sa, o = slope(op.operands[i]), op.operands[1 - i]
                 if sa and not dep(o):
-                    w = _const(o)
+                    w = int_constant(o)
                     if w is not None:
                         return (sa[0], sa[1] * w)
                     u = _scalar_of(o)
@@ -542,7 +342,7 @@ def _insert(op, loop, after):
     ops.insert(ops.index(loop) + after, op)
 
 
-class _Ref:
+class IrRef:
     """An IR reference kept in attrs without printing the referenced op."""
 
     def __init__(self, x):

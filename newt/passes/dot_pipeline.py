@@ -33,8 +33,7 @@ Consumes the frontend's IR; produces:
    terms bounded by parameters) gets ring.tma and the schedule of codegen/dot_tma.py: D = S-1,
    tiles copied by TMA on mbarriers, no CTA barrier in the loop.
 
-Registered first in newt/passes/__init__.py's PASSES (`install()` does the same for older
-pass lists). Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
+Listed in newt/passes/__init__.py's PASSES. Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
 constant, invariant tests declared before the loop, slow groups gathered out of line),
 dot_masks.py (one test per 16-byte group), dot_epilogue.py (dot_acc_out through padded shared
 memory; the epilogue's stores addressed per group from index math).
@@ -45,9 +44,9 @@ import dataclasses
 
 from .. import dtypes as D
 from ..ir.core import BlockType, Op, ScalarType, is_block
-from .dot import plan_dot, uses_wgmma
+from ..ir.schedule import plan_dot, uses_wgmma
 from .dot_fp8 import lower_fp8_dots
-from .dot_loads import b_tile_kmajor
+from ..ir.pointers import b_tile_kmajor
 from .trans_loads import load_transposed_operands
 
 
@@ -282,13 +281,3 @@ def _plan_tma(fn, loop, num_threads):
                 and op.operands[0] is loop.results[j]]
         plan_tma(fn, loop, ring, dot, loads, outs[0].result if outs else None, num_threads)
 
-
-def install():
-    """Register the pass before the layout pass (idempotent)."""
-    import newt.passes as P
-    if not any(name == "dot_pipeline" for name, _ in P.PASSES):
-        P.PASSES = (("dot_pipeline", pipeline_dots),) + tuple(P.PASSES)
-
-
-# the ring's codegen handlers (dot_ring_load) register on import
-from ..codegen import dot_ring as _dot_ring  # noqa: E402,F401

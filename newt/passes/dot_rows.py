@@ -44,82 +44,11 @@ plan_prefetch).
 from __future__ import annotations
 
 from ..ir.core import Op, is_block
-from .dot import AccLayout
-from .layouts import Layout
+from ..ir.layouts import AccLayout, AccRowLayout
+from ..ir.schedule import StagedTile
 
 _ROW_ELEMENTWISE = {"binary", "unary", "cast", "select", "fma"}
 _KINDS = ("sum", "max", "min")
-
-
-class AccRowLayout(Layout):
-    """A row vector of M rows (or [M, 1]) held like the rows of AccLayout(M, *): slot
-    2 * ms + h of lane l of warp w is row g * rows_grp + ms * sub + wi * 16 + l / 4 + 8 h
-    (names as in AccLayout). The 4 lanes of a quad hold the same rows; lane % 4 == 0 is valid."""
-
-    def __init__(self, M: int, num_threads: int):
-        ref = AccLayout(M, 16, num_threads)
-        self.M, self.numel, self.num_threads = M, M, num_threads
-        self.G, self.ngrp, self.rows_grp, self.sub, self.nsub = \
-            ref.G, ref.ngrp, ref.rows_grp, ref.sub, ref.nsub
-        self.nslots = 2 * self.nsub
-        self.vec = 1
-
-    @staticmethod
-    def of_acc(lay: AccLayout) -> "AccRowLayout":
-        return AccRowLayout(lay.M, lay.num_threads)
-
-    def key(self):
-        return ("mma_row", self.M, self.num_threads)
-
-    def py_flat(self, t, s):
-        w, lane = t // 32, t % 32
-        g, wi = w // self.G, w % self.G
-        return g * self.rows_grp + (s // 2) * self.sub + wi * 16 + lane // 4 + 8 * (s % 2)
-
-    def py_valid(self, t, s):
-        return t % 4 == 0
-
-    def flat(self, tid, s):
-        w, lane = f"({tid} >> 5)", f"({tid} & 31)"
-        g = f"({w} / {self.G})" if self.ngrp > 1 else "0"
-        wi = f"({w} % {self.G})" if self.G > 1 else "0"
-        if isinstance(s, int):
-            return (f"({g} * {self.rows_grp} + {wi} * 16 + ({lane} >> 2) + "
-                    f"{(s // 2) * self.sub + 8 * (s % 2)})")
-        s = f"({s})"
-        return (f"({g} * {self.rows_grp} + ({s} / 2) * {self.sub} + {wi} * 16 + "
-                f"({lane} >> 2) + ({s} % 2) * 8)")
-
-    def valid(self, tid, s):
-        return f"(({tid} & 3) == 0)"
-
-    def __str__(self):
-        return f"mma_rows(M={self.M}, groups={self.ngrp}x{self.G} warps)"
-
-    __repr__ = __str__
-
-
-def acc_row_slot(lay: AccLayout, s):
-    """The AccRowLayout slot holding the row of AccLayout slot s (int or C expression)."""
-    half = lay.N // 2
-    if isinstance(s, int):
-        return (s // half) * 2 + (s % 4) // 2
-    return f"((({s}) / {half}) * 2 + (({s}) % 4) / 2)"
-
-
-class StagedTile:
-    """A tile staged into shared memory once and read by several dots (printed in the IR)."""
-
-    def __init__(self, M, K, esize):
-        self.M, self.K, self.esize = M, K, esize
-        self.offset = None          # byte offset in the dot area (smem.py)
-
-    @property
-    def nbytes(self):
-        return self.M * self.K * self.esize
-
-    def __str__(self):
-        return f"staged[{self.M}x{self.K}]@{self.offset}"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -556,7 +485,3 @@ def fuse_dot_rows(fn, options):
     _recompute_index(fn)
     return fn
 
-
-# codegen handlers (dot_row_reduce, dot_row_bcast, dot_stage_a, dot_tile_load) register on import
-from ..codegen import dot_loads as _dot_loads  # noqa: E402,F401
-from ..codegen import dot_rows as _dot_rows  # noqa: E402,F401

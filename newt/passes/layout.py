@@ -25,7 +25,8 @@ ops and loop-carried values; index-computable operands follow for free.
 from __future__ import annotations
 
 from ..ir.core import BlockType, Op, Value, is_block
-from .layouts import CyclicLayout, Layout
+from ..ir.layouts import CyclicLayout, Layout
+from .dot import result_layout
 from .runs import mark_runs
 
 # ops whose operands and results share one layout, elementwise
@@ -60,7 +61,7 @@ class _Assigner:
     def __init__(self, fn, num_threads):
         self.fn, self.T = fn, num_threads
         self.vecs = _choose_vecs(fn, num_threads)
-        self.anchor = _dot_hook()
+        self.anchor = result_layout
 
     def default(self, t) -> Layout:
         return CyclicLayout(t.numel, self.T, self.vecs.get(t.numel, 4))
@@ -136,14 +137,6 @@ class _Assigner:
                 a.attrs["layout"] = ly
                 self.changed = True
             res.attrs["layout"] = a.attrs["layout"]
-
-
-def _dot_hook():
-    try:
-        from . import dot  # owned by the matmul work; optional
-    except ImportError:
-        return None
-    return getattr(dot, "result_layout", None)
 
 
 def _convert(v: Value, lay: Layout, before: Op, block) -> Value:

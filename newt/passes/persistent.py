@@ -39,11 +39,10 @@ from __future__ import annotations
 import dataclasses
 
 from ..ir.core import Op
-from .smem import smem_limit
+from ..ir.schedule import smem_limit
 
 # scalar ops the pid slice may hold (codegen emits each as one C declaration)
 _SLICE_OPS = {"constant", "binary", "unary", "cast", "select", "program_id", "num_programs"}
-_ON = [True]     # benchmarks/matmul_variants.py turns the pass off for its A/B runs
 
 
 @dataclasses.dataclass(repr=False)
@@ -67,11 +66,11 @@ class PersistPlan:
                 f"stage + {self.n_boxes - self.free_boxes})")
 
 
-class _No(Exception):
+class NoSlice(Exception):
     pass
 
 
-def _slice(values, body) -> list:
+def scalar_slice(values, body) -> list:
     """The top-level scalar ops computing `values` (ints and parameters need none), in body
     order."""
     need, stack = set(), [v for v in values if not isinstance(v, int)]
@@ -83,9 +82,9 @@ def _slice(values, body) -> list:
         if op is body:       # a parameter
             continue
         if not isinstance(op, Op):
-            raise _No("a box coordinate or loop bound is a loop-carried value")
+            raise NoSlice("a box coordinate or loop bound is a loop-carried value")
         if op.parent is not body or op.opcode not in _SLICE_OPS or op.result.shape:
-            raise _No(f"a box coordinate or loop bound comes from `{op.opcode}`, not scalar "
+            raise NoSlice(f"a box coordinate or loop bound comes from `{op.opcode}`, not scalar "
                       "index math before the loop")
         need.add(id(op))
         stack.extend(op.operands)
@@ -94,27 +93,25 @@ def _slice(values, body) -> list:
 
 def _plan(fn, options, loop, ring) -> PersistPlan:
     body = fn.body
-    if not _ON[0]:
-        raise _No("turned off")
     if any(op.opcode in ("return", "while") for op in fn.walk()):
-        raise _No("the kernel returns early or has a while loop")
+        raise NoSlice("the kernel returns early or has a while loop")
     loops = [op for op in body.ops if op.opcode == "for"]
     if len(loops) != 1:
-        raise _No("more than one loop at the top level")
+        raise NoSlice("more than one loop at the top level")
     stores = [op for op in body.ops if op.opcode == "tma_store"]
     if len(stores) != 1:
-        raise _No("the epilogue is not one TMA store (passes/store_tma.py)")
+        raise NoSlice("the epilogue is not one TMA store (passes/store_tma.py)")
     if fn.attrs.get("smem_bytes", 0) or fn.attrs.get("dot_area", 0):
-        raise _No("other shared memory in use (scratch arena or dot area)")
+        raise NoSlice("other shared memory in use (scratch arena or dot area)")
     ring_bytes = ring.stages * ring.stage_bytes
     limit = smem_limit(options.arch)
     if 2 * ring_bytes <= limit:
-        raise _No(f"the ring ({ring_bytes} bytes) leaves room for a second CTA per SM")
-    bounds = _slice(loop.operands[:3], body)
+        raise NoSlice(f"the ring ({ring_bytes} bytes) leaves room for a second CTA per SM")
+    bounds = scalar_slice(loop.operands[:3], body)
     if any(op.opcode == "program_id" for op in bounds):
-        raise _No("the loop's bounds depend on the program id")
+        raise NoSlice("the loop's bounds depend on the program id")
     coords = [v for t in ring.tma for v in (t.row0, t.col0)]
-    slice_ops = _slice(coords, body)
+    slice_ops = scalar_slice(coords, body)
     sb = stores[0].attrs["tma_store"]
     box = sb.rows * 128                         # a panel: rows x 64 16-bit columns
     n_boxes = sb.cols // 64
@@ -122,7 +119,7 @@ def _plan(fn, options, loop, ring) -> PersistPlan:
     plan = PersistPlan(ring, loop, stores[0], slice_ops, bounds, box, n_boxes, free)
     # the ring, its barriers, the extra panels and two alignment slacks
     if ring_bytes + 16 * ring.stages + plan.extra_bytes + 2048 > limit:
-        raise _No("the epilogue's own panels do not fit next to the ring")
+        raise NoSlice("the epilogue's own panels do not fit next to the ring")
     return plan
 
 
@@ -136,7 +133,7 @@ def plan_persistent(fn, options):
             continue
         try:
             plan = _plan(fn, options, loop, ring)
-        except _No as e:
+        except NoSlice as e:
             loop.attrs["persistent_why"] = str(e)
             continue
         loop.attrs["persistent"] = fn.attrs["persistent"] = plan

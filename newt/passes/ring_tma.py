@@ -39,12 +39,12 @@ from __future__ import annotations
 import dataclasses
 
 from .. import dtypes as D
-from ..codegen.tma import tile_boxes
 from ..ir.core import Block, Op
-from .dot import uses_wgmma
-from .dot_loads import _inside, _Ref
-from .dot_tma import _KIND, _No, _binop, _const, _index, _iv_affine, _lt_term, _mask_terms, \
-    _op, _param, _ptr_terms, same
+from ..ir.schedule import tile_boxes, uses_wgmma
+from ..ir.pointers import (NoMatch, arange_index, binop_of, index_constant, iv_affine, lt_term,
+                           mask_terms, op_of, param_of, ptr_terms, same)
+from .dot_loads import IrRef, op_inside
+from .dot_tma import TMA_KIND
 
 BIG = (1 << 31) - 1      # extent of an axis nothing bounds: every int32 coordinate is inside
 
@@ -65,37 +65,37 @@ class RingBox:
         return f"box(map {self.map_index}, {self.rows}x{self.cols}, rank {2 + len(self.coords)})"
 
 
-def _stride(fn, v, es, what):
+def tma_stride(fn, v, es, what):
     """("const", n) / ("param", index, name) of a stride in elements (a Value or an int) whose
     bytes TMA can take."""
-    c = v if isinstance(v, int) else _const(v)
+    c = v if isinstance(v, int) else index_constant(v)
     if c is not None:
         if c <= 0 or (c * es) % 16:
-            raise _No(f"{what} ({c} elements) is not a positive multiple of 16 bytes")
+            raise NoMatch(f"{what} ({c} elements) is not a positive multiple of 16 bytes")
         return ("const", int(c))
-    p = _param(fn, _uncast(v))
+    p = param_of(fn, _uncast(v))
     if p is None or not p.divisible_by_16 or p.dtype not in (D.int32, D.int64):
-        raise _No(f"{what} is not a parameter divisible by 16")
+        raise NoMatch(f"{what} is not a parameter divisible by 16")
     return ("param", p.index, p.name)
 
 
 def _uncast(v):
-    o = _op(v, "cast")
+    o = op_of(v, "cast")
     while o is not None and v.dtype.is_int() and o.operands[0].dtype.is_int():
         v = o.operands[0]
-        o = _op(v, "cast")
+        o = op_of(v, "cast")
     return v
 
 
 def _nonneg(fn, v, positive) -> bool:
     """v >= 0 whenever the parameters in `positive` (added here) are >= 1."""
     v = _uncast(v)
-    o = _op(v)
+    o = op_of(v)
     if o is None:
         return False
     if o.opcode == "program_id":
         return True
-    c = _const(v)
+    c = index_constant(v)
     if c is not None:
         return c >= 0
     k = o.attrs.get("op") if o.opcode == "binary" else None
@@ -103,10 +103,10 @@ def _nonneg(fn, v, positive) -> bool:
         return all(_nonneg(fn, x, positive) for x in o.operands)
     if k in ("idiv", "mod"):
         a, b = o.operands
-        cb = _const(b)
+        cb = index_constant(b)
         if cb is not None:
             return cb >= 1 and _nonneg(fn, a, positive)
-        p = _param(fn, _uncast(b))
+        p = param_of(fn, _uncast(b))
         if p is None or not _nonneg(fn, a, positive):
             return False
         positive.append(("param", p.index, p.name))
@@ -116,22 +116,22 @@ def _nonneg(fn, v, positive) -> bool:
 
 def _offset_terms(fn, v, out):
     """Split a scalar element offset into (coordinate, stride) products."""
-    a = _binop(v, "add")
+    a = binop_of(v, "add")
     if a is not None:
         return all(_offset_terms(fn, x, out) for x in a.operands)
-    m = _binop(v, "mul")
+    m = binop_of(v, "mul")
     if m is None:
-        raise _No("the base pointer's offset is not a sum of index * stride products")
+        raise NoMatch("the base pointer's offset is not a sum of index * stride products")
     x, y = m.operands
     # the stride is the parameter (or constant) side; with two parameters, the one divisible
     # by 16
     def is_stride(w):
-        p = _param(fn, _uncast(w))
-        return _const(w) is not None or (p is not None and p.divisible_by_16)
+        p = param_of(fn, _uncast(w))
+        return index_constant(w) is not None or (p is not None and p.divisible_by_16)
     if is_stride(x) and not is_stride(y):
         x, y = y, x
     elif not is_stride(y):
-        raise _No("a term of the base pointer's offset has no stride parameter")
+        raise NoMatch("a term of the base pointer's offset has no stride parameter")
     out.append((x, y))
     return True
 
@@ -140,14 +140,14 @@ def _scalar_base(fn, ptr):
     """(pointer parameter, [(coordinate, stride)]) of P + u1 * s1 + ... (through addptr)."""
     terms = []
     while True:
-        o = _op(ptr, "addptr")
+        o = op_of(ptr, "addptr")
         if o is None:
             break
         _offset_terms(fn, o.operands[1], terms)
         ptr = o.operands[0]
-    p = _param(fn, ptr)
+    p = param_of(fn, ptr)
     if p is None or not p.divisible_by_16:
-        raise _No("the base pointer is not a 16-byte aligned parameter")
+        raise NoMatch("the base pointer is not a 16-byte aligned parameter")
     return p, terms
 
 
@@ -155,74 +155,74 @@ def _before_loop(v, body) -> bool:
     """v is defined outside the loop body `body` (and is not a block argument inside it)."""
     o = v.owner
     if isinstance(o, Block):
-        return o is not body and not (isinstance(o.parent, Op) and _inside(o.parent, body))
-    return o is None or not _inside(o, body)
+        return o is not body and not (isinstance(o.parent, Op) and op_inside(o.parent, body))
+    return o is None or not op_inside(o, body)
 
 
 def _ring_box(fn, loop, ld, transposed, positive):
-    """RingBox + map recipe of one ring load, or raise _No."""
+    """RingBox + map recipe of one ring load, or raise NoMatch."""
     body = loop.regions[0]
     iv = body.args[0]
     ptr = ld.operands[0]
-    kind = _KIND.get(ld.result.dtype.name)
+    kind = TMA_KIND.get(ld.result.dtype.name)
     if kind is None:
-        raise _No(f"{ld.result.dtype.name} tiles stay on cp.async")
+        raise NoMatch(f"{ld.result.dtype.name} tiles stay on cp.async")
     es = ld.result.dtype.bits // 8
     shape = ld.result.shape
     terms = []
-    P = _ptr_terms(ptr, shape, terms)
+    P = ptr_terms(ptr, shape, terms)
     if P is None or sorted(t[0] for t in terms) != [0, 1]:
-        raise _No("the pointer block is not `pointer + rows * stride + cols`")
+        raise NoMatch("the pointer block is not `pointer + rows * stride + cols`")
     by_axis = {t[0]: t for t in terms}
     cax = 0 if transposed else 1            # the tile's contiguous columns
     rax = 1 - cax
     if by_axis[cax][2] != 1:
-        raise _No("the tile's columns are not contiguous")
+        raise NoMatch("the tile's columns are not contiguous")
     row_stride = by_axis[rax][2]
-    row_src = _stride(fn, row_stride, es, "the row stride")
+    row_src = tma_stride(fn, row_stride, es, "the row stride")
     P, uterms = _scalar_base(fn, P)
     if len(uterms) > 3:
-        raise _No("more than three index * stride terms in the base pointer (TMA rank <= 5)")
-    ri, ci = _index(by_axis[rax][1]), _index(by_axis[cax][1])
+        raise NoMatch("more than three index * stride terms in the base pointer (TMA rank <= 5)")
+    ri, ci = arange_index(by_axis[rax][1]), arange_index(by_axis[cax][1])
     if ri is None or ci is None or ri[2] is not None or ci[2] is not None:
-        raise _No("an axis index is not `start + arange` (or wraps)")
+        raise NoMatch("an axis index is not `start + arange` (or wraps)")
     if not isinstance(ci[0], int) or ci[0] < 0:
-        raise _No("the first column is not a constant")
-    rest, c = (None, 0) if isinstance(ri[0], int) else _iv_affine(ri[0], iv)
+        raise NoMatch("the first column is not a constant")
+    rest, c = (None, 0) if isinstance(ri[0], int) else iv_affine(ri[0], iv)
     if isinstance(ri[0], int):
         rest = ri[0]
     elif rest is not None and not _before_loop(rest, body):
-        raise _No("the first row is not the induction variable plus a loop invariant")
+        raise NoMatch("the first row is not the induction variable plus a loop invariant")
     if c == 0 and not isinstance(rest, int):
-        raise _No("the tile does not move with the loop")
+        raise NoMatch("the tile does not move with the loop")
     extent = ("const", BIG)
     if ld.attrs.get("has_mask"):
         conj = []
-        _mask_terms(ld.operands[1], conj)
+        mask_terms(ld.operands[1], conj)
         if len(conj) != 1:
-            raise _No("the mask is not one `rows < bound` term")
-        got = _lt_term(conj[0], shape)
+            raise NoMatch("the mask is not one `rows < bound` term")
+        got = lt_term(conj[0], shape)
         if got is None or got[0] != rax or not same(got[1], ri[3]):
-            raise _No("the mask does not bound the rows")
+            raise NoMatch("the mask does not bound the rows")
         b = got[2]
-        cb = _const(b)
-        bp = _param(fn, _uncast(b))
+        cb = index_constant(b)
+        bp = param_of(fn, _uncast(b))
         if cb is not None:
             extent = ("const", max(int(cb), 0))
         elif bp is not None and bp.dtype in (D.int32, D.int64):
             extent = ("param", bp.index, bp.name)
         else:
-            raise _No("the rows' bound is not a parameter")
+            raise NoMatch("the rows' bound is not a parameter")
     outer = []
     for u, s in uterms:
         if not u.dtype.is_int() or _uncast(u).dtype.bits > 32 or not _before_loop(u, body):
-            raise _No("an offset index is not a 32-bit scalar computed before the loop")
+            raise NoMatch("an offset index is not a 32-bit scalar computed before the loop")
         if not _nonneg(fn, u, positive):
-            raise _No("an offset index is not provably non-negative")
-        m = _binop(_uncast(u), "mod")
-        mp = _param(fn, _uncast(m.operands[1])) if m is not None else None
+            raise NoMatch("an offset index is not provably non-negative")
+        m = binop_of(_uncast(u), "mod")
+        mp = param_of(fn, _uncast(m.operands[1])) if m is not None else None
         ext = ("param", mp.index, mp.name) if mp is not None else ("const", BIG)
-        outer.append((ext, _stride(fn, s, es, "an offset stride")))
+        outer.append((ext, tma_stride(fn, s, es, "an offset stride")))
     R, C = shape[rax], shape[cax]
     box, _ = tile_boxes(R, C, es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=extent,
@@ -245,15 +245,15 @@ def plan_ring_tma(fn, options):
         try:
             if not all(uses_wgmma(options.arch, options.num_threads, d.attrs["dot_plan"],
                                   d.attrs.get("a_src")) for d in dots):
-                raise _No("the dots are not wgmma")
+                raise NoMatch("the dots are not wgmma")
             boxes = []
             for ld, d in zip(loads, dots):
                 # (ring buffers are B tiles, each at a 1024-byte aligned offset: codegen/dot.py)
                 if ld.attrs["tile"].role != "b":
-                    raise _No("a ring tile is not a dot's B")
+                    raise NoMatch("a ring tile is not a dot's B")
                 rb, recipe = _ring_box(fn, loop, ld, bool(d.attrs.get("b_kmajor")), positive)
                 boxes.append((rb, recipe))
-        except _No as e:
+        except NoMatch as e:
             pre.attrs["tma_why"] = str(e)
             continue
         maps = fn.attrs.setdefault("tma_maps", [])
@@ -266,7 +266,7 @@ def plan_ring_tma(fn, options):
                 rb.map_index = len(maps)
                 maps.append(recipe)
         pre.attrs["tma"] = [rb for rb, _ in boxes]
-        dots[0].attrs["ring_tma"] = _Ref(pre)
+        dots[0].attrs["ring_tma"] = IrRef(pre)
         # the first dot's wait for its tiles: each thread's mbarrier wait publishes them; a
         # tile it stages itself (st.shared) still needs the proxy fence and the barrier, and
         # the barrier stays where the copies issued during the mma rely on it to free their

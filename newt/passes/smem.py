@@ -35,32 +35,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..errors import CompilationError
 from ..ir.core import is_block
-from .layouts import CyclicLayout
+from ..ir.layouts import CyclicLayout
+from ..ir.schedule import check_limit
 from .scratch import SCRATCH_OPS, plan_scratch
-
-# opt-in dynamic shared memory per block (bytes), by compute capability
-SMEM_LIMITS = {"sm_90": 227 * 1024, "sm_80": 163 * 1024, "sm_87": 163 * 1024,
-               "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_75": 64 * 1024, "sm_70": 96 * 1024}
-
-
-def smem_limit(arch: str) -> int:
-    base = arch.rstrip("af")
-    if base in SMEM_LIMITS:
-        return SMEM_LIMITS[base]
-    digits = "".join(ch for ch in base if ch.isdigit())
-    return SMEM_LIMITS["sm_90"] if digits and int(digits) >= 90 else 48 * 1024
-
-
-def check_limit(fn, options, nbytes, loc=None):
-    lim = smem_limit(options.arch)
-    if nbytes > lim:
-        raise CompilationError(
-            f"kernel `{fn.name}` needs {nbytes} bytes of shared memory ({nbytes / 1024:.1f} KB); "
-            f"{options.arch} allows at most {lim} bytes ({lim // 1024} KB) per block: use "
-            f"smaller blocks or fewer stages", loc)
-
 
 def reg_bytes(dt, wide=False) -> int:
     """Bytes of one register value of `dt` (fp16/bf16 live in registers as fp32)."""
@@ -216,7 +194,7 @@ def _align(n, a=1024):
 
 def _dot_regions(fn, num_threads):
     """[(bytes, start, end, setter, loc)] in program order (indices of fn.walk())."""
-    from .dot import acc_layout, acc_out_bytes
+    from ..ir.schedule import acc_layout, acc_out_bytes
     order = {id(op): i for i, op in enumerate(fn.walk())}
 
     def end_of(op):                     # the last index inside op (op itself for plain ops)
@@ -246,7 +224,7 @@ def _dot_regions(fn, num_threads):
         if c == "dot" and plan is not None and plan.engine == "mma":
             if op.attrs.get("ring") is not None:
                 continue                # the ring's late region (below)
-            from ..codegen.dot import dot_bytes
+            from ..ir.schedule import dot_bytes
             live = op.attrs.get("live")        # prefetched tiles (dot_loads.py)
             start, stop = (order[id(live.x[0])], end_of(live.x[1])) if live is not None \
                 else (first_load.pop(id(op), i), i)
@@ -282,14 +260,6 @@ def _dot_regions(fn, num_threads):
     # cp.async rings (dot_pipeline.py) keep their late region (codegen's dot._region, after
     # the dot area, checked against the limit there): matmul kernels stay as they were
     return regs
-
-
-def area_expr(fn, offset: int) -> str:
-    """C expression: shared-space address of byte `offset` of the dot area (nt_smem is the
-    kernel's dynamic shared memory, declared at its top; the area's start is aligned to 1024
-    at run time, hence the 1024 bytes of slack in the size)."""
-    return (f"(((newt_smem_addr(nt_smem) + {fn.attrs['dot_area']}u + 1023u) & ~1023u) + "
-            f"{offset}u)")
 
 
 def plan_dot_regions(fn, options):

@@ -24,8 +24,7 @@ tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf
 -> 622 (best of four configs each, one process).
 
 Facts recorded: `dot_acc_out.attrs["tma_store"]` and the store's opcode `tma_store` with
-attrs["tma_store"] (a StoreBox; with PIPELINE_PANELS, off as measured, also the staging's
-panel runs: each panel stored right after its writes), one more recipe in fn.attrs["tma_maps"]
+attrs["tma_store"] (a StoreBox), one more recipe in fn.attrs["tma_maps"]
 (optional: the kernel reads the map only after its run-time test, so arguments no map can
 describe, such as a negative row stride, get a placeholder map instead of a launch error). A
 TMA-ring dot whose store the pass cannot prove keeps the per-thread stores, with the reason in
@@ -35,10 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from ..codegen.tma import tile_boxes
-from .dot_tma import _KIND, _No, _index, _lt_term, _mask_terms, _param, _ptr_terms, _source, same
-from .persistent import _No as NoSlice, _slice
-from .ring_tma import _stride
+from ..ir.pointers import (NoMatch, arange_index, launch_value, lt_term, mask_terms, param_of,
+                           ptr_terms, same)
+from ..ir.schedule import tile_boxes
+from .dot_tma import TMA_KIND
+from .ring_tma import tma_stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
@@ -60,114 +60,68 @@ class StoreBox:
     stride: object
     bound_r: object           # the mask's bounds (Value or int)
     bound_c: object
-    # PIPELINE_PANELS: [(panel, first pair, end pair)] of the staging, each panel stored right
-    # after its pairs are written, and the scalar ops computing the store's coordinates (which
-    # come after the staging: codegen emits a copy of them first)
-    panel_runs: list = None
-    coord_ops: list = ()
 
     def __repr__(self):       # (the printed IR)
-        runs = ", panels stored as written" if self.panel_runs else ""
-        return f"box(map={self.map_index}, {self.rows}x{self.cols}{runs})"
-
-
-# Panels stored one by one as they are written (thread 0 stores panel q while the warps write
-# panel q + 1) instead of all after the last. Off: measured on the H200, 2026-12-02 05:55 UTC
-# (benchmarks/matmul_variants.py `panels`, 3 rounds, 128x256x64 s4 / s3, TFLOP/s), it is level
-# at 2048^3 (fp16 603 against 611, bf16 626 against 625) and slower where a persistent CTA runs
-# several programs: fp16 4096^3 / 8192^3 630 / 617 against 656 / 653, bf16 675 / 647 against
-# 686 / 669. Each panel's barrier stops every warp once more per tile, which costs more than
-# the overlapped store saves.
-PIPELINE_PANELS = [False]
-
-
-def _panel_runs(lay, C: int):
-    """[(panel, first pair, end pair)]: the fragment pairs p of each panel as one run, the same
-    for every thread; None when the layout does not write its panels one after the other."""
-    if not hasattr(lay, "py_flat"):
-        return None
-    runs = []
-    for p in range(lay.nslots // 2):
-        qs = {lay.py_flat(t, 2 * p) % C // 64 for t in range(lay.num_threads)}
-        if len(qs) != 1:
-            return None
-        q = qs.pop()
-        if runs and runs[-1][0] == q:
-            runs[-1][2] = p + 1
-        else:
-            runs.append([q, p, p + 1])
-    return [tuple(r) for r in runs] if len({r[0] for r in runs}) == len(runs) else None
-
-
-def _pipeline(fn, out, sb):
-    """sb.panel_runs and sb.coord_ops, when the layout and the coordinates allow."""
-    runs = _panel_runs(out.operands[0].attrs.get("layout"), sb.cols)
-    if runs is None:
-        return
-    try:
-        sb.coord_ops = _slice([sb.row0, sb.col0, sb.bound_r, sb.bound_c, sb.stride], fn.body)
-    except NoSlice:     # a coordinate that is not scalar index math before the loop
-        return
-    sb.panel_runs = runs
+        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
 
 
 def _store_of(fn, out):
     """The one op reading `out` (a dot_acc_out's result): a masked store of it, in its block."""
     uses = fn.body.uses().get(out.result.id, [])
     if len(uses) != 1 or uses[0].opcode != "store" or uses[0].parent is not out.parent:
-        raise _No("the epilogue's value has uses other than one store")
+        raise NoMatch("the epilogue's value has uses other than one store")
     st = uses[0]
     if st.operands[1] is not out.result or st.operands[0] is out.result:
-        raise _No("the epilogue's value is not what the store writes")
+        raise NoMatch("the epilogue's value is not what the store writes")
     if not st.attrs.get("has_mask"):
-        raise _No("the store has no mask: its extents are unknown")
+        raise NoMatch("the store has no mask: its extents are unknown")
     if st.attrs.get("volatile"):
-        raise _No("the store is volatile")
+        raise NoMatch("the store is volatile")
     block = out.parent.ops
     for op in block[block.index(out) + 1:block.index(st)]:
         quiet = op.opcode in _QUIET or (op.opcode in _MOVES and op.attrs.get("movement")
                                         in ("none", "recompute"))
         if not quiet or op.regions:
-            raise _No(f"a {op.opcode} between the epilogue and its store may use shared memory")
+            raise NoMatch(f"a {op.opcode} between the epilogue and its store may use shared memory")
     return st
 
 
 def _box(fn, out, st):
-    """(StoreBox without its map index, map recipe) of the store, or raise _No."""
+    """(StoreBox without its map index, map recipe) of the store, or raise NoMatch."""
     ptr, mask = st.operands[0], st.operands[2]
     R, C = out.result.shape
-    kind = _KIND.get(out.result.dtype.name)
+    kind = TMA_KIND.get(out.result.dtype.name)
     es = out.result.dtype.bits // 8
     if kind is None or es != 2:
-        raise _No(f"{out.result.dtype.name} tiles are stored per thread (16-bit only)")
+        raise NoMatch(f"{out.result.dtype.name} tiles are stored per thread (16-bit only)")
     if (C * es) % 128 or R > 256:
-        raise _No("the tile is not whole 128-byte panels of at most 256 rows")
+        raise NoMatch("the tile is not whole 128-byte panels of at most 256 rows")
     terms = []
-    P = _ptr_terms(ptr, (R, C), terms)
-    P = _param(fn, P) if P is not None else None
+    P = ptr_terms(ptr, (R, C), terms)
+    P = param_of(fn, P) if P is not None else None
     if P is None or not P.divisible_by_16:
-        raise _No("the pointer block is not `16-byte aligned pointer parameter + offsets`")
+        raise NoMatch("the pointer block is not `16-byte aligned pointer parameter + offsets`")
     by_axis = {t[0]: t for t in terms}
     if sorted(by_axis) != [0, 1] or len(terms) != 2 or by_axis[1][2] != 1:
-        raise _No("the offsets are not rows * stride + contiguous columns")
+        raise NoMatch("the offsets are not rows * stride + contiguous columns")
     stride = by_axis[0][2]
-    stride_src = _stride(fn, stride, es, "the row stride")
+    stride_src = tma_stride(fn, stride, es, "the row stride")
     idx = []
     for ax, n in ((0, R), (1, C)):
-        got = _index(by_axis[ax][1])
+        got = arange_index(by_axis[ax][1])
         if got is None or got[1] != n or got[2] is not None:
-            raise _No("an axis index is not `start + arange` (a wrap cannot be a box)")
+            raise NoMatch("an axis index is not `start + arange` (a wrap cannot be a box)")
         idx.append(got)
     conj, bounds = [], {}
-    _mask_terms(mask, conj)
+    mask_terms(mask, conj)
     for t in conj:
-        got = _lt_term(t, (R, C))
+        got = lt_term(t, (R, C))
         if got is None or got[0] in bounds or not same(got[1], idx[got[0]][3]):
-            raise _No("the mask is not `rows < X` and `cols < Y`")
+            raise NoMatch("the mask is not `rows < X` and `cols < Y`")
         bounds[got[0]] = got[2]
     if sorted(bounds) != [0, 1]:
-        raise _No("the mask does not bound both axes")
-    ext = [_source(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+        raise NoMatch("the mask does not bound both axes")
+    ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
     box, _ = tile_boxes(R, C, es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
@@ -185,16 +139,14 @@ def plan_store_tma(fn, options):
             continue
         try:
             if out.operands[0].attrs.get("layout") == out.result.attrs.get("layout"):
-                raise _No("the value does not leave the fragment layout")
+                raise NoMatch("the value does not leave the fragment layout")
             st = _store_of(fn, out)
             sb, recipe = _box(fn, out, st)
             if ring.stages * ring.stage_bytes < sb.rows * sb.cols * sb.esize:
-                raise _No("the ring is smaller than the tile")
-        except _No as e:
+                raise NoMatch("the ring is smaller than the tile")
+        except NoMatch as e:
             out.attrs["tma_store_why"] = str(e)
             continue
-        if PIPELINE_PANELS[0]:
-            _pipeline(fn, out, sb)
         maps = fn.attrs.setdefault("tma_maps", [])
         sb.map_index = len(maps)
         maps.append(recipe)

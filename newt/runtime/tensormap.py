@@ -1,10 +1,11 @@
 """Host-side TMA tensor maps (CUtensorMap) for newt's sm_90a kernels, built once and looked up.
 
 Where it sits: runtime, next to the launch path. A kernel that loads tiles with
-cp.async.bulk.tensor (newt/codegen/wgmma.py with tma=True) takes one 128-byte map per operand
-as a `__grid_constant__` parameter. The map encodes the global address, the 2-D shape, the row
-stride, the box and the swizzle; the box and swizzle come from newt/codegen/tma.py's
-`tile_boxes`, the same function the kernel's copies are generated from, so both sides agree.
+cp.async.bulk.tensor (the TMA rings of newt/passes/dot_tma.py and ring_tma.py, the epilogue
+stores of passes/store_tma.py) takes one 128-byte map per operand as a `__grid_constant__`
+parameter. The map encodes the global address, the 2-D shape, the row stride, the box and the
+swizzle; the box and swizzle come from newt/ir/schedule.py's `tile_boxes`, the same function
+the kernel's copies are generated from, so both sides agree.
 
 Encoding goes through the driver (cuTensorMapEncodeTiled, a few microseconds), so maps are
 cached by (address, dtype, shape, row stride, box): a launch with the same tensors is a dict
@@ -21,7 +22,7 @@ from __future__ import annotations
 import collections
 import ctypes
 
-from ..codegen.tma import DTYPE_CODE, TmaBox, tile_boxes
+from ..ir.schedule import DTYPE_CODE, TmaBox
 
 # CU_TENSOR_MAP_L2_PROMOTION_L2_256B: a box row that misses L2 brings the 256-byte sector
 # pair around it. A tile's rows are 128 bytes (the swizzle span), so the other half is the next
@@ -92,18 +93,6 @@ class TensorMaps:
         if len(self._maps) > self.capacity:
             self._maps.popitem(last=False)
         return e
-
-    def matmul(self, cfg, a, b):
-        """(map of A, map of B) for a wgmma.WgmmaConfig with tma=True and torch matrices a
-        [M, K], b [K, N] (row-major rows, any 16-byte multiple row stride)."""
-        (M, K), N = a.shape, b.shape[1]
-        box_a, _ = tile_boxes(cfg.bm, cfg.bk, cfg.esize)
-        box_b, _ = tile_boxes(cfg.bk, cfg.bn, cfg.esize)
-        if a.stride(1) != 1 or b.stride(1) != 1:
-            raise ValueError("TMA operands need contiguous rows (stride 1 along K for A, "
-                             "along N for B)")
-        return (self.matrix(a.data_ptr(), cfg.kind, M, K, a.stride(0), box_a),
-                self.matrix(b.data_ptr(), cfg.kind, K, N, b.stride(0), box_b))
 
     def __len__(self):
         return len(self._maps)

@@ -1,3 +1,5 @@
+# Lab script, measured on commit 60057ea: it patches the library's internals of that commit
+# (check it out to rerun it); not run by the test suite.
 """Experiments on the H200: the fused attention kernel with a pass switched off, timed against
 itself, Triton and SDPA in one process (each variant checked first against SDPA on odd shapes
 with NaN-poisoned outputs). A place to try a codegen idea before building it into the

@@ -1,3 +1,5 @@
+# Lab script, measured on commit 60057ea: it patches the library's internals of that commit
+# (check it out to rerun it); not run by the test suite.
 """matmul_variants.py's `persist`: the tutorial matmul's generated code (sm_90a, TMA ring)
 turned into a persistent kernel whose ring runs across the tiles of one CTA.
 

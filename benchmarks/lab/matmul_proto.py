@@ -1,3 +1,5 @@
+# Lab script, measured on commit 60057ea: it patches the library's internals of that commit
+# (check it out to rerun it); not run by the test suite.
 """GPU check and timing of the standalone tensor-core matmul kernels (newt/codegen/wgmma.py,
 newt/codegen/mma.py) against the Triton tutorial matmul and cuBLAS, in one run.
 

@@ -1,3 +1,5 @@
+# Lab script, measured on commit 60057ea: it patches the library's internals of that commit
+# (check it out to rerun it); not run by the test suite.
 """Experiments on the H200: the tutorial matmul's generated code, hand-transformed, timed
 against itself, Triton and cuBLAS in one process (each variant checked first on odd shapes with
 NaN-poisoned outputs). A place to try a codegen idea before building it into the passes.

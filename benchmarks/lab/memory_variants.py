@@ -1,3 +1,5 @@
+# Lab script, measured on commit 60057ea: it patches the library's internals of that commit
+# (check it out to rerun it); not run by the test suite.
 """Experiments on the H200: the memory-bound rows' kernels rewritten by hand, timed against
 newt's own kernels and Triton in one process (each variant checked first against torch, with
 a NaN-poisoned output, on the benchmark shape and on odd ones). A place to try a codegen idea

@@ -1,0 +1,191 @@
+"""Tensor-core schedule objects: the decisions the passes record on the IR and codegen reads.
+
+Where it sits: in the IR, beside the layouts (layouts.py). The passes create these (passes/dot.py
+plans each dot, passes/dot_loads.py and dot_rows.py the tiles, passes/dot_tma.py, ring_tma.py
+and store_tma.py the TMA boxes, passes/smem.py the regions) and the printer shows them; codegen
+(codegen/dot*.py, tma.py) follows them. Also the shared-memory sizes both sides agree on: a
+dot's tiles (`dot_bytes`), its epilogue staging (`acc_out_bytes`), the arch's limit.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+from ..errors import CompilationError
+from .layouts import AccLayout, SwappedAccLayout
+
+# K covered by one instruction is 32 bytes of the input element
+_TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "float8e4nv": 1,
+              "float8e5": 1}
+# 8-bit floats: wgmma's type names; a mixed pair is "<A>_<B>" (newt/passes/dot_fp8.py)
+_FP8_KIND = {"float8e4nv": "e4m3", "float8e5": "e5m2"}
+FP8_KINDS = ("e4m3", "e5m2", "e4m3_e5m2", "e5m2_e4m3")
+
+
+@dataclasses.dataclass
+class DotPlan:
+    engine: str            # "mma" | "fma"
+    kind: str              # "f16" | "bf16" | "tf32" | "s8" | FP8_KINDS | "fma"
+    M: int
+    N: int
+    K: int
+    esize: int
+    swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/dot_tma.py)
+
+    def __str__(self):
+        return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
+            (" swapped" if self.swap else "")
+
+
+def acc_out_bytes(op) -> int:
+    """Shared-memory bytes a tensor-core dot_acc_out stages its tile through: the tile in the
+    box format when it leaves by TMA (passes/store_tma.py), else rows padded by 8 words
+    (codegen/dot_epilogue.py). It reuses the dot's ring when the ring holds that many."""
+    sb = op.attrs.get("tma_store")
+    if sb is not None:
+        return sb.rows * sb.cols * sb.esize
+    plan = op.attrs["dot_plan"]
+    return plan.M * (plan.N + 8) * 4
+
+
+def acc_layout(plan: "DotPlan", num_threads: int):
+    """The register layout of a tensor-core dot's accumulator."""
+    if plan.swap:
+        return SwappedAccLayout(plan.M, plan.N, num_threads)
+    return AccLayout(plan.M, plan.N, num_threads)
+
+
+def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
+    """Whether codegen computes a tensor-core dot with wgmma (else mma.sync): sm_90a, whole
+    warpgroups, 16-bit, tf32, fp8 or int8 inputs; A from registers (a_src "regs") only for
+    16-bit."""
+    if plan.engine != "mma" or not (arch.startswith("sm_9") and arch.endswith("a")):
+        return False
+    kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32", "s8") + FP8_KINDS
+    return num_threads % 128 == 0 and plan.kind in kinds
+
+
+def plan_dot(op, num_threads) -> DotPlan:
+    a, b = op.operands[0], op.operands[1]
+    (M, K), N = a.shape, b.shape[1]
+    dt = a.dtype.name
+    prec = op.attrs.get("input_precision", "tf32")
+    kind = {"float16": "f16", "bfloat16": "bf16", "int8": "s8"}.get(dt)
+    if dt == "float32" and prec in ("tf32", "tf32x3"):
+        kind = "tf32"
+    if dt in _FP8_KIND:
+        ka, kb = _FP8_KIND[dt], _FP8_KIND[b.dtype.name]
+        kind = ka if ka == kb else f"{ka}_{kb}"
+    esize = _TC_INPUTS.get(dt, 8)
+    if kind is not None and AccLayout.fits(M, N, num_threads) and (K * esize) % 32 == 0 \
+            and (K * esize) >= 32:
+        return DotPlan("mma", kind, M, N, K, esize)
+    return DotPlan("fma", "fma", M, N, K, esize)
+
+
+def a_tile_bytes(op, plan) -> int:
+    if op.attrs.get("a_src") in ("regs", "staged"):
+        return 0
+    return -(-plan.M * plan.K * plan.esize // 1024) * 1024
+
+
+def b_tile_bytes(plan) -> int:
+    return -(-plan.K * plan.N * plan.esize // 1024) * 1024
+
+
+def dot_bytes(op, plan) -> int:
+    """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
+    registers or a staged tile) at a 1024-byte aligned size, then its B tile (two of them,
+    1024-byte aligned, when it is a ring of R buffers: attrs["tile_ring"], passes/dot_loads.py)."""
+    ring = op.attrs.get("tile_ring")
+    if ring:
+        return a_tile_bytes(op, plan) + ring * b_tile_bytes(plan)
+    return a_tile_bytes(op, plan) + plan.K * plan.N * plan.esize
+
+
+class StagedTile:
+    """A tile staged into shared memory once and read by several dots (printed in the IR)."""
+
+    def __init__(self, M, K, esize):
+        self.M, self.K, self.esize = M, K, esize
+        self.offset = None          # byte offset in the dot area (smem.py)
+
+    @property
+    def nbytes(self):
+        return self.M * self.K * self.esize
+
+    def __str__(self):
+        return f"staged[{self.M}x{self.K}]@{self.offset}"
+
+
+class TileRef:
+    """Which tile of which dot a dot_tile_load fills (shown as `a-tile` / `b-tile`)."""
+
+    def __init__(self, dot, role):
+        self.dot, self.role = dot, role
+
+    def __str__(self):
+        return f"{self.role}-tile"
+
+
+# ----------------------------------------------------------------------------- shared memory
+
+# opt-in dynamic shared memory per block (bytes), by compute capability
+SMEM_LIMITS = {"sm_90": 227 * 1024, "sm_80": 163 * 1024, "sm_87": 163 * 1024,
+               "sm_86": 99 * 1024, "sm_89": 99 * 1024, "sm_75": 64 * 1024, "sm_70": 96 * 1024}
+
+
+def smem_limit(arch: str) -> int:
+    base = arch.rstrip("af")
+    if base in SMEM_LIMITS:
+        return SMEM_LIMITS[base]
+    digits = "".join(ch for ch in base if ch.isdigit())
+    return SMEM_LIMITS["sm_90"] if digits and int(digits) >= 90 else 48 * 1024
+
+
+def check_limit(fn, options, nbytes, loc=None):
+    lim = smem_limit(options.arch)
+    if nbytes > lim:
+        raise CompilationError(
+            f"kernel `{fn.name}` needs {nbytes} bytes of shared memory ({nbytes / 1024:.1f} KB); "
+            f"{options.arch} allows at most {lim} bytes ({lim // 1024} KB) per block: use "
+            f"smaller blocks or fewer stages", loc)
+
+
+# ----------------------------------------------------------------------------- TMA boxes
+
+# CUtensorMapSwizzle codes by swizzle width in bytes
+SWIZZLE_CODE = {0: 0, 32: 1, 64: 2, 128: 3}
+# CUtensorMapDataType codes by newt's kind names
+DTYPE_CODE = {"u8": 0, "u16": 1, "u32": 2, "f16": 6, "f32": 7, "bf16": 9, "tf32": 11}
+
+
+@dataclasses.dataclass(frozen=True)
+class TmaBox:
+    """A 2-D box of `outer` rows x `inner` elements (inner contiguous in global memory and in
+    shared memory), written with a `swizzle`-byte swizzle."""
+    inner: int
+    outer: int
+    esize: int
+    swizzle: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.inner * self.outer * self.esize
+
+    @property
+    def swizzle_code(self) -> int:
+        return SWIZZLE_CODE[self.swizzle]
+
+    def check(self):
+        assert self.inner * self.esize <= self.swizzle or self.swizzle == 0, self
+        assert (self.inner * self.esize) % 16 == 0, "box rows must be whole 16-byte chunks"
+        assert 1 <= self.inner <= 256 and 1 <= self.outer <= 256, "box dimensions are <= 256"
+
+
+def tile_boxes(rows: int, cols: int, esize: int) -> tuple[TmaBox, list[tuple[int, int]]]:
+    """The box and the (inner element offset, shared-memory byte offset) of each copy that
+    fills a rows x cols tile (cols contiguous) in dot.py's Tile format."""
+    sw = min(128, cols * esize)
+    box = TmaBox(sw // esize, rows, esize, sw)
+    box.check()
+    return box, [(p * box.inner, p * rows * sw) for p in range(cols * esize // sw)]
