@@ -233,8 +233,8 @@ def test_launch_errors_name_the_launching_line():
     a float beyond fp32's range names the argument and its type."""
     x = torch.randn(20)
     with pytest.raises(newt.LaunchError) as e:
-        _kw_only[(0,)](x, x, n=20, BLOCK=32)
-    assert "launched at" in str(e.value) and "_kw_only[(0,)](x, x, n=20" in str(e.value)
+        _kw_only[(-1,)](x, x, n=20, BLOCK=32)
+    assert "launched at" in str(e.value) and "_kw_only[(-1,)](x, x, n=20" in str(e.value)
 
     @newt.jit
     def scaled(out_ptr, s):
