@@ -62,7 +62,7 @@ def main(argv=None):
     if cpu:
         newt.options.flags.interpret = True
     dev = "cpu" if cpu else "cuda"
-    m, d, h = (8, 16, 32) if cpu else (8192, 1024, 4096)
+    m, d, h = (8, 16, 32) if cpu else (8192, 1024, 1024)
     torch.manual_seed(0)
     args = (torch.randn(m, d, device=dev), torch.randn(d, h, device=dev) / d ** 0.5,
             torch.randn(h, device=dev) * 0.1, torch.randn(h, d, device=dev) / h ** 0.5)

@@ -45,7 +45,7 @@ def bias_silu_kernel(h_ptr, b_ptr, out_ptr, n_cols, numel, BLOCK: nl.constexpr):
     nl.store(out_ptr + offs, z * nl.sigmoid(z), mask=mask)
 
 
-@dt.kernel(config=dt.Config(block_sizes=[4]))    # pinned: every rank runs the same code
+@dt.kernel(config=dt.Config(block_sizes=[2]))    # pinned: every rank runs the same code
 def rms_norm(x, eps: float = 1e-6):
     out = torch.empty_like(x)
     for tile_m in dt.tile(x.shape[0]):
@@ -148,7 +148,7 @@ def main(argv=None):
     dist.init_process_group("nccl" if cuda else "gloo", device_id=device if cuda else None)
     rank, world = dist.get_rank(), dist.get_world_size()
 
-    d_in, d_hidden, d_out = (16, 64, 8) if small or not cuda else (1024, 4096, 1024)
+    d_in, d_hidden, d_out = (16, 64, 8) if small or not cuda else (1024, 1024, 1024)
     per_rank = 6 if small or not cuda else 4096       # rows per rank: the global batch grows
     steps, lr = (1, 0.05) if small or not cuda else (20, 0.01)
     torch.manual_seed(0)                               # the same weights and data on every rank

@@ -32,9 +32,12 @@ _KEYS: dict = {}        # (id of the launchable, spec) -> key
 
 
 @torch.compiler.assume_constant_result
-def _register(obj, layout: tuple, constexprs: tuple, num_warps, num_stages, grid) -> str:
+def _register(obj, layout: tuple, names: tuple, num_warps, num_stages, grid, *values) -> str:
     """The registry key of one launch spelling; runs for real at trace time (dynamo records the
-    returned string as a constant), so the graph holds only the string."""
+    returned string as a constant), so the graph holds only the string. The constexprs come as
+    `names` and separate `values`: dynamo hands an object (an nl dtype) over as itself only
+    when it is an argument of its own, not inside a tuple."""
+    constexprs = tuple(zip(names, values))
     spec = (id(obj), layout, constexprs, num_warps, num_stages, grid)
     key = _KEYS.get(spec)
     if key is None:
@@ -46,10 +49,16 @@ def _register(obj, layout: tuple, constexprs: tuple, num_warps, num_stages, grid
 
 @torch.compiler.assume_constant_result
 def _signature_of(jf) -> tuple:
-    """(parameter names, ((name, default), ...), constexpr names) of a kernel, as constants."""
+    """(parameter names, ((name, default), ...), constexpr names, names with a default) of a
+    kernel, as constants.
+    Defaults other than plain Python scalars (an nl dtype) stay out of the traced code, which
+    could not hand them back as constants; the launch inside the op fills them in itself."""
     params = jf.signature.parameters
-    defaults = tuple((n, p.default) for n, p in params.items() if p.default is not p.empty)
-    return tuple(params), defaults, tuple(n for n in params if n in jf.constexpr_names)
+    plain = (int, float, bool, str, type(None))
+    defaults = tuple((n, p.default) for n, p in params.items()
+                     if p.default is not p.empty and type(p.default) in plain)
+    return (tuple(params), defaults, tuple(n for n in params if n in jf.constexpr_names),
+            tuple(n for n, p in params.items() if p.default is not p.empty))
 
 
 @torch.library.custom_op("newt::launch", mutates_args=("tensors",))
@@ -113,11 +122,11 @@ def _split(name: str, values: dict, names, constexpr_names, obj):
                 f"kernel {name}: argument `{n}` is a {type(v).__name__}; inside torch.compile a "
                 "launch takes tensors, ints, floats, bools and None (convert other objects to "
                 "tensors outside the compiled function)")
-    return tuple(layout), tensors, ints, floats, tuple(constexprs)
+    return tuple(layout), tensors, ints, floats, constexprs
 
 
 def _bind(jf, args, kwargs):
-    names, defaults, constexpr_names = _signature_of(jf)
+    names, defaults, constexpr_names, optional = _signature_of(jf)
     if len(args) > len(names):
         raise LaunchError(f"kernel {jf.__name__}() takes {len(names)} arguments but "
                           f"{len(args)} were given")
@@ -130,10 +139,10 @@ def _bind(jf, args, kwargs):
         if n not in names:
             raise LaunchError(f"kernel {jf.__name__}() got an unexpected keyword argument '{n}'")
         values[n] = a
-    for n in names:
-        if n not in values:
-            raise LaunchError(f"kernel {jf.__name__}() missing argument: {n}")
-    return names, constexpr_names, values
+    missing = [n for n in names if n not in values]
+    if any(n not in optional for n in missing):
+        raise LaunchError(f"kernel {jf.__name__}() missing argument(s): {', '.join(missing)}")
+    return tuple(n for n in names if n in values), constexpr_names, values
 
 
 def _grid_list(grid) -> list:
@@ -155,7 +164,8 @@ def compiled_launch(jf, grid, args, kwargs):
         grid = grid(meta)
     layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
                                                       constexpr_names, jf)
-    key = _register(jf, layout, constexprs, num_warps, num_stages, None)
+    key = _register(jf, layout, tuple(n for n, _ in constexprs), num_warps, num_stages, None,
+                    *[v for _, v in constexprs])
     torch.ops.newt.launch(key, tensors, ints, floats, _grid_list(grid))
 
 
@@ -183,13 +193,14 @@ def wrapper_launch(wrapper, grid, args, kwargs):
     layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
                                                       constexpr_names, wrapper)
     fixed = grid if callable(grid) else None
-    key = _register(wrapper, layout, constexprs, num_warps, num_stages, fixed)
+    key = _register(wrapper, layout, tuple(n for n, _ in constexprs), num_warps, num_stages,
+                    fixed, *[v for _, v in constexprs])
     torch.ops.newt.launch(key, tensors, ints, floats, [] if callable(grid) else _grid_list(grid))
 
 
 def _bind_partial(jf, args, kwargs):
     """Like _bind, but the parameters a config or heuristic supplies may be absent."""
-    names, defaults, constexpr_names = _signature_of(jf)
+    names, defaults, constexpr_names, _ = _signature_of(jf)
     values = {}
     for n, d in defaults:
         values[n] = d

@@ -105,3 +105,21 @@ def test_calls_compile_under_inductor_on_the_gpu(mode):
         y = torch.randn(129, 65, device="cuda")
         torch.testing.assert_close(compiled(x, y), reference(x, y), rtol=1e-4, atol=1e-4)
     assert sum(counters["graph_break"].values()) == 0
+
+
+@dt.kernel
+def to_dtype(x, dtype, scale: float = 2.0):
+    out = torch.empty(x.shape, dtype=dtype, device=x.device)
+    for t in dt.tile(x.shape[0]):
+        out[t] = (x[t] * scale).to(dtype)
+    return out
+
+
+def test_dtype_argument_and_keyword():
+    def f(x):
+        return to_dtype(x, torch.float16, scale=3.0).float() + 1.0
+
+    x = torch.randn(37)
+    compiled, counters = compile_and_count(f, "aot_eager")
+    torch.testing.assert_close(compiled(x), (x * 3.0).half().float() + 1.0)
+    assert sum(counters["graph_break"].values()) == 0

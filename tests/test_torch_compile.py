@@ -166,3 +166,31 @@ def test_autotuned_kernel_with_a_grid_function(interp):
     compiled, counters = compile_and_count(f, "aot_eager")
     torch.testing.assert_close(compiled(x, y), x * 0.5 + y + 1.0)
     assert sum(counters["graph_break"].values()) == 0
+
+
+@newt.jit
+def cast_scale(x_ptr, out_ptr, n, twice, BLOCK: nl.constexpr, DT: nl.constexpr = nl.float16,
+               NEG: nl.constexpr = False):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    x = nl.load(x_ptr + offs, mask=mask)
+    if NEG:
+        x = -x
+    if twice:
+        x = x * 2.0
+    nl.store(out_ptr + offs, x.to(DT), mask=mask)
+
+
+def test_dtype_and_bool_constexprs_and_defaults(interp):
+    def f(x):
+        half = torch.full(x.shape, float("nan"), dtype=torch.float16)
+        cast_scale[(newt.cdiv(x.numel(), 32),)](x, half, x.numel(), True, BLOCK=32, NEG=True)
+        bf = torch.full(x.shape, float("nan"), dtype=torch.bfloat16)
+        cast_scale[(newt.cdiv(x.numel(), 32),)](x, bf, x.numel(), False, BLOCK=32,
+                                                 DT=nl.bfloat16)
+        return half.float() + bf.float()
+
+    x = torch.randn(70)
+    compiled, counters = compile_and_count(f, "aot_eager")
+    torch.testing.assert_close(compiled(x), (-x * 2).half().float() + x.bfloat16().float())
+    assert sum(counters["graph_break"].values()) == 0

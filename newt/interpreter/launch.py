@@ -278,7 +278,7 @@ def _add_note(e: BaseException, note: str):
 def _refuse_other(name, value):
     """Values a kernel parameter cannot take, named as the compiled path names them; anything
     else (functions, modules, constexpr wrappers) goes on to the rebinder."""
-    if isinstance(value, (str, bytes, list, dict, set)) or hasattr(value, "__array__"):
+    if isinstance(value, (str, bytes, list, dict, set)):
         raise LaunchError(f"argument `{name}` has type {type(value).__name__}; pass a tensor, "
                           "int, float or bool")
     return value
