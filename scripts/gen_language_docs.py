@@ -63,7 +63,7 @@ TRITON_DIFFERENCES = """\
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
 - **`num_ctas` must be 1**: thread-block clusters are not supported (a `LaunchError`
-  otherwise) ([newt/jit.py](../newt/jit.py)).
+  otherwise) ([newt/jit_host.py](../newt/jit_host.py)).
 - **The profiler `newt.profiler` times scopes, not kernels**: proton's calls (`start`,
   `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
   per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer` reads
@@ -392,7 +392,7 @@ def _libdevice_md() -> list:
 LAUNCH_ERRORS = [
     ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
     ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
-    ("num_ctas other than 1", "newt/jit.py", "clusters are not supported"),
+    ("num_ctas other than 1", "newt/jit_host.py", "clusters are not supported"),
     ("descriptor parameter given something else", "newt/jit.py", "took a TensorDescriptor of"),
     ("grid dimension out of range", "newt/jit.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),
