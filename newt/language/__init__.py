@@ -432,7 +432,8 @@ from . import extra, lowlevel, movement, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
-from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
+                    softmax, xor_sum)
 
 TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
 from . import math  # noqa: E402,F401  (last: it refers to the names above)
