@@ -7,7 +7,9 @@ NEWT_INTERPRET=1 the interpreter runs the kernel with these names bound to torch
 
 Every function is registered in BUILTINS by name; both implementations must cover that table
 (tests/test_docs.py checks every name is documented). Docstrings here are the user reference
-(docs/language.md is generated from them).
+(docs/language.md is generated from them). The package's other files hold more names of `nl`
+(movement.py: joins, gathers, sorts; scans.py: combine functions; lowlevel.py: assume, inline
+PTX) and the namespaces `nl.math` (math.py) and `newt.language.extra.libdevice` (extra/).
 """
 from __future__ import annotations
 
