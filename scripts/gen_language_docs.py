@@ -93,10 +93,11 @@ TRITON_DIFFERENCES = """\
   each function with torch, and rounds the `_rz` / `_rd` / `_ru` forms of fp64 results to
   nearest.
 - **`nl.reduce` / `nl.associative_scan`** need a `@newt.jit` combine function (as Triton);
-  they combine in a tree (a Hillis-Steele scan through shared memory: log2(n) steps), so
-  floating-point results may round differently from Triton's order; a reduction is that scan's
-  last element ([newt/codegen/scan_fn.py](../newt/codegen/scan_fn.py)). `nl.cumprod` of bf16
-  returns fp32, as Triton's.
+  they combine through shared memory in log2(n) steps (a Hillis-Steele scan; a reduction is a
+  tree), so floating-point results may round differently from Triton's order
+  ([newt/codegen/scan_fn.py](../newt/codegen/scan_fn.py)). `nl.cumprod` of bf16
+  returns fp32, as Triton's. `nl.map_elementwise` accepts `pack` and passes one element per
+  call; the interpreter calls the scalar function once per element.
 - **`nl.sort` / `nl.topk`** order NaN above every number (torch's order); **`nl.gather`** with
   an index outside the axis gives 0 and **`nl.histogram`** does not count values outside
   `[0, num_bins)` (both undefined in Triton); sort, topk, flip, gather, split and histogram

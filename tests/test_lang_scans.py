@@ -1,6 +1,6 @@
 """nl.reduce and nl.associative_scan with user @newt.jit combine functions (one operand and
 tuples of two, a non-commutative one, axis 0 / 1 / None, reverse, keep_dims, odd sizes under
-masks) and nl.cumprod, against torch on the interpreter, the CPU emulation of the generated
+masks), nl.cumprod and nl.map_elementwise, against torch on the interpreter, the CPU emulation of the generated
 code and the GPU; the kernels compiled with NVRTC for sm_80 and sm_90a."""
 import pytest
 import torch
@@ -196,3 +196,33 @@ def test_scan_kernels_compile(arch):
            "k_ptr": "*fp32", "M": "i32", "N": "i32"}
     k = nvrtc(reduce_kernel, sig, {"AXIS": 0, "BM": 16, "BN": 64}, arch)
     assert "nt_combine_argmax_fn" in k.source
+    nvrtc(map_kernel, {"x_ptr": "*fp32", "o_ptr": "*fp32", "p_ptr": "*i32", "n": "i32"},
+          {"BLOCK": 256}, arch)
+
+
+@newt.jit
+def clipped_fn(x, lo):
+    # per-element control flow on scalars: a runtime `if` inside the scalar function
+    r = x
+    if x < lo:
+        r = lo * 2.0
+    return r, (x > 0).to(nl.int32)
+
+
+@newt.jit
+def map_kernel(x_ptr, o_ptr, p_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    r, pos = nl.map_elementwise(clipped_fn, x, -0.5)
+    nl.store(o_ptr + offs, r, mask=offs < n)
+    nl.store(p_ptr + offs, pos, mask=offs < n)
+
+
+def test_map_elementwise(where):
+    n = 37
+    x = torch.randn(n)
+    o = nan_like((n,), device=where.device)
+    p = torch.full((n,), 7, dtype=torch.int32, device=where.device)
+    where(map_kernel, (1,), where.t(x), o, p, n, BLOCK=64)
+    assert torch.equal(o.cpu(), torch.where(x < -0.5, torch.tensor(-1.0), x))
+    assert torch.equal(p.cpu(), (x > 0).int())

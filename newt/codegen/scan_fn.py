@@ -1,5 +1,5 @@
 """scan_fn: scans and reductions with a user combine function (nl.associative_scan, nl.reduce,
-nl.cumprod), through the scratch arena (op.attrs["smem"], one part per operand at
+nl.cumprod), and map_fn (nl.map_elementwise: the user's scalar function per element), through the scratch arena (op.attrs["smem"], one part per operand at
 op.attrs["parts"], planned by passes/scratch.py).
 
 The combine function (frontend/combine.py: an IR function over scalars) is printed once as a
@@ -110,3 +110,21 @@ def _scan_fn(em, op):
             v = rl.valid("tid", s)
             rd = f"{bf}[{src}]"
             em.emit(f"{out}[{s}] = {f'{v} ? {rd} : 0' if v else rd};")
+
+
+@handles("map_fn")
+def _map_fn(em, op):
+    """map_elementwise: the user's scalar function (printed once) called per element."""
+    fn = combine_helper(em, op.attrs["fn"])
+    rs = op.results
+    if not is_block(rs[0].type):
+        for r in rs:
+            em.declare(r)
+        args = [em.name(o) for o in op.operands] + [f"&{em.name(r)}" for r in rs]
+        em.emit(f"{fn}({', '.join(args)});")
+        return
+    lay = rs[0].attrs["layout"]
+    names = [em.declare(r) for r in rs]
+    with em.slots(lay.nslots) as s:
+        args = [em.at(o, s, lay) for o in op.operands] + [f"&{n}[{s}]" for n in names]
+        em.emit(f"{fn}({', '.join(args)});")

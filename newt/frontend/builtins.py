@@ -153,7 +153,7 @@ IMPLS.update({n: getattr(movement, n) for n in (
     "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume",
     "ravel", "swizzle2d", "cat")})
 IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod",
-                                                "xor_sum", "softmax")})
+                                                "xor_sum", "softmax", "map_elementwise")})
 IMPLS["fdiv"] = lambda b, x, y, ieee_rounding=False: (
     semantic.div_rn(b, x, y) if ieee_rounding else semantic.binary(b, "truediv", x, y))
 IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise

@@ -1,5 +1,6 @@
-"""nl.reduce / nl.associative_scan with a user combine function, and nl.cumprod (part of the
-frontend's semantic layer; names and docs in newt/language/scans.py).
+"""nl.reduce / nl.associative_scan with a user combine function, nl.cumprod and
+nl.map_elementwise (part of the frontend's semantic layer; names and docs in
+newt/language/scans.py).
 
 The combine function (a @newt.jit function of 2*k scalars returning k values) is built once
 into an IR function of its own over scalars, CombineFn.fn: a fresh Builder whose parameters are
@@ -29,42 +30,65 @@ class CombineFn:
         return f"{self.name}/{len(self.results)}"
 
 
-def build_combine(b, combine_fn, dtypes) -> CombineFn:
+def build_scalar_fn(b, fn, params, dtypes=None, what="combine_fn") -> CombineFn:
+    """`fn` (a @newt.jit function) inlined into an IR function over scalar parameters
+    `params` [(name, dtype)]; its results cast to `dtypes` (or kept as they come)."""
     from ..jit import JITFunction
     from .visitor import CodeGen, Context
-    k = len(dtypes)
-    params = [(f"a{i}", dt) for i, dt in enumerate(dtypes)] + \
-             [(f"b{i}", dt) for i, dt in enumerate(dtypes)]
-    name = getattr(combine_fn, "__name__", "combine")
+    name = getattr(fn, "__name__", "fn")
     cb = Builder.for_function(name, params, loc=b.loc)
     args = [Tensor(v, cb) for v in cb.func.body.args]
-    if isinstance(combine_fn, JITFunction):
+    if isinstance(fn, JITFunction):
         try:
-            bound = combine_fn.signature.bind(*args)
+            bound = fn.signature.bind(*args)
         except TypeError as e:
-            error(f"combine_fn {name}() takes the {k} operand(s) of two elements ({2 * k} "
-                  f"arguments): {e}")
-        sub = CodeGen(Context(cb), combine_fn.fn, is_kernel=False)
+            error(f"{what} {name}() is called with {len(args)} arguments: {e}")
+        sub = CodeGen(Context(cb), fn.fn, is_kernel=False)
         sub.scope.update(bound.arguments)
         sub.visit_stmts(sub.src.node.body)
         ret = sub.ret
-    elif getattr(combine_fn, "__newt_internal__", False):
-        ret = combine_fn(cb, *args)
+    elif getattr(fn, "__newt_internal__", False):
+        ret = fn(cb, *args)
     else:
-        error(f"combine_fn must be a @newt.jit function, got {combine_fn!r}")
+        error(f"{what} must be a @newt.jit function, got {fn!r}")
     rets = list(ret) if isinstance(ret, (tuple, list)) else [ret]
-    if len(rets) != k:
-        error(f"combine_fn {name}() returned {len(rets)} value(s) for {k} operand(s)")
+    if dtypes is not None and len(rets) != len(dtypes):
+        error(f"{what} {name}() returned {len(rets)} value(s) for {len(dtypes)} operand(s)")
     outs = []
-    for r, dt in zip(rets, dtypes):
+    for i, r in enumerate(rets):
         if r is None:
-            error(f"combine_fn {name}() must return its result(s)")
-        t = cast(cb, to_tensor(cb, r, dt), dt)
+            error(f"{what} {name}() must return its result(s)")
+        t = to_tensor(cb, r, dtypes[i] if dtypes else None)
+        if dtypes is not None:
+            t = cast(cb, t, dtypes[i])
         if t.is_block():
-            error(f"combine_fn {name}() must combine scalars, it returned a block")
+            error(f"{what} {name}() must compute on scalars, it returned a block")
         outs.append(t.v)
     verify(cb.func)
     return CombineFn(name, cb.func, outs)
+
+
+def build_combine(b, combine_fn, dtypes) -> CombineFn:
+    params = [(f"a{i}", dt) for i, dt in enumerate(dtypes)] + \
+             [(f"b{i}", dt) for i, dt in enumerate(dtypes)]
+    return build_scalar_fn(b, combine_fn, params, list(dtypes))
+
+
+def map_elementwise(b, scalar_fn, *args, pack=1):
+    """scalar_fn applied to every element of the broadcast args: one map_fn op whose function
+    codegen prints once and calls per element (`pack` is accepted: one element per call)."""
+    if not args:
+        error("map_elementwise needs at least one argument")
+    ts = broadcast_all(b, *[to_tensor(b, a) for a in args])
+    for t in ts:
+        if t.dtype.is_ptr():
+            error("map_elementwise: pointer arguments are not supported")
+    fn = build_scalar_fn(b, scalar_fn, [(f"x{i}", t.dtype) for i, t in enumerate(ts)],
+                         what="scalar_fn")
+    op = b.create("map_fn", [t.v for t in ts], [type_like(ts[0].type, r.dtype) for r in fn.results],
+                  {"fn": fn})
+    rs = [Tensor(r, b) for r in op.results]
+    return rs[0] if len(rs) == 1 else tuple(rs)
 
 
 def _operands(b, input):

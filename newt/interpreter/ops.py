@@ -451,7 +451,8 @@ MATH_FNS = {k: _math(f) for k, f in MATH.items()}     # (nl.exp etc., for scans.
 from .movement import (assume, cat, fdiv, flip, gather, histogram,  # noqa: E402,F401
                        inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
                        topk)
-from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
+                    softmax, xor_sum)
 
 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,

@@ -95,3 +95,21 @@ def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     num = ops.MATH_FNS["exp"](z)
     den = ops.sum(num, d, keep_dims=True)
     return ops.div_rn(num, den) if unwrap(ieee_rounding) else num / den
+
+
+def map_elementwise(scalar_fn, *args, pack=1):
+    """scalar_fn called once per element (its control flow is per element), on 0-d values."""
+    import itertools
+    ts = [to_tensor(a) for a in args]
+    data = torch.broadcast_tensors(*[t.data for t in ts])
+    shape = tuple(data[0].shape)
+    outs = None
+    for idx in itertools.product(*(builtins.range(n) for n in shape)):
+        r = scalar_fn(*[Tensor(d[idx], t.dtype) for d, t in zip(data, ts)])
+        r = [to_tensor(v) for v in (r if isinstance(r, (tuple, list)) else [r])]
+        if outs is None:
+            outs = [([], v.dtype) for v in r]
+        for (vals, dt), v in zip(outs, r):
+            vals.append(cast(v, dt).data)
+    res = [Tensor(torch.stack(vals).reshape(shape), dt) for vals, dt in outs]
+    return res[0] if len(res) == 1 else tuple(res)

@@ -40,6 +40,7 @@ Notation: S = ScalarType, B = BlockType. "elementwise" ops take operands of one 
 | gather        | src: B, index: B int             | axis                                    | B of index's shape: src with the `axis` coordinate replaced by index's element |
 | sort          | x: B                             | axis, descending                        | B, x sorted along `axis` |
 | scan_fn       | *xs: B (one shape)               | axis, reverse, reduce, combine (CombineFn) | len(xs) results: the inclusive scan with the user's combine function, or (reduce) the reduction, `axis` removed |
+| map_fn        | *args (elementwise, one shape)   | fn (CombineFn)                          | the user's scalar function per element, one result per value it returns |
 | histogram     | x: B int 1-D [, mask]            | num_bins, has_mask                      | B i32 [num_bins]: counts of x == bin where mask |
 | inline_asm    | *args (elementwise, one shape)   | asm, constraints, pure                  | one result per output constraint: the PTX `asm` per element |
 """
@@ -75,6 +76,6 @@ OPCODES = {
     "permute", "cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
     "reduce", "scan", "dot", "for", "while", "if", "yield", "condition", "return", "assert",
     "print", "barrier", "philox", "convert_layout",
-    "libdevice", "gather", "sort", "scan_fn", "histogram", "inline_asm",
+    "libdevice", "gather", "sort", "scan_fn", "histogram", "inline_asm", "map_fn",
 }
 TERMINATORS = {"yield", "condition", "return"}

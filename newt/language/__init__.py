@@ -7,7 +7,9 @@ NEWT_INTERPRET=1 the interpreter runs the kernel with these names bound to torch
 
 Every function is registered in BUILTINS by name; both implementations must cover that table
 (tests/test_docs.py checks every name is documented). Docstrings here are the user reference
-(docs/language.md is generated from them).
+(docs/language.md is generated from them). The package's other files hold more names of `nl`
+(movement.py: joins, gathers, sorts; scans.py: combine functions; lowlevel.py: assume, inline
+PTX) and the namespaces `nl.math` (math.py) and `newt.language.extra.libdevice` (extra/).
 """
 from __future__ import annotations
 
@@ -445,7 +447,8 @@ from . import extra, lowlevel, movement, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
-from .scans import associative_scan, cumprod, reduce, softmax, xor_sum  # noqa: E402,F401
+from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
+                    softmax, xor_sum)
 
 TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
 from . import math  # noqa: E402,F401  (last: it refers to the names above)

@@ -42,6 +42,13 @@ def xor_sum(input, axis=None, keep_dims=False):
 
 
 @builtin
+def map_elementwise(scalar_fn, *args, pack=1):
+    """Apply the `@newt.jit` function `scalar_fn` to every element of `args` (broadcast to one
+    shape): a block per value it returns (a tuple for several). Its control flow runs per
+    element. `pack` is accepted; one element is passed per call."""
+
+
+@builtin
 def cumprod(input, axis=0, reverse=False):
     """Inclusive product along `axis`. bf16 inputs are computed and returned in fp32, as in
     Triton; other types keep their type (integers wrap)."""

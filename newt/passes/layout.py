@@ -31,7 +31,8 @@ from .runs import mark_runs
 
 # ops whose operands and results share one layout, elementwise
 ELEMENTWISE = {"cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
-               "philox", "convert_layout", "libdevice", "inline_asm"}
+               "philox", "convert_layout", "libdevice", "inline_asm",
+               "map_fn"}
 # ops through which index-computability flows
 ICOMP_OPS = {"constant", "program_id", "num_programs", "arange", "splat", "broadcast", "reshape",
              "permute", "cast", "binary", "unary", "select", "fma", "addptr", "convert_layout"}
