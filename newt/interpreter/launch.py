@@ -18,7 +18,7 @@ import torch
 
 from .. import dtypes as D
 from .. import language as L
-from ..errors import LaunchError
+from ..errors import KernelError, LaunchError, NewtError
 from ..options import Options
 from . import context, memory, ops, philox
 from .check import check
@@ -321,11 +321,12 @@ def launch(jitfn, grid, args, kwargs):
                 where = context.traceback_location(e.__traceback__)
                 raise AssertionError(f"{e} (kernel {prog.kernel_name}, program id {prog.pid}, "
                                      f"at {where})") from None
-            except Exception as e:
-                if not getattr(e, "_newt_noted", False):
-                    e.add_note(f"in kernel {prog.kernel_name}, program id {prog.pid}")
-                    e._newt_noted = True
+            except NewtError:
                 raise
+            except Exception as e:   # a kernel line raised: a newt error naming that line
+                where = context.traceback_location(e.__traceback__)
+                raise KernelError(f"{type(e).__name__}: {e}\n  in kernel {prog.kernel_name}, "
+                                  f"program id {prog.pid}, at {where}") from e
     finally:
         prog.kernel_name, prog.pid, prog.grid, prog.codes = saved
     return None
