@@ -9,7 +9,6 @@ the catalogue's signature. Valid programs run on the interpreter and through the
 of their generated CUDA C++ (tests/test_codegen_emulator.py)."""
 from __future__ import annotations
 
-
 import pytest
 import torch
 
