@@ -9,7 +9,8 @@ written for Triton call: `newt.runtime.driver.active`, `newt.tools.tensor_descri
 """
 from . import language  # noqa: F401
 from .autotune import Config, autotune, heuristics  # noqa: F401
-from .errors import CompilationError, DriverError, LaunchError, NVRTCError, NewtError  # noqa: F401
+from .errors import (CompilationError, DriverError, KernelError, LaunchError,  # noqa: F401
+                     NVRTCError, NewtError, OutOfBoundsError)
 from .jit import JITFunction, jit  # noqa: F401
 from .language import constexpr  # noqa: F401
 

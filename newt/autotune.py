@@ -102,12 +102,15 @@ class Autotuner(_Wrapper):
 
     def _disk_winner(self, key, winner=None):
         """Read (or, with `winner`, write) the best config of `key` in the disk cache. The record
-        is keyed by the kernel's code, the key values, the config list and the GPU."""
-        from .runtime import cache
+        is keyed by the kernel's code, the key values, the config list, the GPU, the newt version
+        and the compiler's fingerprint (another compiler makes other kernels, with other
+        timings)."""
+        from . import __version__
+        from .runtime import cache, nvrtc
         import torch
         gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
         h = cache.digest("autotune", self.jit.source_key(), key, [str(c) for c in self.configs],
-                         gpu)
+                         gpu, __version__, cache.compiler_fingerprint(), nvrtc.fingerprint())
         disk = cache.disk_cache()
         if winner is not None:
             disk.store_json(h, {"config": str(winner)})

@@ -42,3 +42,13 @@ class DriverError(NewtError):
 
 class LaunchError(NewtError):
     """Bad launch arguments: wrong count or names, CPU tensors, bad grid or num_warps."""
+
+
+class KernelError(NewtError):
+    """A kernel failed while the interpreter ran it (a Python error raised by one of its lines):
+    names the kernel, the program id and the line; the original error is its __cause__."""
+
+
+class OutOfBoundsError(KernelError, IndexError):
+    """The interpreter caught an unmasked access outside its tensor (the GPU would read or write
+    memory it does not own): names the argument, the offset, the program and the line."""

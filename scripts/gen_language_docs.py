@@ -58,7 +58,10 @@ TRITON_DIFFERENCES = """\
   took a descriptor at a kernel's first launch must keep taking descriptors of that rank.
 - **`nl.max` / `nl.min` keep the input type** (exact in any type); `argmax` / `argmin` return
   int32 and the first index among ties; max/min reductions ignore NaN like `nl.maximum` /
-  `nl.minimum` ([newt/frontend/reductions.py](../newt/frontend/reductions.py)).
+  `nl.minimum` (Triton's `maxnum` rule: NaN only when every element is NaN, whatever the
+  order of NaN and +-inf and however the block is laid out), and `argmax` / `argmin` never
+  pick a NaN over a number (Triton's depend on the reduction order there)
+  ([newt/codegen/reduce.py](../newt/codegen/reduce.py)).
 - **`nl.sum` of bool or of unsigned ints narrower than 32 bits accumulates in uint32**, of signed
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
@@ -68,6 +71,14 @@ TRITON_DIFFERENCES = """\
   `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
   per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer` reads
   ([newt/profiler/](../newt/profiler/__init__.py)).
+- **`nl.cumsum` of fp16/bf16 accumulates in fp32 and returns the input type**: Triton promotes
+  bf16 to fp32 and returns fp32, and adds fp16 in fp16 (each partial sum rounded to fp16,
+  several ulp off over long rows); newt rounds each prefix sum once
+  ([newt/frontend/reductions.py](../newt/frontend/reductions.py)).
+- **Integer division by -1 wraps**: `MIN // -1 == MIN` and `MIN % -1 == 0`, on the GPU and in
+  the interpreter (a CPU division would trap); division by zero gives -1 (all ones).
+- **A Python float argument beyond fp32's range is a `LaunchError`** naming the argument
+  (Triton rounds it to inf); `float("inf")` passes.
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)
   and `sqrt.approx.ftz.f32` (denormal inputs give 0), the instructions Triton emits, so results
   match Triton's; `nl.div_rn` and `nl.sqrt_rn` are correctly rounded. fp16/bf16 `/` and
@@ -405,7 +416,8 @@ LAUNCH_ERRORS = [
     ("bad num_warps", "newt/runtime/specialize.py", "num_warps must be a power of two from 1 to 32"),
     ("bad num_stages", "newt/runtime/specialize.py", "num_stages must be an int from 1 to 8"),
     ("too many threads per block", "newt/runtime/launch.py", "threads per block, above"),
-    ("scalar does not fit its parameter type", "newt/runtime/launch.py", "does not fit its parameter"),
+    ("scalar does not fit its parameter type", "newt/runtime/launch.py", "does not fit its type"),
+    ("scalar does not fit (interpreter)", "newt/interpreter/launch.py", "does not fit its type"),
     ("autotune key also given by the caller", "newt/autotune.py", "are given by the"),
     ("shared memory above the device's limit", "newt/runtime/driver.py", "bytes of shared memory"),
     ("negative grid (interpreter)", "newt/interpreter/launch.py",
@@ -466,8 +478,15 @@ def errors_md() -> str:
     out += ["",
             "## Other errors\n",
             "| error | when | what it carries |", "|---|---|---|",
-            "| `newt.NVRTCError` | NVRTC rejected the generated CUDA C++ (a newt bug) | the NVRTC "
-            "log and the numbered generated source |",
+            "| `newt.NVRTCError` | NVRTC rejected the generated CUDA C++ (a newt bug), or "
+            "its builtins library is missing (an installation problem) | the NVRTC log and the "
+            "numbered generated source; for the builtins, the library and the pip command that "
+            "installs it |",
+            "| `newt.KernelError` | a kernel line raised while the interpreter ran it | the "
+            "kernel, the program id and the line; the original error as `__cause__` |",
+            "| `newt.OutOfBoundsError` | the interpreter caught an unmasked access outside its "
+            "tensor (also an `IndexError`) | the argument, the offset, the program and the "
+            "line |",
             "| `newt.DriverError` | a CUDA driver call failed (out of memory, illegal address...) "
             "| the `CUresult` name and the kernel name |",
             "| `RuntimeError` | an `nl.*` function called outside a kernel | the name and a hint "

@@ -9,8 +9,6 @@ the catalogue's signature. Valid programs run on the interpreter and through the
 of their generated CUDA C++ (tests/test_codegen_emulator.py)."""
 from __future__ import annotations
 
-import inspect
-
 import pytest
 import torch
 
@@ -366,3 +364,59 @@ def test_valid_programs_agree_with_torch(path, kernel, n_in, programs, constexpr
         finally:
             newt.options.flags.interpret = old
     torch.testing.assert_close(out, ref(*ins), rtol=1e-5, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- bad launches
+
+@newt.jit
+def _launched(x_ptr, out_ptr, n, s, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=offs < n) * s, mask=offs < n)
+
+
+def _bad_launches(x):
+    """(name, a call of `_launched` that must raise a LaunchError naming its own line)."""
+    k = _launched
+    return [
+        ("too_many_arguments", lambda: k[(1,)](x, x, 8, 2.0, 16, 3)),
+        ("missing_argument", lambda: k[(1,)](x, x, 8, BLOCK=16)),
+        ("unknown_keyword", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=16, BLK=3)),
+        ("tensor_constexpr", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=x)),
+        ("unhashable_constexpr", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=[16])),
+        ("string_argument", lambda: k[(1,)](x, x, "8", 2.0, BLOCK=16)),
+        ("complex_tensor", lambda: k[(1,)](x.to(torch.complex64), x, 8, 2.0, BLOCK=16)),
+        ("float_beyond_fp32", lambda: k[(1,)](x, x, 8, 1e39, BLOCK=16)),
+        ("int_beyond_64_bits", lambda: k[(1,)](x, x, 2 ** 70, 2.0, BLOCK=16)),
+        ("zero_grid", lambda: k[(0,)](x, x, 8, 2.0, BLOCK=16)),
+        ("four_dimensional_grid", lambda: k[(1, 1, 1, 1)](x, x, 8, 2.0, BLOCK=16)),
+        ("bad_num_warps", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=16, num_warps=3)),
+        ("bad_num_stages", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=16, num_stages=0)),
+    ]
+
+
+_BAD_LAUNCH_NAMES = [name for name, _ in _bad_launches(None)]
+
+
+def _launch_error(call):
+    with pytest.raises(newt.LaunchError) as e:
+        call()
+    msg = str(e.value)
+    assert "launched at" in msg and "test_agreement.py" in msg, msg
+    return msg
+
+
+@pytest.mark.parametrize("name", _BAD_LAUNCH_NAMES)
+def test_bad_launches_are_launch_errors_on_both_paths(gpu, name):
+    """Every bad launch is a LaunchError that names the launching line, on the compiled path
+    (a stand-in driver: tests/test_runtime_launch.py) and on the interpreter."""
+    x = torch.randn(16)
+    call = dict(_bad_launches(x))[name]
+    _launch_error(call)
+    newt.options.flags.interpret = True
+    try:
+        _launch_error(call)
+    finally:
+        newt.options.flags.interpret = False
+
+
+from test_runtime_launch import fake_lib_path, gpu  # noqa: E402,F401  (the stand-in GPU)

@@ -204,3 +204,22 @@ def test_winner_cached_on_disk(gpu):
     k2 = make(CONFIGS, ["n"], cu, times, log, cache_results=True)   # "a later process"
     k2[(1,)](x, x, 8)
     assert len(log) == 3 and k2.best_config.kwargs == {"BLOCK": 256}
+
+
+def test_disk_winner_is_keyed_by_compiler_and_version(gpu, monkeypatch):
+    """A winner timed with other kernels (another compiler, another newt) is not reused."""
+    from newt.runtime import cache
+    cu, fc = gpu
+    log = []
+    times = {128: 3.0, 256: 1.0, 64: 2.0}
+    x = torch.randn(8)
+    monkeypatch.setattr(cache, "_compiler_id", "compiler-a")
+    make(CONFIGS, ["n"], cu, times, log, cache_results=True)[(1,)](x, x, 8)
+    make(CONFIGS, ["n"], cu, times, log, cache_results=True)[(1,)](x, x, 8)
+    assert len(log) == 3                       # the second one read the disk
+    monkeypatch.setattr(cache, "_compiler_id", "compiler-b")
+    make(CONFIGS, ["n"], cu, times, log, cache_results=True)[(1,)](x, x, 8)
+    assert len(log) == 6                       # benchmarked again
+    monkeypatch.setattr(newt, "__version__", "0.0.0-other")
+    make(CONFIGS, ["n"], cu, times, log, cache_results=True)[(1,)](x, x, 8)
+    assert len(log) == 9

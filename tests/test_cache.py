@@ -418,3 +418,92 @@ def test_fresh_jit_function_reads_its_launch_function_from_disk(gpu, monkeypatch
     assert st.launches == before + 1 and st.grid == (3, 1, 1)
     assert st.params[:3] == [x.data_ptr(), y.data_ptr(), out.data_ptr()]
     assert st.params[3] & 0xFFFFFFFF == 300
+
+
+# ---- damage of any kind is removed once; the compiler's identity is its sources' contents ----
+
+@pytest.mark.parametrize("damage", ["folder", "folder_with_files", "dangling_link", "shard_file",
+                                    "json_list"])
+def test_damaged_entry_of_any_kind_is_replaced_once(tmp_cache, damage):
+    """An entry path that is a folder (or a dangling link, or a file where its two-letter folder
+    belongs, or a whole entry whose metadata is not a record) is a miss that the next store
+    repairs, silently: later loads hit, and no warning says the cache is unwritable."""
+    import warnings
+    d = cache.DiskCache(str(tmp_cache))
+    key = "cd" * 32
+    path = d._path(key)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    if damage.startswith("folder"):
+        os.makedirs(path)
+        if damage == "folder_with_files":
+            open(os.path.join(path, "x"), "w").write("junk")
+    elif damage == "dangling_link":
+        os.symlink(str(tmp_cache / "nowhere"), path)
+    elif damage == "shard_file":
+        os.rmdir(os.path.dirname(path))
+        open(os.path.dirname(path), "w").write("junk")
+    else:
+        open(path, "wb").write(_json_list_entry())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert d.load(key) is None
+        assert d.store(key, binary())
+        assert d.load(key).cubin == binary().cubin
+    assert os.path.isfile(path)
+
+
+def _json_list_entry():
+    import hashlib
+    import struct
+    js = b"[1, 2]"
+    payload = struct.pack("<I", len(js)) + js + FAKE_CUBIN
+    return cache.MAGIC + hashlib.sha256(payload).digest() + payload
+
+
+def test_a_folder_at_the_entry_path_is_removed_by_store_too(tmp_cache):
+    """store without a load first (a worker process compiling ahead): the folder goes."""
+    d = cache.DiskCache(str(tmp_cache))
+    key = "ce" * 32
+    os.makedirs(d._path(key))
+    assert d.store(key, binary()) and d.load(key).cubin == binary().cubin
+
+
+_FINGERPRINT = '''
+import sys
+sys.path.insert(0, {root!r})
+from newt.runtime import cache
+print(cache.compiler_fingerprint())
+'''
+
+
+def _fingerprint_of(root, cache_dir):
+    env = dict(os.environ, NEWT_CACHE_DIR=str(cache_dir))
+    r = subprocess.run([sys.executable, "-c", _FINGERPRINT.format(root=str(root))], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    return r.stdout.strip()
+
+
+def test_compiler_fingerprint_is_a_content_hash(tmp_path, tmp_cache):
+    """Two copies of the package: the same contents give the same fingerprint; an edit that
+    keeps the file's size and mtime (the copy's files restored to the original stamps) gives
+    another, in a fresh process whose stat shortcut record is already in the cache."""
+    import shutil
+    src = os.path.dirname(os.path.abspath(newt.__file__))
+    copies = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        shutil.copytree(src, root / "newt", copy_function=shutil.copy2,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+        copies.append(root)
+    fa = _fingerprint_of(copies[0], tmp_cache)
+    assert fa == _fingerprint_of(copies[1], tmp_cache) == _fingerprint_of(copies[0], tmp_cache)
+    f = copies[1] / "newt" / "codegen" / "reduce.py"
+    st = os.stat(f)
+    text = f.read_text()
+    edited = text.replace("FULL_MASK = ", "FULL_MASK= ", 1) + " "   # same size
+    assert len(edited) == len(text)
+    f.write_text(edited)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert os.stat(f).st_size == st.st_size and os.stat(f).st_mtime_ns == st.st_mtime_ns
+    assert _fingerprint_of(copies[1], tmp_cache) != fa

@@ -1,7 +1,8 @@
 """Differential fuzzing on the CPU (CI): random newt kernels from tests/fuzz, run on the
 interpreter and compared with a torch evaluation of the same expression tree; and the same
-kernels compiled ahead of time for sm_90a (NVRTC, no GPU needed), which must succeed without
-register spills.
+kernels compiled ahead of time for sm_90a and sm_80 (NVRTC, no GPU needed), which must succeed
+without register spills; and the differential test between the paths: the generated CUDA C++
+run on the CPU emulator against the interpreter.
 
 Bounded per run (hypothesis settings below) and seeded: the seed is NEWT_FUZZ_SEED (default
 fuzz.FUZZ_SEED, so CI runs the same programs every time and main stays green; the pytest header
@@ -66,17 +67,18 @@ def test_shallow_kernels(data):
     _check_on_interpreter(_case(data, max_depth=2))
 
 
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 @seed(SEED + 2)
 @settings(max_examples=12, **_SETTINGS)
-@given(st.data())
-def test_compiles_for_sm90a_without_spills(data):
+@given(data=st.data())
+def test_compiles_without_spills(arch, data):
     case = _case(data)
     src = harness.source(case)
     note(src)
     kernel = harness.load_kernel(src)
     sig, constexprs = harness.signature(case)
     try:
-        ck = newt.compiler.compile(kernel, sig, constexprs, arch="sm_90a",
+        ck = newt.compiler.compile(kernel, sig, constexprs, arch=arch,
                                    num_warps=case.num_warps)
     except Exception as e:
         raise AssertionError(f"compile failed: {type(e).__name__}: {e}\n{src}") from e
@@ -88,25 +90,34 @@ def test_compiles_for_sm90a_without_spills(data):
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-@settings(max_examples=5, **_SETTINGS)
+@seed(SEED + 3)
+@settings(max_examples=8, **_SETTINGS)
 @given(st.data())
 def test_generated_code_matches_interpreter_emulated(data):
-    """The generated CUDA C++ itself, run on the CPU through the codegen emulator
-    (tests/test_codegen_emulator.py), against the torch reference: codegen and passes semantics
-    without a GPU. Runtime int arguments avoid the value 1 while the equal_to_1 bug in
-    tests/test_fuzz_regressions.py is open."""
-    case = _case(data, scalar_one=False)
+    """The differential test between the two paths: the generated CUDA C++ itself, run on the
+    CPU through the codegen emulator (tests/test_codegen_emulator.py), against the interpreter
+    on the same inputs (and the interpreter against the torch reference): codegen and passes
+    semantics without a GPU. Runtime int arguments may be 1 (compiled as the constant 1)."""
+    case = _case(data)
     src = harness.source(case)
     note(src)
     kernel = harness.load_kernel(src)
     _, env = harness.inputs(case, "cpu")
     want = harness.expected(case, env)
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        interp = harness.run(case, kernel, "cpu")
+    finally:
+        newt.options.flags.interpret = old
+    msg = harness.compare(interp, want, case)
+    assert msg is None, f"interpreter differs from torch: {msg}\n{src}"
     try:
         got = harness.run_emulated(case, kernel)
     except Exception as e:
         raise AssertionError(f"emulated generated code failed: {e}\n{src}") from e
-    msg = harness.compare(got, want, case)
-    assert msg is None, f"generated code (emulated) differs from torch: {msg}\n{src}"
+    msg = harness.compare(got, interp, case)
+    assert msg is None, f"generated code (emulated) differs from the interpreter: {msg}\n{src}"
 
 
 def test_reference_self_check():

@@ -245,3 +245,21 @@ def test_launch_errors_name_the_launching_line():
     assert "`s`" in msg and "fp32" in msg and "scaled[(1,)](x, -1e39)" in msg, msg
     scaled[(1,)](x, 3.0e38)
     assert x[0].item() == pytest.approx(3.0e38, rel=1e-6)
+
+
+def test_runtime_errors_are_newt_errors_at_the_kernel_line():
+    """A kernel line that fails at run time (a zero range step known only at launch) raises a
+    newt.KernelError naming the kernel, the program and the line; an out-of-bounds access is an
+    OutOfBoundsError, a KernelError and an IndexError."""
+    @newt.jit
+    def stepped(x_ptr, s):
+        for i in range(0, 4, s):
+            nl.store(x_ptr + i, 1.0)
+
+    with pytest.raises(newt.KernelError) as e:
+        stepped[(2,)](torch.randn(8), 0)
+    msg = str(e.value)
+    assert "ValueError" in msg and "stepped" in msg and "for i in range(0, 4, s)" in msg, msg
+    with pytest.raises(newt.OutOfBoundsError) as e:
+        oob_kernel[(2,)](torch.randn(100), torch.randn(100), 100, BLOCK=64)
+    assert isinstance(e.value, IndexError) and isinstance(e.value, newt.NewtError)

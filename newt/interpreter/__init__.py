@@ -3,9 +3,14 @@
 `launch(jitfn, grid, args, kwargs)` runs a @newt.jit kernel on CPU torch tensors, one program at
 a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
 
-    launch.py   arguments, grid, rebinding the kernel's globals, the program loop
+    check.py    the acceptance check shared with the compiler: the frontend builds the IR of
+                each specialization once, so both paths reject the same programs at one line
+    rewrite.py  `and` / `or` / `not` and loop-carried Python numbers as the frontend means them
+    launch.py   arguments, grid, rebinding the kernel's globals, the program loop; a kernel
+                line that raises gives a newt.KernelError naming it
     values.py   the value type (torch tensor + dtype), promotion, arithmetic, casts
     ops.py      language functions: creation, math, shapes, reductions, dot, debugging
+    intdiv.py   integer `//` and `%` as the generated code defines them (MIN // -1, x // 0)
     memory.py   pointers, load/store with masks and bounds checks, atomics
     philox.py   rand/randn/randint: Triton's Philox4x32 stream
     libdevice.py  libdevice functions (newt.language.extra.libdevice) with torch
@@ -15,7 +20,8 @@ a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
 Where the interpreter is more defined than the GPU (say so when comparing):
   - programs run sequentially (x fastest), so races and atomics ordering never show;
   - a masked load without `other` gives 0 (undefined on the GPU);
-  - an unmasked access outside its tensor raises IndexError instead of reading garbage;
+  - an unmasked access outside its tensor raises OutOfBoundsError (an IndexError) instead of
+    reading garbage;
   - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
   - fp16/bf16 sums and cumsums accumulate in fp32; integer division by zero gives -1;
   - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does; Triton calls them undefined;

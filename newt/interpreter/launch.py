@@ -18,7 +18,7 @@ import torch
 
 from .. import dtypes as D
 from .. import language as L
-from ..errors import LaunchError
+from ..errors import KernelError, LaunchError, NewtError
 from ..options import Options
 from . import context, descriptors, extras, memory, ops, philox
 from .check import check
@@ -267,14 +267,6 @@ def _argument(name, value, is_constexpr, rebinder):
     return rebinder.translate(value)
 
 
-def _add_note(e: BaseException, note: str):
-    """BaseException.add_note on 3.11+; on 3.10 (no notes) the note joins the message."""
-    if hasattr(e, "add_note"):
-        e.add_note(note)
-    elif e.args and isinstance(e.args[0], str):
-        e.args = (f"{e.args[0]} ({note})",) + e.args[1:]
-
-
 def _refuse_other(name, value):
     """Values a kernel parameter cannot take, named as the compiled path names them; anything
     else (functions, modules, constexpr wrappers) goes on to the rebinder."""
@@ -355,11 +347,12 @@ def launch(jitfn, grid, args, kwargs):
                 where = context.traceback_location(e.__traceback__)
                 raise AssertionError(f"{e} (kernel {prog.kernel_name}, program id {prog.pid}, "
                                      f"at {where})") from None
-            except Exception as e:
-                if not getattr(e, "_newt_noted", False):
-                    _add_note(e, f"in kernel {prog.kernel_name}, program id {prog.pid}")
-                    e._newt_noted = True
+            except NewtError:
                 raise
+            except Exception as e:   # a kernel line raised: a newt error naming that line
+                where = context.traceback_location(e.__traceback__)
+                raise KernelError(f"{type(e).__name__}: {e}\n  in kernel {prog.kernel_name}, "
+                                  f"program id {prog.pid}, at {where}") from e
     finally:
         prog.kernel_name, prog.pid, prog.grid, prog.codes = saved
     return None

@@ -15,6 +15,7 @@ import torch
 
 from .. import dtypes as D
 from . import context
+from ..errors import OutOfBoundsError
 from .values import Tensor, cast, raw_torch, const, from_storage, to_storage, to_tensor, unwrap
 
 
@@ -80,7 +81,7 @@ def _bounds_check(p: Tensor, offs: torch.Tensor, what: str):
         return
     bad = lo if lo < 0 else hi
     loc = context.user_location()
-    raise IndexError(
+    raise OutOfBoundsError(
         f"out-of-bounds {what} in kernel {context.current.kernel_name}, program id "
         f"{context.current.pid}: element offset {bad} is outside [0, {n}) of argument "
         f"`{p.buf.name}` ({p.dtype.element_ty.name}, shape {list(p.buf.shape)}); mask the "

@@ -14,15 +14,14 @@ Canonical storage of `Tensor.data` by dtype (chosen so torch's CPU kernels cover
 """
 from __future__ import annotations
 
-import dis
 import functools
-import linecache
 import sys
 
 import torch
 
 from .. import dtypes as D
 from ..language import constexpr as _constexpr
+from . import context, intdiv
 
 _MIN64 = -(1 << 63)
 
@@ -105,7 +104,7 @@ class Tensor:
         if self.data.dim() == 0:
             return bool(self.data.item())
         caller = sys._getframe(1)
-        if caller.f_lasti in _assert_jumps(caller.f_code) or _on_assert_line(caller):
+        if context.in_assert(caller):
             return bool(self.data.bool().all())  # `assert block_cond` = device_assert, per element
         raise TypeError(f"a block of shape {list(self.shape)} has no single truth value: "
                         "conditions of if/while and Python's min/max need scalars; use "
@@ -201,20 +200,6 @@ class _BlockTypeView:
     def __init__(self, dt, shape):
         self.element_ty = self.scalar = dt
         self.shape = list(shape)
-
-
-@functools.lru_cache(maxsize=None)
-def _assert_jumps(code) -> frozenset:
-    """Bytecode offsets of the conditional jumps that guard `assert` statements in `code`."""
-    ins = list(dis.get_instructions(code))
-    return frozenset(a.offset for a, b in zip(ins, ins[1:]) if b.opname == "LOAD_ASSERTION_ERROR")
-
-
-def _on_assert_line(frame) -> bool:
-    """The frame is evaluating an `assert` statement whose bytecode was rewritten (pytest does
-    that to test modules), recognised by its source line."""
-    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).lstrip()
-    return line.startswith("assert ") or line.startswith("assert(")
 
 
 # ----------------------------------------------------------------------------- constants, casts
@@ -366,32 +351,11 @@ def _ordered(t: Tensor) -> torch.Tensor:
     return t.data ^ _MIN64 if t.dtype is D.uint64 else t.data
 
 
-def _udiv64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
-    """Unsigned 64-bit division of bit patterns; Python ints do the rare >= 2**63 cases."""
-    a, b = torch.broadcast_tensors(a, b)
-    if bool((a >= 0).all()) and bool((b > 0).all()):
-        return torch.fmod(a, b) if mod else torch.div(a, b, rounding_mode="trunc")
-    m = 1 << 64
-    out = [((x % m) % (y % m) if mod else (x % m) // (y % m)) if y % m else m - 1
-           for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
-    out = [v - m if v >= 1 << 63 else v for v in out]
-    return torch.tensor(out, dtype=torch.int64).reshape(a.shape)
-
-
 def _int_div(a: Tensor, b: Tensor, dt, mod: bool) -> Tensor:
-    """C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign.
-    A zero divisor gives all ones (what the GPU's division returns) instead of raising. A
-    divisor of -1 negates (wrapping: MIN // -1 == MIN) and leaves no remainder, as the generated
-    code's nt_div / nt_mod define it; the CPU's division would trap on int64 MIN // -1."""
+    """`//` / `%` of integers as the generated code defines them (intdiv.py)."""
     if dt is D.uint64:
-        return Tensor(_udiv64(a.data, b.data, mod), dt)
-    x, y = _up(a), _up(b)
-    zero, neg1 = y == 0, y == -1
-    ys = torch.where(zero | neg1, torch.ones_like(y), y)
-    r = torch.fmod(x, ys) if mod else torch.div(x, ys, rounding_mode="trunc")
-    r = torch.where(neg1, torch.zeros_like(r) if mod else torch.neg(r), r)
-    r = torch.where(zero, torch.full_like(r, -1), r)
-    return _down(r, dt)
+        return Tensor(intdiv.unsigned64(a.data, b.data, mod), dt)
+    return _down(intdiv.signed(_up(a), _up(b), mod), dt)
 
 
 def binary(a, b, op) -> Tensor:

@@ -5,7 +5,8 @@ miss). Consumes a key and a KernelBinary (cubin + the metadata a launch needs); 
 KernelBinary in a later process without importing the frontend or codegen.
 
     disk key = sha256(kernel source of the function and every @newt.jit function it calls,
-                      signature, constexprs, specialization, options, NVRTC and compiler identity)
+                      signature, constexprs, specialization, options, NVRTC and compiler identity
+                      (a hash of the compiler's source files: compiler_fingerprint))
 
 Entries are one file each: MAGIC | sha256(payload) | payload, payload = u32 len | json | cubin.
 Writes go to a temporary file in the same folder, then os.replace: readers see the old entry or
@@ -76,6 +77,8 @@ class KernelBinary:
             meta = json.loads(payload[4:4 + n])
         except ValueError:
             return None
+        if not isinstance(meta, dict):
+            return None
         return cls(meta, payload[4 + n:])
 
 
@@ -105,18 +108,18 @@ class DiskCache:
         try:
             with open(path, "rb") as f:
                 data = f.read()
-        except OSError:
+        except FileNotFoundError:
             self.stats["miss"] += 1
             return None
+        except OSError:   # a folder, a dangling link, an unreadable file: damaged
+            data = b""
         kb = KernelBinary.from_bytes(data)
         if kb is None:
-            # Truncated or corrupt (a crash mid-write on a filesystem without atomic rename,
-            # a disk error, a hand edit): remove it so the rebuilt entry replaces it.
+            # Truncated, corrupt or not a file at all (a crash mid-write on a filesystem without
+            # atomic rename, a disk error, a hand edit): removed, so the rebuilt entry replaces
+            # it and the next process finds it whole.
             self.stats["corrupt"] += 1
-            try:
-                os.unlink(path)
-            except OSError:
-                pass
+            _remove(path)
             return None
         self.stats["hit"] += 1
         return kb
@@ -126,12 +129,15 @@ class DiskCache:
         folder = os.path.dirname(path)
         import tempfile
         try:
+            if os.path.lexists(folder) and not os.path.isdir(folder):
+                _remove(folder)    # a damaged shard: a file where its folder belongs
             os.makedirs(folder, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=self.SUFFIX)
             try:
                 with os.fdopen(fd, "wb") as f:
                     f.write(kb.to_bytes())
-                os.replace(tmp, path)
+                if not _replace(tmp, path):
+                    return False   # this entry alone: bypassed, the cache works, no warning
             except BaseException:
                 try:
                     os.unlink(tmp)
@@ -159,6 +165,36 @@ class DiskCache:
     def clear(self):
         import shutil
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _remove(path: str):
+    """Remove whatever damaged thing sits at an entry's path (file, link or folder)."""
+    import shutil
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _replace(tmp: str, path: str) -> bool:
+    """os.replace, once more after removing damage at `path` (a folder, say); False (the
+    temporary file removed) when the entry still cannot be written."""
+    for attempt in (0, 1):
+        try:
+            os.replace(tmp, path)
+            return True
+        except OSError:
+            if attempt:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                return False
+            _remove(path)
+    return False
 
 
 _disk: DiskCache | None = None
@@ -197,31 +233,60 @@ def python_code(src: str, filename: str):
 # ---- identity of the code that makes a kernel -------------------------------------------------
 
 _compiler_id = None
+_COMPILER_FOLDERS = ("frontend", "ir", "passes", "codegen", "language",
+                     os.path.join("language", "extra"), os.path.join("language", "extra", "cuda"))
+_COMPILER_FILES = ("compiler.py", "descriptors.py", "dtypes.py", "options.py",
+                   os.path.join("runtime", "nvrtc.py"))
+
+
+def _compiler_files() -> list:
+    """(name inside the package, path, stat) of every compiler source file, sorted."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = []
+    for sub in _COMPILER_FOLDERS:   # flat folders: no os.walk
+        try:
+            with os.scandir(os.path.join(pkg, sub)) as it:
+                out += [(f"{sub}/{e.name}", e.path, e.stat()) for e in it
+                        if e.name.endswith(".py")]
+        except OSError:
+            pass
+    for fn in _COMPILER_FILES:
+        p = os.path.join(pkg, fn)
+        try:
+            out.append((fn.replace(os.sep, "/"), p, os.stat(p)))
+        except OSError:
+            pass
+    return sorted(out, key=lambda t: t[0])
 
 
 def compiler_fingerprint() -> str:
-    """Size and mtime of every compiler source file: an edited frontend, pass or codegen file must
-    not reuse old cubins. Stat only, no import (the warm path never loads the compiler)."""
+    """A hash of the contents of every compiler source file: an edited frontend, pass or codegen
+    file never reuses old cubins, whatever its size and mtime. Computed once per process. The
+    shortcut: a record in the disk cache maps the files' stat stamp (size, mtime, ctime, inode,
+    device and path of each) to their content hash, so a process whose files have not changed
+    reads ~40 stat results instead of hashing ~600 KB. A copied or restored tree, even one with
+    the same sizes and mtimes, has new inodes and ctimes, so it is hashed again. No import."""
     global _compiler_id
     if _compiler_id is None:
-        pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-        items = []
-        for sub in ("frontend", "ir", "passes", "codegen"):   # flat folders: no os.walk
-            try:
-                with os.scandir(os.path.join(pkg, sub)) as it:
-                    for e in it:
-                        if e.name.endswith(".py"):
-                            st = e.stat()
-                            items.append((sub, e.name, st.st_size, st.st_mtime_ns))
-            except OSError:
-                pass
-        for fn in ("compiler.py", os.path.join("language", "__init__.py"), "dtypes.py",
-                   "options.py", os.path.join("runtime", "nvrtc.py")):
-            p = os.path.join(pkg, fn)
-            if os.path.exists(p):
-                st = os.stat(p)
-                items.append((fn, st.st_size, st.st_mtime_ns))
-        _compiler_id = digest(sorted(items))
+        files = _compiler_files()
+        stamp = digest([(name, path, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino,
+                         st.st_dev) for name, path, st in files])
+        disk = disk_cache()
+        key = digest("compiler sources", stamp)
+        rec = disk.load_json(key)
+        if isinstance(rec, dict) and rec.get("stamp") == stamp and isinstance(rec.get("hash"), str):
+            _compiler_id = rec["hash"]
+        else:
+            h = hashlib.sha256()
+            for name, path, _ in files:
+                try:
+                    with open(path, "rb") as f:
+                        data = f.read()
+                except OSError:
+                    data = b"<unreadable>"
+                h.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+            _compiler_id = h.hexdigest()
+            disk.store_json(key, {"stamp": stamp, "hash": _compiler_id})
     return _compiler_id
 
 
