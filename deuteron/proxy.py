@@ -32,8 +32,8 @@ class TileValue(ir.Value):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .trace import _find_tracer
-        return dispatch(_find_tracer(args), func, args, kwargs or {})
+        from .trace import find_tracer
+        return dispatch(find_tracer(args), func, args, kwargs or {})
 
     def __getattr__(self, name):
         # only called for names the class lacks: a torch.Tensor method deuteron does not trace
