@@ -162,7 +162,10 @@ class Space:
         fp32 = self.fp32_dot
         for t, ch in zip(self.tiles, self.block_choices):
             if t.in_dot:
-                want = 128 if t.role == "mn" else (32 if fp32 else 64)
+                # an M/N tile beside a whole row (a full slice in the dot, as in matmul +
+                # layer norm): ~8192 accumulators per program, not 128 rows of the row
+                want = (128 if t.row == 1 else max(16, 8192 // t.row)) if t.role == "mn" \
+                    else (32 if fp32 else 64)
             elif t.row > 1:      # rows per program: one; rows per loop step: ~4096 elements
                 want = 1 if t.kind != "loop" else max(1, 4096 // t.row)
             elif t.kind == "loop":
