@@ -12,7 +12,8 @@ an op that hangs past --timeout (default 60 s) or crashes the worker (a bad CUDA
 the context unusable) is reported and a fresh worker goes on with the rest. Bounded: nothing new
 starts after --budget seconds (default 240), the rest is reported as not run. The default
 effort is "none" (heuristic configs, no tuning) to stay inside that; --effort quick gives tuned
-numbers at up to ~20 s of tuning per kernel and shape.
+numbers at up to ~20 s of tuning per kernel and shape, so give it room or fewer ops, e.g.
+`--effort quick --timeout 300 --budget 3000`, or `--effort quick --ops matmul,bmm,softmax`.
 """
 from __future__ import annotations
 

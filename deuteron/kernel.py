@@ -35,6 +35,7 @@ from .plan import PlanBuilder, plan_key
 from .trace import Tracer
 
 EFFORTS = dsettings.EFFORTS
+MAX_PLANS = 256        # launch plans kept per kernel
 
 
 @dataclasses.dataclass
@@ -165,6 +166,8 @@ class Kernel:
         builder = PlanBuilder(config, args, kwargs)
         ret = self.run(args, kwargs, config, plan=builder)
         if builder.ok:
+            if len(self._plans) >= MAX_PLANS:     # keys may pin objects: keep the newest only
+                self._plans.pop(next(iter(self._plans)))
             self._plans[pkey] = builder.plan
         return ret
 

@@ -83,7 +83,8 @@ def full(shape, value, dtype=torch.float32):
 
 def arange(begin_or_end, end_or_none=None, step=1, dtype=torch.int32):
     """`hl.arange(n)` / `hl.arange(begin, end)`: the tile of integers begin..end-1 (int32), a
-    full dim of the tile it takes part in. Ends may be host ints or `tile.block_size`."""
+    full dim of the tile it takes part in. Bounds are host ints (a registered block size is
+    one)."""
     begin, end = (0, begin_or_end) if end_or_none is None else (begin_or_end, end_or_none)
     if step != 1:
         raise ValueError("hl.arange: only step=1")
@@ -98,7 +99,7 @@ def register_block_size(min_or_max, max_or_none=None):
 
 def register_tunable(name, fragment):
     """A named value the config sets (`dt.Config(name=value)`), the fragment's default
-    otherwise (`dt.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
+    otherwise (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
     `BooleanFragment`)."""
     run = _run()
     cfg = getattr(run, "config", None)
@@ -150,8 +151,13 @@ def _atomic(kind):
     def atomic(target, index, value, sem="relaxed"):
         return _run().atomic(kind, target, _index(index), value)
     atomic.__name__ = f"atomic_{kind}"
-    atomic.__doc__ = (f"`target[index]` {kind}= value, atomically per element (relaxed). Returns "
-                      "None (Helion returns the old values).")
+    what = {"add": "target[index] + value", "max": "max(target[index], value)",
+            "min": "min(target[index], value)", "and": "target[index] & value",
+            "or": "target[index] | value", "xor": "target[index] ^ value",
+            "xchg": "value"}[kind]
+    atomic.__doc__ = (f"`target[index] = {what}`, atomically per element (relaxed; a scatter "
+                      "may hit one element many times). Returns None (Helion returns the old "
+                      "values).")
     return atomic
 
 

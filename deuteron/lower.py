@@ -285,9 +285,9 @@ class _Lowering(ExprMixin):
         """ids of 2-D loads read only through a transpose (`k[b, tile_n, :].T`): they load the
         transposed tile directly, so a dot gets a plain load as its operand (newt stages such
         loads through its shared-memory ring; a transpose in between would stop that)."""
-        from .pads import _values
+        from .pads import all_values
         out = set()
-        for v in _values(self.p.items):
+        for v in all_values(self.p.items):
             if v.op != "load" or v.rank != 2 or id(v) in self.ptr_blocks or not _plain(v):
                 continue
             u = self.uses.get(id(v), [])
@@ -299,9 +299,9 @@ class _Lowering(ExprMixin):
     def _reduced_dims(self):
         """Dims some reduction or dot sums over: their padded lanes must keep their pad."""
         if not hasattr(self, "_reduced"):
-            from .pads import _values
-            self._reduced = {id(v.attrs["rdim"]) for v in _values(self.p.items) if v.op == "reduce"}
-            self._reduced |= {id(v.attrs["kdim"]) for v in _values(self.p.items) if v.op == "dot"}
+            from .pads import all_values
+            self._reduced = {id(v.attrs["rdim"]) for v in all_values(self.p.items) if v.op == "reduce"}
+            self._reduced |= {id(v.attrs["kdim"]) for v in all_values(self.p.items) if v.op == "dot"}
         return self._reduced
 
     def _inside(self, block, lp):

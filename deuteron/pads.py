@@ -80,10 +80,10 @@ def recompute(v):
         v.pad = None
 
 
-def _values(items):
+def all_values(items):
     for it in items:
         if isinstance(it, ir.Loop):
-            yield from _values(it.items)
+            yield from all_values(it.items)
         else:
             yield it
 
@@ -99,5 +99,5 @@ def settle_loop(loop):
                 changed = True
         if not changed:
             return
-        for v in _values(loop.items):
+        for v in all_values(loop.items):
             recompute(v)

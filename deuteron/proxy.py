@@ -32,8 +32,8 @@ class TileValue(ir.Value):
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        from .trace import _find_tracer
-        return dispatch(_find_tracer(args), func, args, kwargs or {})
+        from .trace import find_tracer
+        return dispatch(find_tracer(args), func, args, kwargs or {})
 
     def __getattr__(self, name):
         # only called for names the class lacks: a torch.Tensor method deuteron does not trace
@@ -239,7 +239,9 @@ def _table():
     t[torch.special.expit] = t[torch.sigmoid]
     for name, fn in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "truediv"),
                      ("maximum", "maximum"), ("minimum", "minimum")):
-        t[getattr(torch, name)] = (lambda f: lambda tr, a, b: ops.binary(tr, f, a, b))(fn)
+        t[getattr(torch, name)] = (lambda f: lambda tr, a, b=None, *, other=None, alpha=1:
+                                   ops.binary(tr, f, a, _scaled(tr, b if other is None else other,
+                                                                alpha)))(fn)
     for dunder, fn in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "truediv"),
                        ("lt", "lt"), ("le", "le"), ("gt", "gt"), ("ge", "ge"), ("eq", "eq"),
                        ("ne", "ne"), ("and", "and"), ("or", "or")):
@@ -309,6 +311,10 @@ class _TileOf:
 
     def __init__(self, dim):
         self.dim = dim
+
+
+def _scaled(tracer, b, alpha):
+    return b if alpha == 1 else ops.binary(tracer, "mul", b, alpha)
 
 
 def _like(tracer, x, value, dtype):

@@ -64,7 +64,7 @@ class Tile:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        tracer = _find_tracer(args)
+        tracer = find_tracer(args)
         return tracer.torch_function(func, args, kwargs or {})
 
     def __index__(self):
@@ -96,10 +96,10 @@ class Tile:
         return f"<dt tile {self.dim.var or ''} over {self.dim.extent}>"
 
 
-def _find_tracer(args):
+def find_tracer(args):
     for a in args:
         if isinstance(a, (list, tuple)):
-            t = _find_tracer(a)
+            t = find_tracer(a)
             if t is not None:
                 return t
         t = getattr(a, "_tracer", None) or getattr(a, "tracer", None)

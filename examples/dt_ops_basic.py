@@ -450,7 +450,7 @@ def _se_ref(x, a, b):
 
 
 def _se_make(device, small):
-    m, n, k = (37, 32, 16) if small else (4096, 256, 64)
+    m, n, k = (37, 32, 16) if small else (8192, 128, 32)
     return (torch.randn(m, n, device=device, dtype=torch.float16),
             torch.randn(n, k, device=device, dtype=torch.float16) / 4,
             torch.randn(k, n, device=device, dtype=torch.float16) / 4)

@@ -350,7 +350,7 @@ def fused_linear_jsd(xs, ws, xt, wt, beta: float = 0.5):
 
 
 def _fljsd_make(device, small):
-    n, h, v = (37, 32, 48) if small else (4096, 128, 256)
+    n, h, v = (37, 32, 48) if small else (4096, 64, 128)
     return (torch.randn(n, h, device=device, dtype=torch.float16),
             torch.randn(h, v, device=device, dtype=torch.float16) / 4,
             torch.randn(n, h, device=device, dtype=torch.float16),

@@ -140,3 +140,26 @@ def test_graph_capture_on_the_gpu():
     g.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(out, x + 2.0)
+
+
+def test_partials_and_bound_methods_key_on_their_contents():
+    import functools
+
+    class Scale:
+        def __init__(self, c):
+            self.c = c
+
+        def __call__(self, v):
+            return v * self.c
+
+        def apply(self, v):
+            return v * self.c + 0.5
+
+    x = torch.randn(53)
+    for f, want in ((functools.partial(torch.mul, other=3.0), x * 3.0),
+                    (functools.partial(torch.mul, other=-2.0), x * -2.0),
+                    (Scale(4.0).apply, x * 4.0 + 0.5), (Scale(-1.0).apply, -x + 0.5),
+                    (Scale(5.0), x * 5.0), (Scale(6.0), x * 6.0)):
+        out = torch.full((53,), float("nan"))
+        scale_by(x, out, f)
+        torch.testing.assert_close(out, want)

@@ -59,14 +59,14 @@ class Space:
         self.tiles: list[TileInfo] = []
         self.programs = tracer.programs
         owner = {}
-        from ..pads import _values
+        from ..pads import all_values
         kdims = set()       # dims some dot contracts over (the others a dot reads are M / N)
         for pi, p in enumerate(self.programs):
             row = math.prod(max(next_pow2(d.extent), 16 if d.in_dot else 1)
                             for d in p.dims if d.kind == "full")
             for d in p.dims:
                 owner[id(d)] = (pi, row)
-            kdims |= {id(v.attrs["kdim"]) for v in _values(p.items) if v.op == "dot"}
+            kdims |= {id(v.attrs["kdim"]) for v in all_values(p.items) if v.op == "dot"}
         for d in tracer.tunable:
             users = d.users or [d]     # a registered block size: what the tiles using it need
             pi, row = owner.get(id(users[0]), (0, 1))
@@ -88,9 +88,9 @@ class Space:
         # per program: the lowest register pressure any config reaches (1.0 = at the bound)
         self._floor = {}
         self._words = {}      # per program: registers per element of its widest value (fp64: 2)
-        from ..pads import _values
+        from ..pads import all_values
         for pi, prog in enumerate(self.programs):
-            sizes = [v.dtype.itemsize for v in _values(prog.items) if v.dtype is not None]
+            sizes = [v.dtype.itemsize for v in all_values(prog.items) if v.dtype is not None]
             self._words[pi] = max(1, max(sizes, default=4) // 4)
         for pi, prog in enumerate(self.programs):
             if prog.has_dot:
@@ -162,7 +162,10 @@ class Space:
         fp32 = self.fp32_dot
         for t, ch in zip(self.tiles, self.block_choices):
             if t.in_dot:
-                want = 128 if t.role == "mn" else (32 if fp32 else 64)
+                # an M/N tile beside a whole row (a full slice in the dot, as in matmul +
+                # layer norm): ~8192 accumulators per program, not 128 rows of the row
+                want = (128 if t.row == 1 else max(16, 8192 // t.row)) if t.role == "mn" \
+                    else (32 if fp32 else 64)
             elif t.row > 1:      # rows per program: one; rows per loop step: ~4096 elements
                 want = 1 if t.kind != "loop" else max(1, 4096 // t.row)
             elif t.kind == "loop":
