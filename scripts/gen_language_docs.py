@@ -78,7 +78,7 @@ TRITON_DIFFERENCES = """\
   `interleave`, `join` / `split`, `gather`, `swizzle2d`, `fdiv`, `dot_scaled`, no tensor
   descriptors (TMA): only the names listed on this page exist.
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
-  ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
+  ([newt/passes/tc/dot_pipeline.py](../newt/passes/tc/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
   generated source is readable (`NEWT_DEBUG=1` prints the IR after passes and the CUDA C++).
