@@ -3,7 +3,7 @@
 
 The kernel is Triton's tutorial matmul with B read as the transpose of a row-major W [N, K]
 tile: `nl.dot(a, nl.trans(w), acc)`. newt rewrites the transposed load as the load of the
-transposed block (newt/passes/trans_loads.py), so it runs on the same K-major ring as the
+transposed block (newt/passes/tc/trans_loads.py), so it runs on the same K-major ring as the
 strided `B = W.T` rows of bench_matmul.py. Each config is checked first (an odd shape, 1000 x
 1500 x 777, NaN-poisoned output, against fp32 torch), then every (compiler, config) and cuBLAS
 is timed in three interleaved rounds (median); the best config of each compiler is reported.

@@ -7,7 +7,7 @@ sm_80/sm_89); the loads feeding it become an asynchronous shared-memory ring num
 and the activation runs on the accumulator's registers before the cast and the masked store.
 On sm_90a, where the ring fills most of an SM's shared memory, the kernel runs persistent: one
 CTA per SM loops over the programs, copying the next tile's first k-steps during this one's
-epilogue (newt/passes/persistent.py); `nl.program_id(0)` still numbers the programs.
+epilogue (newt/passes/tc/persistent.py); `nl.program_id(0)` still numbers the programs.
 
     python examples/05_matmul.py        # checks itself against torch (GPU, or the CPU interpreter)
 """

@@ -23,7 +23,7 @@ its position among the Python function's parameters. Parameters equal to 1 are c
 constant 1 and are not passed; constexprs are not passed. After them come the TMA maps
 (`tma_maps`, one 128-byte `__grid_constant__` each) and, for a `persistent` kernel, one i32:
 the grid's x (the number of programs), with at most one CTA per SM launched
-(passes/persistent.py; the launcher does both, runtime/launch.py).
+(passes/tc/persistent.py; the launcher does both, runtime/launch.py).
 """
 from __future__ import annotations
 
@@ -49,9 +49,9 @@ class CompiledKernel:
     local_bytes: int = 0      # stack frame bytes reported by ptxas
     log: str = ""             # NVRTC/ptxas log
     tma_maps: list = dataclasses.field(default_factory=list)   # recipes of the extra TMA map
-    #                           parameters (passes/dot_tma.py), built by the launcher per call
+    #                           parameters (passes/tc/dot_tma.py), built by the launcher per call
     persistent: bool = False  # one CTA per SM loops over the programs; the grid is a hidden
-    #                           last parameter (passes/persistent.py)
+    #                           last parameter (passes/tc/persistent.py)
     stages: list | None = None  # NEWT_DEBUG / NEWT_DUMP: the stages shown (debug_dump.py)
 
 

@@ -98,7 +98,7 @@ def _classify(v, dns: bool):
         else:
             return ("bad", "int out of 64-bit range"), v
         # 0 is not "divisible by 16" here (Triton counts it): a zero row stride (a broadcast
-        # operand) must not be taken for a TMA-able one (passes/dot_tma.py)
+        # operand) must not be taken for a TMA-able one (passes/tc/dot_tma.py)
         return ((t,) if dns else (t, v == 1, v % 16 == 0 and v != 0)), v
     if v.__class__ is float:
         return ("fp32",), v

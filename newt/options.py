@@ -47,6 +47,13 @@ def debug_enabled() -> bool:
     return env_flag("NEWT_DEBUG")
 
 
+def debug_level() -> int:
+    """NEWT_DEBUG=1: the IR after the passes and the CUDA C++; NEWT_DEBUG=2: also the IR after
+    every pass (newt/passes/__init__.py)."""
+    v = os.environ.get("NEWT_DEBUG", "0")
+    return int(v) if v.isdigit() else int(env_flag("NEWT_DEBUG"))
+
+
 def cache_dir() -> str:
     d = os.environ.get("NEWT_CACHE_DIR")
     if d:
@@ -62,6 +69,7 @@ class _Flags:
     def __init__(self):
         self.interpret = interpret_enabled()
         self.debug = debug_enabled()
+        self.debug_level = debug_level()
 
 
 flags = _Flags()

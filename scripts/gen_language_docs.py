@@ -120,7 +120,7 @@ TRITON_DIFFERENCES = """\
   blocks: `max(x, 0.0)` is a ReLU) and `nl.device_print` (the leading strings are the prefix),
   as in Triton; `max(x)` of one block is an error (use `nl.max(x, axis)`).
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
-  ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
+  ([newt/passes/tc/dot_pipeline.py](../newt/passes/tc/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
   generated source is readable (`NEWT_DEBUG=1` prints the IR after passes, each op under its

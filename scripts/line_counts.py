@@ -17,9 +17,13 @@ import sys
 import tokenize
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GROUPS = [  # (row, glob patterns relative to the repository root)
+GROUPS = [  # (row, glob patterns relative to the repository root); a file counts in its first row
+    ("wing: newt/ir/schedule.py (tensor-core decisions)", ["newt/ir/schedule.py"]),
+    ("wing: newt/passes/tc (tensor-core passes)", ["newt/passes/tc/**/*.py"]),
+    ("wing: newt/codegen/tc (tensor-core codegen)", ["newt/codegen/tc/**/*.py"]),
     ("newt: language, dtypes, options, errors", ["newt/__init__.py", "newt/language/**/*.py",
-                                                  "newt/descriptors.py", "newt/dtypes.py", "newt/options.py",
+                                                  "newt/descriptors.py",
+                                                  "newt/dtypes.py", "newt/options.py",
                                                   "newt/errors.py"]),
     ("newt/frontend (Python AST -> IR)", ["newt/frontend/**/*.py"]),
     ("newt/ir (typed block IR)", ["newt/ir/**/*.py"]),
@@ -37,6 +41,7 @@ GROUPS = [  # (row, glob patterns relative to the repository root)
       "newt/debug_dump.py"]),
     ("deuteron (tile layer)", ["deuteron/**/*.py"]),
     ("examples", ["examples/**/*.py"]),
+    ("benchmarks/lab (experiments, pinned to a commit, untested)", ["benchmarks/lab/**/*.py"]),
     ("benchmarks", ["benchmarks/**/*.py"]),
     ("scripts", ["scripts/**/*.py", "scripts/**/*.sh"]),
     ("tests", ["tests/**/*.py"]),
@@ -105,9 +110,13 @@ def table() -> str:
         rows.append((name, len(files), code, total))
     out = ["| part | files | code | total |", "|---|---:|---:|---:|"]
     out += [f"| {n} | {f} | {c:,} | {t:,} |" for n, f, c, t in rows]
-    lib = [r for r in rows if r[0].startswith(("newt", "deuteron"))]
-    out.append(f"| **library (newt + deuteron)** | {sum(r[1] for r in lib)} | "
-               f"{sum(r[2] for r in lib):,} | {sum(r[3] for r in lib):,} |")
+    core = [r for r in rows if r[0].startswith(("newt", "deuteron"))]
+    wing = [r for r in rows if r[0].startswith("wing")]
+    for label, part in (("library core (newt + deuteron)", core),
+                        ("library: the Hopper / tensor-core wing", wing),
+                        ("library (all)", core + wing)):
+        out.append(f"| **{label}** | {sum(r[1] for r in part)} | "
+                   f"{sum(r[2] for r in part):,} | {sum(r[3] for r in part):,} |")
     return "\n".join(out)
 
 

@@ -3,8 +3,8 @@
     python scripts/make_diagrams.py        # writes docs/img/*.svg
 
 Each figure is computed from the same formulas the compiler uses (the group-cyclic layout of
-newt/ir/layouts.py, the XOR swizzle of newt/codegen/dot.py (Tile), the ring schedule of
-newt/codegen/dot_ring.py, the accumulator fragment of newt/ir/layouts.py), so a figure shows
+newt/ir/layouts.py, the XOR swizzle of newt/codegen/tc/dot.py (Tile), the ring schedule of
+newt/codegen/tc/dot_ring.py, the accumulator fragment of newt/ir/layouts.py), so a figure shows
 what the code does. tests/test_docs.py checks the committed files equal what this script
 produces.
 """
@@ -148,7 +148,7 @@ def group_cyclic(numel=32, threads=4, vec=4):
 
 
 def swizzle(rows=8, chunks=8):
-    """Chunk c of row r at position c ^ (r % 8) in its 128-byte line (codegen/dot.py, Tile)."""
+    """Chunk c of row r at position c ^ (r % 8) in its 128-byte line (codegen/tc/dot.py, Tile)."""
     s = SVG(900, 335)
     s.text(450, 20, "XOR swizzle of 16-byte chunks in 128-byte rows: chunk c of row r is stored "
            "at position c ^ (r % 8)", 13, weight="bold")
@@ -245,9 +245,9 @@ def a_fragment_index(lane, i):
 
 
 def fragment_to_a(cell=26):
-    """The accumulator fragment of two adjacent m16n8 tiles (AccLayout of newt/passes/dot.py, one
+    """The accumulator fragment of two adjacent m16n8 tiles (AccLayout of newt/passes/tc/dot.py, one
     warp) holds every element in the lane that the m16n8k16 A fragment wants it in: slots
-    2j, 2j + 1 are register j of the A operand (newt/codegen/dot.py, _a_frag_regs)."""
+    2j, 2j + 1 are register j of the A operand (newt/codegen/tc/dot.py, _a_frag_regs)."""
     sys.path.insert(0, ROOT)
     from newt.ir.layouts import AccLayout
     lay = AccLayout(16, 16, 32)

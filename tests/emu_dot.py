@@ -315,7 +315,7 @@ def wgmma_models(src: str) -> tuple[str, str]:
     """(src without its wgmma device functions (dot_ptx.wgmma_instr's output, any name),
     definitions of the same functions calling the model)."""
     import re
-    from newt.codegen import dot_ptx
+    from newt.codegen.tc import dot_ptx
     kinds = {"f16": 0, "bf16": 1, "tf32": 2, "e4m3": 3, "e4m3_e5m2": 4, "e5m2_e4m3": 5, "e5m2": 6,
              "s8": 7}
     pat = re.compile(r"NEWT_DEV void (\w+)\((?:float|int)\* d, newt_u64 da, newt_u64 db, "
@@ -340,7 +340,7 @@ def wgmma_models(src: str) -> tuple[str, str]:
     return out, "".join(defs)
 
 
-# wgmma.mma_async with A from registers (newt.codegen.dot.wgmma_rs_instr), modelled like the
+# wgmma.mma_async with A from registers (newt.codegen.tc.mma.wgmma_rs_instr), modelled like the
 # wgmma above, asynchronously: at issue every thread captures the A values of its D fragment's
 # two rows (the A fragments of its warp, rows 16 * (warp % 4) + 0..15 of the m64 tile in the
 # m16n8k16 A layout, or m16n8k8's for tf32, are exchanged through a per-warp buffer); the
@@ -371,7 +371,7 @@ static void nt_wgmma_rs(float* d, const newt_u32* a, newt_u64 db, int scale_d, i
   nt_wg_compute(op);
   nt_wg.open.push_back(op);
 }
-// codegen/dot_swap.py's 8-byte shared-memory load
+// codegen/tc/dot_swap.py's 8-byte shared-memory load
 static void newt_lds64(newt_u32 a, newt_u32* d) { memcpy(d, nt_smem + a, 8); }
 """
 
@@ -381,7 +381,7 @@ def rs_models(src: str) -> tuple[str, str]:
     the model)."""
     import re
 
-    from newt.codegen.dot import wgmma_rs_instr
+    from newt.codegen.tc.mma import wgmma_rs_instr
     kinds = {"f16": 0, "bf16": 1, "tf32": 2}
     defs = []
 
@@ -422,13 +422,13 @@ def _st_shared_models(src: str) -> str:
 def emulated_source(src: str) -> str:
     """Generated CUDA C++ (header already swapped by the emulator's build) with the dot helpers
     replaced by their models."""
-    from newt.codegen import dot_ptx, dot_ring, dot_swap
-    from newt.codegen.tma import TMA_HELPERS
+    from newt.codegen.tc import dot_ptx, dot_ring, dot_swap
+    from newt.codegen.tc.tma import TMA_HELPERS
     drop = [dot_ptx.PRELUDE, dot_ptx.MMA_SYNC_HELPERS, dot_ptx.WGMMA_SYNC, dot_ptx.WGMMA_DESC,
             dot_ring._CP4, dot_swap._LDS64] + [dot_ptx.mma_sync_instr(k)
                                                for k in ("f16", "bf16", "tf32", "s8")]
-    from newt.codegen.ring_tma import load_nd_helper
-    from newt.codegen.store_tma import STORE_HELPERS
+    from newt.codegen.tc.ring_tma import load_nd_helper
+    from newt.codegen.tc.store_tma import STORE_HELPERS
     tma = TMA_HELPERS in src
     for text in drop + [TMA_HELPERS, STORE_HELPERS] + [load_nd_helper(r) for r in (3, 4, 5)]:
         src = src.replace(text, "")

@@ -104,23 +104,24 @@ _compiled: dict = {}
 
 
 def _compile(arch, D, causal, config=None, spec=True, ring_tma=True):
-    """The kernel for sm_80 / sm_90a; ring_tma=False compiles it with passes/ring_tma.py off
+    """The kernel for sm_80 / sm_90a; ring_tma=False compiles it with passes/tc/ring_tma.py off
     (K and V through the cp.async ring, as where TMA cannot read them)."""
-    from newt.passes import ring_tma as RT
+    import newt.passes as P
     cfg = dict(config or ex.config_for(D, causal))
     key = (arch, D, causal, tuple(sorted(cfg.items())), spec, ring_tma)
     if key not in _compiled:
         nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
-        plan = RT.plan_ring_tma
-        if not ring_tma:
-            RT.plan_ring_tma = lambda fn, options: None
+        passes = P.PASSES
+        if not ring_tma:     # the pass's entry in PASSES, skipped
+            P.PASSES = tuple((n, (lambda fn, options: None) if n == "ring_tma" else p)
+                             for n, p in passes)
         try:
             _compiled[key] = newt.compile(
                 ex._attn_fwd, _signature(), dict(HEAD_DIM=D, STAGE=3 if causal else 1,
                                                  EVEN_N=True, **cfg),
                 arch=arch, num_warps=nw, num_stages=ns, specialization=_SPEC if spec else None)
         finally:
-            RT.plan_ring_tma = plan
+            P.PASSES = passes
     return _compiled[key]
 
 
@@ -164,7 +165,7 @@ def test_compiles_at_benchmark_config(arch, D, causal):
     assert late == (arch == "sm_90a" and D == 64)   # (D=128: rotated, or one CTA per SM)
     R = cfg["num_stages"]
     if arch == "sm_90a":
-        # K and V by TMA (passes/ring_tma.py): 4-D boxes (head dim, key, head, batch), the
+        # K and V by TMA (passes/tc/ring_tma.py): 4-D boxes (head dim, key, head, batch), the
         # maps of both loops shared, no per-thread copy, no proxy fence in the loop; each
         # thread waits on the buffer's mbarrier, and the one barrier left guards buffer reuse
         assert k.ir.count("tma=[box(map") == (2 if causal else 1), k.ir
@@ -191,7 +192,7 @@ def test_compiles_at_benchmark_config(arch, D, causal):
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_cp_async_ring_on_sm90a_without_ring_tma(causal):
-    """Where TMA cannot read K and V (passes/ring_tma.py off here), sm_90a keeps the cp.async
+    """Where TMA cannot read K and V (passes/tc/ring_tma.py off here), sm_90a keeps the cp.async
     ring: at D=64 late copies after Q K^T's wait and a second barrier, a proxy fence before
     the wgmma reads the copied tiles."""
     k = _compile("sm_90a", 64, causal, ring_tma=False)
@@ -262,7 +263,7 @@ def test_no_rotation_with_a_small_accumulator():
 @pytest.mark.parametrize("D", [128])
 def test_rotated_key_loop_keeps_wgmma_asynchronous(D, causal):
     """num_stages=4 on sm_90a: Q K^T of the next key block is issued before the softmax of
-    this one (passes/dot_loads.py, the rotation), one barrier per key block, and ptxas keeps
+    this one (passes/tc/dot_loads.py, the rotation), one barrier per key block, and ptxas keeps
     every wgmma asynchronous (it serializes them all, with a C7514 note, when it cannot count
     the groups in flight at a wait)."""
     k = _compile("sm_90a", D, causal, ROTATED_CONFIG)
@@ -295,21 +296,22 @@ def test_normalisation_happens_in_the_fragment(arch, monkeypatch):
     own row values; the tile leaves the fragment afterwards. Through shared memory instead, the
     tile, the broadcast divisor and the quotient were alive at once: the peak of the kernel.
     (The result against SDPA: tests/test_attention_emulated.py.)"""
-    from newt.passes import dot_rows
+    import newt.passes as P
     cfg = dict(BLOCK_M=64, BLOCK_N=32, num_warps=4, num_stages=3)
     k = _compile(arch, 128, False, cfg)
     ir = k.ir.splitlines()
     div = next(i for i, line in enumerate(ir) if "binary.div" in line and "mma_acc" in line)
     out = next(i for i, line in enumerate(ir) if "dot_acc_out" in line)
     assert div < out and "dot_row_bcast" in k.ir, k.ir
-    monkeypatch.setattr(dot_rows, "_scale_in_fragment", lambda fn: None)
+    monkeypatch.setattr(P, "PASSES", tuple((n, (lambda fn, options: None) if n == "row_scale"
+                                            else p) for n, p in P.PASSES))
     _compiled.clear()
     before = _compile(arch, 128, False, cfg)
     _compiled.clear()
     assert "dot_acc_out" in before.ir, before.ir
     # The epilogue was the sm_90a peak (197 -> 143 registers with NVRTC 13.0: three blocks per
     # SM instead of two). Since its stores take the staged bits and need no scalar fallback
-    # (codegen/dot_epilogue.py) both forms peak in the key loop (146): the in-fragment
+    # (codegen/tc/dot_epilogue.py) both forms peak in the key loop (146): the in-fragment
     # division must still never cost registers
     assert k.n_regs <= before.n_regs, (k.n_regs, before.n_regs)
     assert k.n_spills == 0 and k.local_bytes == 0

@@ -267,7 +267,7 @@ def _trans_variant(tmp_path):
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_attention_with_transposed_k_emulated(monkeypatch, tmp_path, arch):
     """`nl.dot(q, nl.trans(k))`: the transposed load becomes a load of K^T's block
-    (passes/trans_loads.py), the key tiles copied straight into the dot's K-major tile as for
+    (passes/tc/trans_loads.py), the key tiles copied straight into the dot's K-major tile as for
     the example's own strides; correct against SDPA, and no transpose left in the IR."""
     import test_dot_emulated as T
     E = T._emulator(monkeypatch, arch)
@@ -294,7 +294,7 @@ def test_attention_with_transposed_k_emulated(monkeypatch, tmp_path, arch):
     ("padded", 16, dict(CFG8, num_stages=4), True),   # rows padded to 2*D: a row stride != D
 ], ids=["bnhd-d32-causal", "bnhd-d64", "padded-d16-causal"])
 def test_attention_sm90a_tma_layouts_emulated(emu90, layout, D, cfg, causal):
-    """The TMA ring (passes/ring_tma.py) over layouts whose 4-D maps are not the contiguous
+    """The TMA ring (passes/tc/ring_tma.py) over layouts whose 4-D maps are not the contiguous
     [B, H, N, D] one: [B, N, H, D] storage seen as [B, H, N, D] (the head stride smaller than
     the key stride), and rows padded to twice the head dim. Two batches, three heads, odd N."""
     torch.manual_seed(8)

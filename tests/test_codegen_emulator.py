@@ -258,7 +258,7 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
     return _LIBS[key], params
 
 
-EMU_SMS = 3    # a persistent kernel's CTAs (passes/persistent.py): several programs each
+EMU_SMS = 3    # a persistent kernel's CTAs (passes/tc/persistent.py): several programs each
 
 
 def emulate(jitfn, grid, *args, num_warps=4, **kwargs):

@@ -1,4 +1,4 @@
-"""The layout math (passes/layouts.py) and the pass decisions built on it, without NVRTC:
+"""The layout math (ir/layouts.py) and the pass decisions built on it, without NVRTC:
 every valid (thread, slot) holds a distinct element and every element is held exactly once;
 the C expressions agree with the Python reference; reduction plans and the shared-memory
 ping-pong are what codegen relies on."""

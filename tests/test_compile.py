@@ -9,7 +9,6 @@ import pytest
 import newt
 import newt.language as nl
 from newt import compiler
-from newt.errors import CompilationError
 
 ARCHS = ["sm_80", "sm_90a"]
 
@@ -177,16 +176,10 @@ def test_signature_accepts_dtypes_and_reports_params():
     assert k.options.arch == "sm_80" and "ld.global.v4" in k.ptx
 
 
-def test_dot_goes_through_the_codegen_hook():
+def test_dot_compiles_on_tensor_cores():
     sig = {"a_ptr": "*fp16", "b_ptr": "*fp16", "c_ptr": "*fp32"}
-    try:
-        from newt.codegen import dot  # noqa: F401
-    except ImportError:
-        with pytest.raises(CompilationError, match="nl.dot is not supported yet") as e:
-            compiler.compile(dot_kernel, sig, {"B": 32})
-        assert "c = nl.dot(a, b)" in str(e.value)
-        return
-    k = compiler.compile(dot_kernel, sig, {"B": 32})      # newt.codegen.dot.emit_dot
+    k = compiler.compile(dot_kernel, sig, {"B": 32})      # newt.codegen.tc.dot.emit_dot
+    assert "dot_plan=" in k.ir          # (4 warps x 16 rows do not tile M = 32: the fma engine)
     _assert_clean(k)
 
 

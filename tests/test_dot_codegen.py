@@ -8,7 +8,7 @@ from newt.ir.layouts import AccLayout, SwappedAccLayout
 
 @pytest.mark.parametrize("M,N,T", [(64, 64, 128), (128, 256, 256), (256, 128, 256), (16, 128, 256)])
 def test_swapped_acc_layout(M, N, T):
-    """C = A B computed as C^T (codegen/dot_swap.py): a bijection; each thread's fragment rows
+    """C = A B computed as C^T (codegen/tc/dot_swap.py): a bijection; each thread's fragment rows
     g, g + 8 of C^T are two adjacent columns of C (one 8-byte load of B each k); the C form
     agrees with the Python one."""
     lay = SwappedAccLayout(M, N, T)

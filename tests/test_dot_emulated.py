@@ -31,12 +31,12 @@ _STAGES = [3]
 
 
 def _load_maps(maps) -> int:
-    """How many of a build's TMA maps feed operand loads (passes/dot_tma.py)."""
+    """How many of a build's TMA maps feed operand loads (passes/tc/dot_tma.py)."""
     return sum(not m.get("optional") for m in maps)
 
 
 def _store_maps(maps) -> int:
-    """How many store the epilogue's tile (passes/store_tma.py: optional maps)."""
+    """How many store the epilogue's tile (passes/tc/store_tma.py: optional maps)."""
     return sum(bool(m.get("optional")) for m in maps)
 
 
@@ -184,7 +184,7 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
     (torch.float16, 70, 80, 48, (64, 64, 16, 4, 2), ""),
     # 5 stages (D = 4), B two 128-byte panels (two boxes per B tile)
     (torch.bfloat16, 64, 128, 400, (64, 128, 64, 4, 5), ""),
-    # tf32, computed swapped (C^T = B^T A^T, codegen/dot_swap.py): one warpgroup; two
+    # tf32, computed swapped (C^T = B^T A^T, codegen/tc/dot_swap.py): one warpgroup; two
     # warpgroups with two 64-row sub-tiles of C^T each (BN = 256); M' = 256 columns of C^T
     (torch.float32, 70, 144, 112, (64, 64, 32, 4, 3), "leaky_relu"),
     (torch.float32, 100, 304, 80, (128, 256, 32, 8, 4), ""),
@@ -196,7 +196,7 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
         "tf32-swapped-m256", "f16-256x128", "bf16-128x256"])
 def test_tutorial_matmul_tma_emulated(emu90, dt, M, N, K, cfg, act):
     """Operand rows 16-byte aligned: the ring's tiles arrive as TMA boxes on mbarriers
-    (passes/dot_tma.py, codegen/dot_tma.py), with the maps the launcher would encode."""
+    (passes/tc/dot_tma.py, codegen/tc/dot_tma.py), with the maps the launcher would encode."""
     _run_tutorial(emu90, dt, M, N, K, cfg, act)
     assert _load_maps(emu90.build.last_maps) == 2, "the ring did not take TMA"
     # 16-bit tiles leave by TMA boxes (the activation computed in the fragment); fp32 ones

@@ -1,4 +1,4 @@
-"""CPU tests of the newt-compiled tutorial matmul's pipeline (newt/codegen/dot_ring.py,
+"""CPU tests of the newt-compiled tutorial matmul's pipeline (newt/codegen/tc/dot_ring.py,
 dot_epilogue.py, dot_masks.py): the benchmark's configs compile for sm_90a and sm_80 with zero
 spills and no local memory, the copy loop steps one pointer by a constant distance, the epilogue
 stores per group from index math, and the Python model of the swizzled tile (used to prove the
@@ -70,12 +70,12 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
     tma = arch == "sm_90a" and n % 16 == 0
     if tma:
         # tiles of 16-byte aligned rows on sm_90a: TMA boxes, one map per operand
-        # (passes/dot_tma.py), no per-thread copy loop; tf32 computed swapped (C^T = B^T A^T,
+        # (passes/tc/dot_tma.py), no per-thread copy loop; tf32 computed swapped (C^T = B^T A^T,
         # B^T's fragments read from B's N-major box with 8-byte loads)
         loads = [r for r in k.tma_maps if not r.get("optional")]
         assert "cp.async.bulk.tensor" in k.ptx and len(loads) == 2
         # a 16-bit tile leaves by TMA boxes, its activation computed in the fragment
-        # (passes/store_tma.py; fp32 results of the swapped tf32 dot by per-thread stores)
+        # (passes/tc/store_tma.py; fp32 results of the swapped tf32 dot by per-thread stores)
         assert len(k.tma_maps) - len(loads) == (dt != "fp32")
         assert ("cp.async.bulk.tensor.2d.global.shared::cta" in k.ptx) == (dt != "fp32")
         # every map prefetched by thread 0 at entry, before any index math
@@ -83,7 +83,7 @@ def test_bench_configs_compile_without_spills(arch, cfg, dt, n):
         assert src.index("newt_tma_prefetch(&nt_tmap1)") < src.index("blockIdx.x")
         assert "q0 + g * dist" not in src and "ring(S=" in k.ir and ", tma)" in k.ir
         assert (" swapped" in k.ir) == (dt == "fp32")
-        # fp8: 8-bit wgmma, B's boxes transposed into its K-major tile (passes/dot_fp8.py)
+        # fp8: 8-bit wgmma, B's boxes transposed into its K-major tile (passes/tc/dot_fp8.py)
         assert ("k32.f32.e4m3.e4m3" in k.ptx) == (dt == "fp8e4nv")
         if dt == "fp32":
             assert "ld.shared.v2.b32" in k.ptx and "k8.f32.tf32.tf32" in k.ptx
@@ -109,7 +109,7 @@ def _epilogue(src):
 @pytest.mark.parametrize("dt", ["fp16", "bf16"])
 def test_aligned_epilogue_on_hopper_stores_tma_boxes(dt):
     """On sm_90a the same tile goes to shared memory in the box format and leaves as one TMA
-    box per 64-column panel (passes/store_tma.py), after a run-time test of the coordinates;
+    box per 64-column panel (passes/tc/store_tma.py), after a run-time test of the coordinates;
     no read-back of the staging tile, no vector stores."""
     epi = _epilogue(_compile("sm_90a", (128, 256, 64, 8, 4), dt).source)
     assert epi.count("newt_tma_store_2d(&nt_tmap2") == 4 and "newt_bulk_wait_read();" in epi
@@ -140,7 +140,7 @@ def test_unaligned_epilogue_keeps_the_run_time_test():
 @pytest.mark.parametrize("rows,cols,esize", [(128, 64, 2), (64, 256, 2), (128, 32, 4),
                                              (64, 32, 2)])
 def test_tile_python_model_matches_c(rows, cols, esize):
-    from newt.codegen.dot import Tile
+    from newt.codegen.tc.dot import Tile
     t = Tile(rows, cols, esize, "0")
     expr = t.chunk_addr("r", "c").replace("(u32)", "").replace("u ", " ").replace("u)", ")")
     expr = expr.replace("/", "//")
@@ -154,8 +154,8 @@ def test_tile_python_model_matches_c(rows, cols, esize):
 
 
 def test_dst_step_detects_linearity():
-    from newt.codegen.dot import Tile
-    from newt.codegen.dot_ring import _dst_step
+    from newt.codegen.tc.dot import Tile
+    from newt.codegen.tc.dot_ring import _dst_step
     from newt.ir.layouts import CyclicLayout
     # A tile 128x64 fp16, 256 threads, 8 elements per group: rows r, r+32, ...: 32*128 bytes
     assert _dst_step(CyclicLayout(128 * 64, 256, 8), Tile(128, 64, 2, "0"), 64, 8) == 4096
@@ -179,7 +179,7 @@ def test_timed_matmul_keeps_wgmma_asynchronous(cfg, dt):
 @pytest.mark.parametrize("cfg", [(256, 128, 32, 8, 4), (128, 256, 32, 8, 3), (64, 64, 16, 4, 3)],
                          ids=["256x128x32", "128x256x32", "64x64x16"])
 def test_swapped_tf32_loads_fragments_only_after_their_wgmma_retired(cfg):
-    """An in-flight wgmma reads its A registers until it completes (codegen/dot_swap.py): every
+    """An in-flight wgmma reads its A registers until it completes (codegen/tc/dot_swap.py): every
     group of fragment loads must follow a wgmma wait, never directly a wgmma that may still
     read the registers being loaded (loading first and waiting after computed wrong results on
     the H200)."""
@@ -200,7 +200,7 @@ def test_swapped_tf32_loads_fragments_only_after_their_wgmma_retired(cfg):
 def test_trans_benchmark_kernel_compiles_like_strided_wt(dt):
     """benchmarks/matmul_trans.py's kernel, `nl.dot(a, nl.trans(w))` over a row-major W
     [N, K], at each of its configs: the transposed load becomes the K-major ring of the strided
-    x @ W.T (passes/trans_loads.py), TMA boxes on sm_90a, no spills."""
+    x @ W.T (passes/tc/trans_loads.py), TMA boxes on sm_90a, no spills."""
     import torch
 
     import matmul_trans as bt

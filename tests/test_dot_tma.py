@@ -120,7 +120,7 @@ static void newt_tma_load_3d(newt_u32 dst, const newt_tmap* map, int c0, int c1,
                              newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, 0, 0, bar, 3); }
 static void newt_tma_load_4d(newt_u32 dst, const newt_tmap* map, int c0, int c1, int c2, int c3,
                              newt_u32 bar) { nt_tma_load(dst, map, c0, c1, c2, c3, 0, bar, 4); }
-// TMA store (codegen/store_tma.py): the box is read from shared memory, and written where its
+// TMA store (codegen/tc/store_tma.py): the box is read from shared memory, and written where its
 // coordinates are inside the map's extents, only at the issuing thread's wait_group.read, so
 // a missing wait leaves the output unwritten (NaN-poisoned); shared memory the box covers must
 // have been fenced (fence.proxy.async) by its writers before the issue.

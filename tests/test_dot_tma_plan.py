@@ -1,4 +1,4 @@
-"""The TMA decision of newt/passes/dot_tma.py on the CPU: which rings take TMA boxes, the map
+"""The TMA decision of newt/passes/tc/dot_tma.py on the CPU: which rings take TMA boxes, the map
 recipes handed to the launcher, the refusals (with their reason in the printed IR), and the
 launcher-side map building of newt/runtime/tensormap.py. GPU correctness: the GPU test suite
 and benchmarks/bench_matmul.py; CPU correctness of the generated code: test_dot_emulated.py."""
@@ -39,7 +39,7 @@ def _tutorial():
 def test_tutorial_matmul_takes_tma_with_the_right_recipes():
     k = _compile(_tutorial(), ACTIVATION="leaky_relu")
     a, b, c = k.tma_maps
-    # C: the epilogue's tile leaves by boxes (passes/store_tma.py), the store's mask bounds
+    # C: the epilogue's tile leaves by boxes (passes/tc/store_tma.py), the store's mask bounds
     # being the extents; optional: the kernel tests its arguments before it reads the map
     assert (c["ptr_name"], c["rows"][2], c["cols"][2], c["row_stride"][2], c["optional"]) == \
         ("c_ptr", "M", "N", "stride_cm", True)
@@ -52,7 +52,7 @@ def test_tutorial_matmul_takes_tma_with_the_right_recipes():
     assert (a["box_inner"], a["box_outer"], a["swizzle"]) == (64, 128, 128)
     assert (b["box_inner"], b["box_outer"], b["swizzle"]) == (64, 64, 128)
     # one A box, two B panels; issued in the persistent kernel's prologue and in its loop
-    # (passes/persistent.py: the 128 KB ring leaves no room for a second CTA)
+    # (passes/tc/persistent.py: the 128 KB ring leaves no room for a second CTA)
     assert k.persistent and k.source.count("newt_tma_load_2d(st") == (1 + 2) * 2
     assert "nt_tmap1" in k.source and k.n_spills == 0
     assert "ring(S=4, D=3, tma)" in k.ir

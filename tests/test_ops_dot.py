@@ -106,8 +106,8 @@ def _check_matmul(a, b, blocks, stages):
 @pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16, torch.float32], ids=name)
 def test_tutorial_matmul_aligned_rows(target, device, dt, M, N, K, stages):
     """Row strides that are multiples of 16 elements, so on sm_90a the K loop's tiles arrive
-    by TMA (passes/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages. fp32
-    (tf32) is computed swapped there, C^T = B^T A^T (codegen/dot_swap.py)."""
+    by TMA (passes/tc/dot_tma.py): masked M and N tails, a K tail (BK = 32), 2 to 4 stages. fp32
+    (tf32) is computed swapped there, C^T = B^T A^T (codegen/tc/dot_swap.py)."""
     a, b = rand((M, K), dt, device), rand((K, N), dt, device)
     _check_matmul(a, b, (64, 64, 32), stages)
 
@@ -180,7 +180,7 @@ def matmul_wt_kernel(a_ptr, w_ptr, c_ptr, M, N, K, sam, swn, scm, BM: nl.constex
 @pytest.mark.parametrize("dt", [torch.float16, torch.bfloat16], ids=name)
 def test_dot_of_transposed_load(target, device, dt, M, N, K):
     """nl.dot(a, nl.trans(w)) over tiles of a row-major w [N, K] (x @ W.T); compiled, the
-    transposed load is rewritten as a load of the transposed block (passes/trans_loads.py):
+    transposed load is rewritten as a load of the transposed block (passes/tc/trans_loads.py):
     16-byte aligned rows (K = 208) take TMA on sm_90a, K = 100 the cp.async ring."""
     a, w = rand((M, K), dt, device), rand((N, K), dt, device)
     c = poison((M, N), dt, device)

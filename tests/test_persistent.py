@@ -1,5 +1,5 @@
-"""The persistent form of a TMA-ring matmul (newt/passes/persistent.py,
-newt/codegen/persistent.py) on the CPU: which kernels take it and why the others do not
+"""The persistent form of a TMA-ring matmul (newt/passes/tc/persistent.py,
+newt/codegen/tc/persistent.py) on the CPU: which kernels take it and why the others do not
 (printed IR), the generated code run by the emulator with three SMs (so CTAs loop over several
 programs, their rings running across them), and the launcher's clamped grid and hidden grid
 parameter. GPU correctness: test_ops_dot.py / test_store_tma.py and benchmarks/bench_matmul.py

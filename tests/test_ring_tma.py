@@ -1,4 +1,4 @@
-"""The ring TMA pass (newt/passes/ring_tma.py) on the fused attention kernel: which maps its K
+"""The ring TMA pass (newt/passes/tc/ring_tma.py) on the fused attention kernel: which maps its K
 and V tiles get, what the launcher encodes from a call's arguments, and where the ring stays
 on cp.async. CPU only: NVRTC compiles for sm_90a; a recording encoder stands in for the
 driver (the emulated runs of tests/test_attention_emulated.py execute the boxes)."""
@@ -13,7 +13,7 @@ sys.path.insert(0, HERE)
 import test_attention as TA  # noqa: E402
 
 from newt.errors import LaunchError  # noqa: E402
-from newt.passes.ring_tma import BIG  # noqa: E402
+from newt.passes.tc.ring_tma import BIG  # noqa: E402
 from newt.runtime.tensormap import TensorMaps, recipe_builder  # noqa: E402
 
 SIG = list(TA._signature())

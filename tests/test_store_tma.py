@@ -1,4 +1,4 @@
-"""The epilogue's tile stored by TMA boxes (passes/store_tma.py, codegen/store_tma.py): what the
+"""The epilogue's tile stored by TMA boxes (passes/tc/store_tma.py, codegen/tc/store_tma.py): what the
 pass proves and refuses, the map the launcher builds for it (a placeholder where no map can
 describe the arguments), and the generated code on the sm_90a emulator, both the boxes and the
 element-by-element store the kernel falls back to for a tile starting at a negative row. The

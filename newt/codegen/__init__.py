@@ -15,9 +15,9 @@ and the layouts (newt/ir/layouts.py); they never import newt/passes.
 """
 from __future__ import annotations
 
-from . import (atomics, control, debug, dot, dot_epilogue, dot_loads, dot_ring, dot_rows,
-               elementwise, gather, inline_asm, libdevice, memory, reduce, scan_fn, shapes,
-               sort, store_tma)
+from . import (atomics, control, debug, elementwise, gather, inline_asm, libdevice, memory, reduce,
+               scan_fn, shapes, sort)
+from .tc import dot, dot_epilogue, dot_loads, dot_ring, dot_rows, store_tma
 from .emitter import Emitter, register
 from .header import HEADER
 
@@ -47,15 +47,15 @@ def generate(fn, options) -> tuple[str, str]:
         if p.value is not None and p.name in eq1:
             em.emit(f"const {em.ctype(p.value)} {em.name(p.value)} = 1;")
     plan = fn.attrs.get("persistent")
-    if plan is not None:   # the body inside the loop over programs (codegen/persistent.py)
-        from . import persistent
+    if plan is not None:   # the body inside the loop over programs (codegen/tc/persistent.py)
+        from .tc import persistent
         em.pid_x = "nt_pid"
         persistent.open_kernel(em)
         em.block(fn.body)
         persistent.close_kernel(em)
     else:
         em.block(fn.body)
-    # TMA tensor maps (passes/dot_tma.py): 128-byte parameters after the user's, in recipe order
+    # TMA tensor maps (passes/tc/dot_tma.py): 128-byte parameters after the user's, in recipe order
     params += [f"const __grid_constant__ newt_tmap nt_tmap{k}"
                for k in range(len(fn.attrs.get("tma_maps", ())))]
     if plan is not None:

@@ -229,7 +229,7 @@ def expr_of(em, op, operand_exprs):
 def _elementwise(em, op):
     r = op.result
     if op.attrs.get("rounded_by_user"):     # fp32 -> 16-bit cast read only by a dot's A
-        return em.alias(r, op.operands[0])  # fragment pack, which rounds (passes/dot_rows.py)
+        return em.alias(r, op.operands[0])  # fragment pack, which rounds (passes/tc/dot_rows.py)
     lay = r.attrs.get("layout")
     em.elementwise(op, lambda s: expr_of(em, op, [em.at(o, s, lay) for o in op.operands]))
 

@@ -80,14 +80,14 @@ class Emitter:
         self.inline: dict[int, str] = {}    # block values that are one scalar in every slot
         self.lazy: dict[int, object] = {}   # block values given as slot -> C expression
         # 16-bit values staged through shared memory whose storage bits are also held in an
-        # array (codegen/dot_epilogue.py): value id -> that array, for stores of the value
+        # array (codegen/tc/dot_epilogue.py): value id -> that array, for stores of the value
         self.staged_bits: dict[int, str] = {}
-        # values staged in the box format for a TMA store (codegen/store_tma.py): value id ->
+        # values staged in the box format for a TMA store (codegen/tc/store_tma.py): value id ->
         # the name of the tile's shared-space address
         self.staged_tiles: dict[int, str] = {}
         self._users = None
         self._needed: dict[int, bool] = {}
-        # program_id(0) as a C expression when it is not blockIdx.x (codegen/persistent.py)
+        # program_id(0) as a C expression when it is not blockIdx.x (codegen/tc/persistent.py)
         self.pid_x: str | None = None
         self.last_loc = None   # (file, line) of the last source comment (Options.debug)
 

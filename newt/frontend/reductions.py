@@ -125,7 +125,7 @@ def dot(b, a, other, acc=None, input_precision=None, allow_tf32=None, max_num_im
         error(f"dot: inner dimensions differ: [{m}, {k}] @ [{k2}, {n}]")
     fp8 = a.dtype.is_fp8() and o.dtype.is_fp8()
     # any pair of fp8 types, as in Triton: kept for the dot-pipeline pass, which picks 8-bit
-    # wgmma or casts both to fp16 (exact) for the arch (newt/passes/dot_fp8.py)
+    # wgmma or casts both to fp16 (exact) for the arch (newt/passes/tc/dot_fp8.py)
     if a.dtype is not o.dtype and not fp8:
         error(f"dot: operands must have one dtype, got {a.dtype.name} and {o.dtype.name} "
               f"(cast one with .to())")

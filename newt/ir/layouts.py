@@ -137,7 +137,7 @@ def flat_of(coords: list[str], shape: tuple) -> str:
 
 
 # ----------------------------------------------------------------------------- tensor-core fragments
-# (the accumulator layouts of newt/passes/dot.py; the row vectors of newt/passes/dot_rows.py)
+# (the accumulator layouts of newt/passes/tc/dot.py; the row vectors of newt/passes/tc/dot_rows.py)
 
 class FragmentLayout(Layout):
     """A tensor-core fragment: every slot holds an element; row_col(tid, s) says which."""
@@ -214,7 +214,7 @@ class AccLayout(FragmentLayout):
 
 
 class SwappedAccLayout(FragmentLayout):
-    """The accumulator of C = A B computed as C^T = B^T A^T (a "swapped" dot, passes/dot_tma.py:
+    """The accumulator of C = A B computed as C^T = B^T A^T (a "swapped" dot, passes/tc/dot_tma.py:
     tf32 with B in N-major tiles, which wgmma reads only from registers). The fragment is
     AccLayout(N, M)'s, of C^T, with its rows (C's columns) permuted within each warpgroup's
     64-row sub-tile: row r = 16w + l/4 + 8h of the sub-tile holds column `perm(w, l/4, h)`.

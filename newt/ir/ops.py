@@ -79,3 +79,26 @@ OPCODES = {
     "libdevice", "gather", "sort", "scan_fn", "histogram", "inline_asm", "map_fn",
 }
 TERMINATORS = {"yield", "condition", "return"}
+
+# Opcodes the tensor-core passes create (never the frontend). The verifier knows them, so that
+# it can run after the passes; their decisions live in attrs (newt/ir/schedule.py objects).
+#
+# | opcode            | created by                | operands / meaning |
+# |-------------------|---------------------------|--------------------|
+# | dot_ring_load     | passes/tc/dot.py          | a load feeding a ring dot: its tile is copied into the ring (attrs ring, ring_role) |
+# | dot_ring_drain    | passes/tc/dot_pipeline.py | - : the ring's last tiles consumed after its loop (attrs dot) |
+# | dot_acc_out       | passes/tc/dot.py, dot_pipeline.py | acc: the accumulator leaves the fragment layout (attrs dot_plan, ring, tma_store) |
+# | dot_async_wait    | passes/tc/dot_loads.py    | - : wait for a ring's copies / a deferred wgmma |
+# | dot_tile_load     | passes/tc/dot_loads.py    | a load (ptr [, mask [, other]]) copied straight into a dot's tile (attrs tile) |
+# | dot_tile_prefetch | passes/tc/dot_loads.py    | - : the tiles of the loop's first iterations copied ahead (attrs loads, loop) |
+# | dot_stage_a       | passes/tc/dot_rows.py     | a: a loop-invariant A tile staged once (attrs tile, dot_plan) |
+# | dot_row_reduce    | passes/tc/dot_rows.py     | x: a row reduction of a fragment (a renamed reduce), result in AccRowLayout |
+# | dot_row_bcast     | passes/tc/dot_rows.py, fragment_epilogue.py | row: a row vector read in the fragment layout |
+# | dot_frag_icomp    | passes/tc/fragment_epilogue.py | x: index math recomputed in the fragment layout |
+# | tma_store         | passes/tc/store_tma.py    | ptr, value [, mask]: the epilogue's store by TMA boxes (attrs tma_store) |
+# | dot_store         | codegen/tc/dot_epilogue.py | a store of a staged accumulator (renamed where it is emitted) |
+PASS_OPCODES = {
+    "dot_ring_load", "dot_ring_drain", "dot_acc_out", "dot_async_wait", "dot_tile_load",
+    "dot_tile_prefetch", "dot_stage_a", "dot_row_reduce", "dot_row_bcast", "dot_frag_icomp",
+    "tma_store", "dot_store",
+}

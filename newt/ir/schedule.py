@@ -1,10 +1,26 @@
 """Tensor-core schedule objects: the decisions the passes record on the IR and codegen reads.
 
-Where it sits: in the IR, beside the layouts (layouts.py). The passes create these (passes/dot.py
-plans each dot, passes/dot_loads.py and dot_rows.py the tiles, passes/dot_tma.py, ring_tma.py
-and store_tma.py the TMA boxes, passes/smem.py the regions) and the printer shows them; codegen
-(codegen/dot*.py, tma.py) follows them. Also the shared-memory sizes both sides agree on: a
-dot's tiles (`dot_bytes`), its epilogue staging (`acc_out_bytes`), the arch's limit.
+Where it sits: in the IR, beside the layouts (layouts.py) and the pointer analyses
+(pointers.py, index_forms.py). The passes create these objects and the printer shows them;
+codegen (newt/codegen/tc/) follows them and never imports the passes:
+
+    DotPlan      engine and instruction kind of each dot (passes/tc/dot.py: op.attrs["dot_plan"])
+    RingPlan     a dot loop's ring of S stages, consumed D iterations late (tc/dot_pipeline.py:
+                 attrs["ring"])
+    TmaOperand   an operand's ring filled by TMA boxes (tc/dot_tma.py: RingPlan.tma)
+    RingBox      attention's K / V tiles by boxes of N-D maps (tc/ring_tma.py: attrs["tma"])
+    StoreBox     the epilogue's store by TMA boxes (tc/store_tma.py: attrs["tma_store"])
+    PersistPlan  one CTA per SM over the programs (tc/persistent.py: fn.attrs["persistent"])
+    StagedTile   a loop-invariant A tile staged once (tc/dot_rows.py: attrs["staged"])
+    TileRef      which dot tile a dot_tile_load fills (tc/dot_loads.py: attrs["tile"])
+    TmaBox       one box shape and swizzle (tile_boxes), shared with runtime/tensormap.py
+
+Each knows its shared-memory bytes (`smem_bytes`, `nbytes`); `dot_bytes` and `acc_out_bytes`
+give a synchronous dot's tiles and an accumulator's staging, `smem_limit` the arch's limit.
+RingPlan and PersistPlan still carry a `state` dict in which codegen keeps the C names it
+declared (per compile), and smaller decisions remain plain attrs keys (a_src / b_src,
+b_kmajor, tile_ring, smem_offset, cp_wait, ring_issue, ring_ready, wg_defer, rotate,
+recompute_index), listed where each pass sets them.
 """
 from __future__ import annotations
 
@@ -16,7 +32,7 @@ from .layouts import AccLayout, SwappedAccLayout
 # K covered by one instruction is 32 bytes of the input element
 _TC_INPUTS = {"float16": 2, "bfloat16": 2, "float32": 4, "int8": 1, "float8e4nv": 1,
               "float8e5": 1}
-# 8-bit floats: wgmma's type names; a mixed pair is "<A>_<B>" (newt/passes/dot_fp8.py)
+# 8-bit floats: wgmma's type names; a mixed pair is "<A>_<B>" (newt/passes/tc/dot_fp8.py)
 _FP8_KIND = {"float8e4nv": "e4m3", "float8e5": "e5m2"}
 FP8_KINDS = ("e4m3", "e5m2", "e4m3_e5m2", "e5m2_e4m3")
 
@@ -29,7 +45,7 @@ class DotPlan:
     N: int
     K: int
     esize: int
-    swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/dot_tma.py)
+    swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/tc/dot_tma.py)
 
     def __str__(self):
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
@@ -38,8 +54,8 @@ class DotPlan:
 
 def acc_out_bytes(op) -> int:
     """Shared-memory bytes a tensor-core dot_acc_out stages its tile through: the tile in the
-    box format when it leaves by TMA (passes/store_tma.py), else rows padded by 8 words
-    (codegen/dot_epilogue.py). It reuses the dot's ring when the ring holds that many."""
+    box format when it leaves by TMA (passes/tc/store_tma.py), else rows padded by 8 words
+    (codegen/tc/dot_epilogue.py). It reuses the dot's ring when the ring holds that many."""
     sb = op.attrs.get("tma_store")
     if sb is not None:
         return sb.rows * sb.cols * sb.esize
@@ -95,7 +111,7 @@ def b_tile_bytes(plan) -> int:
 def dot_bytes(op, plan) -> int:
     """Shared memory of a synchronous tensor-core dot: its A tile (unless A comes from
     registers or a staged tile) at a 1024-byte aligned size, then its B tile (two of them,
-    1024-byte aligned, when it is a ring of R buffers: attrs["tile_ring"], passes/dot_loads.py)."""
+    1024-byte aligned, when it is a ring of R buffers: attrs["tile_ring"], passes/tc/dot_loads.py)."""
     ring = op.attrs.get("tile_ring")
     if ring:
         return a_tile_bytes(op, plan) + ring * b_tile_bytes(plan)
@@ -125,6 +141,120 @@ class TileRef:
 
     def __str__(self):
         return f"{self.role}-tile"
+
+
+# ----------------------------------------------------------------------------- rings, TMA, persistence
+# (recorded by passes/tc/dot_pipeline.py, dot_tma.py, ring_tma.py, store_tma.py, persistent.py)
+
+@dataclasses.dataclass
+class RingPlan:
+    stages: int            # S: tiles in shared memory
+    defer: int             # D: a tile is consumed D iterations after its copy started
+    wait_after: int        # wgmma groups left in flight after a consumption (1 or 0)
+    a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
+    stage_bytes: int
+    early: bool = False    # consume at the iteration's first ring load, before its copies
+    b_kmajor: bool = False    # B's tile is [N][K]: 4- and 1-byte inputs, and any B whose
+                              # pointer block is contiguous along K (x @ W.T)
+    tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
+    tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
+    persist: object = None    # the PersistPlan when the kernel runs persistent (persistent.py)
+    state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
+
+    @property
+    def smem_bytes(self) -> int:
+        """The ring: S stages of an A and a B tile."""
+        return self.stages * self.stage_bytes
+
+    def __str__(self):
+        how = ", tma" if self.tma else (f", cp.async: {self.tma_why}" if self.tma_why else "")
+        return f"ring(S={self.stages}, D={self.defer}{how})"
+
+
+@dataclasses.dataclass
+class TmaOperand:
+    role: str                 # "a" or "b"
+    map_index: int            # which extra kernel parameter holds this operand's map
+    rows: int                 # the tile (= the box set) in elements
+    cols: int
+    esize: int
+    row0: object              # scalar Value or int: the tile's first row / column at iteration 0
+    col0: object
+    adv_axis: int             # the axis the loop advances (0 rows, 1 cols)
+    adv: int                  # elements per iteration along adv_axis
+
+    @property
+    def smem_bytes(self) -> int:
+        """One stage's tile of this operand."""
+        return self.rows * self.cols * self.esize
+
+
+@dataclasses.dataclass(repr=False)
+class RingBox:
+    """How one ring load's tile is copied: boxes of map `map_index` (rank 2 + len(coords))."""
+    map_index: int
+    rows: int                 # the tile: rows x cols elements, cols contiguous
+    cols: int
+    esize: int
+    col0: int                 # first column
+    row_rest: object          # the first row at iteration iv: row_rest + iv * row_c
+    row_c: int                # (row_rest None, an int or a Value defined before the loop)
+    coords: list              # the u terms' scalar Values, outer map dimensions in order
+
+    @property
+    def smem_bytes(self) -> int:
+        return self.rows * self.cols * self.esize
+
+    def __repr__(self):     # (the printed IR: prefetch attrs tma=[...])
+        return f"box(map {self.map_index}, {self.rows}x{self.cols}, rank {2 + len(self.coords)})"
+
+
+@dataclasses.dataclass
+class StoreBox:
+    map_index: int
+    rows: int                 # the tile: BM x BN elements of `esize` bytes
+    cols: int
+    esize: int
+    row0: object              # scalar Value or int: the tile's first row / column
+    col0: object
+    ptr: object               # the pointer parameter's Value, the row stride (Value or int)
+    stride: object
+    bound_r: object           # the mask's bounds (Value or int)
+    bound_c: object
+
+    @property
+    def smem_bytes(self) -> int:
+        """The staged tile the boxes are stored from (in the ring's idle region)."""
+        return self.rows * self.cols * self.esize
+
+    def __repr__(self):       # (the printed IR)
+        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
+
+
+@dataclasses.dataclass(repr=False)
+class PersistPlan:
+    ring: object              # the dot's RingPlan
+    loop: object
+    store: object                # the tma_store
+    slice_ops: list           # top-level scalar ops computing the boxes' coordinates
+    bound_ops: list           # ... and the loop's bounds (no program id among them)
+    box_bytes: int            # one 64-column panel of the C tile
+    n_boxes: int
+    free_boxes: int           # panels staged in the freed ring stage; the rest in `extra`
+    state: dict = dataclasses.field(default_factory=dict)   # codegen's names
+
+    @property
+    def smem_bytes(self) -> int:
+        """Beyond the ring: the C panels that do not fit its freed stage."""
+        return self.extra_bytes
+
+    @property
+    def extra_bytes(self) -> int:
+        return (self.n_boxes - self.free_boxes) * self.box_bytes
+
+    def __repr__(self):
+        return (f"persistent(S={self.ring.stages}, C panels {self.free_boxes} in the freed "
+                f"stage + {self.n_boxes - self.free_boxes})")
 
 
 # ----------------------------------------------------------------------------- shared memory

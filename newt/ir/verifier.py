@@ -2,7 +2,7 @@
 optionally after passes: a failure here is a compiler bug, never a user error, so it raises
 VerifierError naming the op, its printed form and its source location.
 
-Checked: known opcodes; every operand defined before use in an enclosing scope; identical operand
+Checked: known opcodes (the frontend's, and the tensor-core passes' PASS_OPCODES); every operand defined before use in an enclosing scope; identical operand
 types for elementwise ops; result types of each op; shape rules of splat/broadcast/reshape/permute;
 pointer rules of addptr/load/store/atomic; region signatures and terminators of for/while/if.
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 from .. import dtypes as D
 from ..errors import NewtError
 from .core import Block, BlockType, Function, Op, ScalarType, is_block
-from .ops import ATOMIC_KINDS, BINARY_OPS, COMPARISONS, OPCODES, REDUCE_KINDS, TERMINATORS, UNARY_OPS
+from .ops import (ATOMIC_KINDS, BINARY_OPS, COMPARISONS, OPCODES, PASS_OPCODES, REDUCE_KINDS,
+                  TERMINATORS, UNARY_OPS)
 
 
 class VerifierError(NewtError):
@@ -50,7 +51,7 @@ def _block(block: Block, defined: set, top=False):
         defined.add(a.id)
     n = len(block.ops)
     for i, op in enumerate(block.ops):
-        if op.opcode not in OPCODES:
+        if op.opcode not in OPCODES and op.opcode not in PASS_OPCODES:
             _fail(op, "unknown opcode")
         for v in op.operands:
             if v.id not in defined:

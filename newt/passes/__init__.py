@@ -1,43 +1,94 @@
 """Passes: IR -> IR decisions, run in order after the frontend and before codegen.
 
-    masks        masks the value ranges prove all-true are dropped (masks.py)
-    scaled_reduce max / min of a block times a positive constant: the reduction first
-                 (scaled_reduce.py)
-    dot_pipeline loads that feed only a dot go through an asynchronous shared-memory ring (dot_pipeline.py)
-    wide_index   64-bit offsets for tensors of 2**31+ elements (wide_index.py)
-    layout       a register layout for every block value; how shape ops move data (layout.py)
-    dot_rows     dot results' row statistics and the next dot's A operand stay in the
-                 fragment layout; loop-invariant A tiles staged once (dot_rows.py)
-    store_tma    a dot epilogue's masked store of a TMA-ring dot as TMA boxes (store_tma.py)
-    accesses     each block load's and store's vector accesses: their groups tested at run
-                 time or proven, addressed by immediate offsets or index math (accesses.py)
-    smem         reduction plans and the shared-memory scratch arena (smem.py)
-    persistent   a TMA-ring matmul as one CTA per SM looping over program ids (persistent.py)
-    occupancy    the blocks per SM asked of ptxas (smem.py)
+Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints the IR after each.
+
+  core
+    masks             masks the value ranges prove all-true are dropped (masks.py)
+    scaled_reduce     max / min of a block times a positive constant: the reduction first
+                      (scaled_reduce.py)
+  tensor cores, before layouts (tc/dot_pipeline.py, tc/trans_loads.py, tc/dot_fp8.py)
+    reduce_pointers   pointer strength reduction in loops holding a dot
+    trans_loads       dot(a, trans(load)) -> dot(a, load of the transpose)
+    fp8_dots          fp8 dots wgmma cannot take run on fp16 tensor cores
+    dot_ring          loads that feed only a dot go through an asynchronous shared-memory ring
+    dot_tma           rings whose tiles are provably boxes are filled by TMA (tc/dot_tma.py)
+    ring_drain        the ring's tiles consumed after its loop
+  core
+    wide_index        64-bit offsets for tensors of 2**31+ elements (wide_index.py)
+    layout            a register layout for every block value (layout.py; the dot's accumulator
+                      layout from tc/dot.py)
+    icomp             index-computable values (layout.py)
+    runs              run facts: contiguity, divisibility, constant masks (runs.py)
+    movement          how each layout conversion moves its data (layout.py)
+  tensor cores, after layouts (tc/dot_rows.py, tc/fragment_epilogue.py, tc/dot_loads.py,
+  tc/ring_tma.py, tc/store_tma.py)
+    acc_between_loops an accumulator passed from loop to loop stays in the fragment
+    dot_rows          dot results' row statistics stay in the fragment layout
+    row_scale         acc / l[:, None] in the fragment
+    frag_cast         the epilogue's elementwise ops up to the 16-bit cast in the fragment
+    dot_operands      A from registers; loop-invariant A tiles staged once
+    tile_loads        loads feeding only a synchronous dot copied straight into its tile
+    prefetch          attention's ring of tiles across iterations
+    ring_tma          attention's rings by TMA boxes
+    recompute_index   fragment index math inside loops recomputed, not hoisted
+    store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
+  core
+    accesses          each block load's and store's vector accesses (accesses.py)
+    smem              reduction plans and the shared-memory regions (smem.py)
+  tensor cores
+    persistent        a TMA-ring matmul as one CTA per SM looping over program ids
+                      (tc/persistent.py)
+  core
+    occupancy         the blocks per SM asked of ptxas (smem.py)
 
 Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so the printed IR
 (NEWT_DEBUG=1) shows every choice codegen will follow.
 """
 from __future__ import annotations
 
+import sys
+
 from .accesses import plan_accesses
-from .dot_pipeline import pipeline_dots
-from .dot_rows import fuse_dot_rows
-from .layout import assign_layouts
+from .layout import assign_layouts, decide_movement, mark_icomp
 from .masks import drop_true_masks
-from .persistent import plan_persistent
+from .runs import mark_runs
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
-from .store_tma import plan_store_tma
+from .tc.dot_fp8 import lower_fp8_dots
+from .tc.dot_loads import plan_prefetch, plan_tile_loads
+from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
+from .tc.dot_rows import fuse_rows, plan_operands
+from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, recompute_index,
+                                   scale_in_fragment)
+from .tc.persistent import plan_persistent
+from .tc.ring_tma import plan_ring_tma
+from .tc.store_tma import plan_store_tma
+from .tc.trans_loads import load_transposed_operands
 from .wide_index import mark_wide_indices
 
 PASSES = (
     ("masks", drop_true_masks),
     ("scaled_reduce", scale_reductions),
-    ("dot_pipeline", pipeline_dots),
+    ("reduce_pointers", reduce_pointers),
+    ("trans_loads", load_transposed_operands),
+    ("fp8_dots", lower_fp8_dots),
+    ("dot_ring", plan_rings),
+    ("dot_tma", plan_tma_rings),
+    ("ring_drain", place_drains),
     ("wide_index", mark_wide_indices),
     ("layout", assign_layouts),
-    ("dot_rows", fuse_dot_rows),
+    ("icomp", mark_icomp),
+    ("runs", lambda fn, options: mark_runs(fn)),
+    ("movement", decide_movement),
+    ("acc_between_loops", keep_acc_between_loops),
+    ("dot_rows", fuse_rows),
+    ("row_scale", scale_in_fragment),
+    ("frag_cast", cast_in_fragment),
+    ("dot_operands", plan_operands),
+    ("tile_loads", plan_tile_loads),
+    ("prefetch", plan_prefetch),
+    ("ring_tma", plan_ring_tma),
+    ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),
     ("accesses", plan_accesses),
     ("smem", plan_shared_memory),
@@ -47,6 +98,11 @@ PASSES = (
 
 
 def run_passes(fn, options):
-    for _, p in PASSES:
+    from ..ir.printer import format_function
+    from ..options import flags
+    for name, p in PASSES:
         fn = p(fn, options) or fn
+        if flags.debug_level >= 2:
+            print(f"// ===== newt IR after pass {name}: {fn.name}\n{format_function(fn)}",
+                  file=sys.stderr)
     return fn

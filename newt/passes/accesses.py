@@ -14,7 +14,7 @@ stores of `width` bytes. Two choices remain per access:
                      plus a constant, which the instruction takes as an immediate offset
             index    every group's pointer comes from its own index math
 
-The rule, from benchmarks/memory_variants.py on the H200 (2026-12-02, three calls, 7
+The rule, from benchmarks/lab/memory_variants.py on the H200 (2026-12-02, three calls, 7
 interleaved rounds; docs/results/2026-12-02-1630-h200.md):
   - Masked groups of 32-bit or wider elements are tested and indexed even when the facts
     prove them static. The softmax (fp32) reads 1% faster that way (4,104 against 4,064

@@ -19,15 +19,14 @@ get a `convert_layout`.
 Layout choice: one layout per block *size* (numel) in a kernel, so reshapes and casts never
 move data: group-cyclic with vec = 16 bytes / the narrowest element read or written in memory
 at that size (4 when none). Anchored layouts (a `dot` accumulator, chosen by
-newt.passes.dot.result_layout when that module exists) propagate forward through elementwise
+newt.passes.tc.dot.result_layout) propagate forward through elementwise
 ops and loop-carried values; index-computable operands follow for free.
 """
 from __future__ import annotations
 
 from ..ir.core import BlockType, Op, Value, is_block
 from ..ir.layouts import CyclicLayout, Layout
-from .dot import result_layout
-from .runs import mark_runs
+from .tc.dot import result_layout
 
 # ops whose operands and results share one layout, elementwise
 ELEMENTWISE = {"cast", "binary", "unary", "select", "fma", "addptr", "load", "store", "atomic",
@@ -249,10 +248,19 @@ def _decide_movement(fn):
 
 
 def assign_layouts(fn, options):
-    """Run the layout pass on `fn` in place (see the module docstring)."""
+    """A layout for every block value (see the module docstring)."""
     _Assigner(fn, options.num_threads).run()
+    return fn
+
+
+def mark_icomp(fn, options):
+    """Index-computable values (any thread can compute any element)."""
     _mark_icomp(fn.body, set())
-    mark_runs(fn)
+    return fn
+
+
+def decide_movement(fn, options):
+    """How each layout conversion moves its data (after the run facts, passes/runs.py)."""
     _decide_movement(fn)
     fn.attrs["num_threads"] = options.num_threads
     return fn

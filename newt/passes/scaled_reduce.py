@@ -7,7 +7,7 @@ Where it sits: after the mask pass, before the dot passes, on float blocks only.
 Why: softmax and attention written the direct way, `s = q @ k.T * scale; m = max(s)` (as
 deuteron traces it from PyTorch), multiply every score by the scale before the max. With the max
 taken first, one multiply per row replaces one per score, the row max reads the dot's result
-where the dot left it (passes/dot_rows.py), and the remaining use of `s`, `exp2(s - m)`, fuses
+where the dot left it (passes/tc/dot_rows.py), and the remaining use of `s`, `exp2(s - m)`, fuses
 the multiply into one FFMA. Triton's tutorial does this by hand (`max(qk) * qk_scale`).
 
 Exact: x -> fl(x * c) is monotonic for c > 0, so every comparison the reduction makes picks the

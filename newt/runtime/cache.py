@@ -233,7 +233,8 @@ def python_code(src: str, filename: str):
 # ---- identity of the code that makes a kernel -------------------------------------------------
 
 _compiler_id = None
-_COMPILER_FOLDERS = ("frontend", "ir", "passes", "codegen", "language",
+_COMPILER_FOLDERS = ("frontend", "ir", "passes", "codegen", os.path.join("passes", "tc"),
+                     os.path.join("codegen", "tc"), "language",
                      os.path.join("language", "extra"), os.path.join("language", "extra", "cuda"))
 _COMPILER_FILES = ("compiler.py", "descriptors.py", "dtypes.py", "options.py",
                    os.path.join("runtime", "nvrtc.py"))

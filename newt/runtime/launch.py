@@ -61,7 +61,7 @@ def _prepared_launch(cu_launch, config_addr, func, params_addr):
 def _packing_maps(pack_into, params, first: int, recipes, slot_of, persistent=None):
     """pack_into that also points params[first + k] at the tensor map of recipe k, built
     (or found in the cache) from the packed values. `persistent` = (c_int32 slot, SM count)
-    for a persistent kernel (passes/persistent.py): at most one CTA per SM is launched (the
+    for a persistent kernel (passes/tc/persistent.py): at most one CTA per SM is launched (the
     kernel loops over the programs) and the grid itself goes into the hidden parameter."""
     from .tensormap import recipe_builder
     build = recipe_builder(recipes, slot_of)
@@ -130,10 +130,10 @@ class Launcher(KernelInfo):
         # One trailing NULL: the driver reads only as many slots as the kernel has; the NULL lets
         # a recording stand-in driver (tests) find the end.
         addrs = [base + 8 * slot_of[p["index"]] for p in meta["params"]]
-        # TMA tensor maps (passes/dot_tma.py) follow the user's parameters: their slots point at
+        # TMA tensor maps (passes/tc/dot_tma.py) follow the user's parameters: their slots point at
         # maps encoded from this call's arguments, so packing also refreshes them
         recipes = meta.get("tma_maps") or ()
-        # a persistent kernel (passes/persistent.py) takes the grid as its last parameter
+        # a persistent kernel (passes/tc/persistent.py) takes the grid as its last parameter
         grid = ctypes.c_int32() if meta.get("persistent") else None
         hidden = [ctypes.addressof(grid)] if grid is not None else []
         self.params = (ctypes.c_void_p * (len(addrs) + len(recipes) + len(hidden) + 1))(

@@ -1,8 +1,8 @@
 """Host-side TMA tensor maps (CUtensorMap) for newt's sm_90a kernels, built once and looked up.
 
 Where it sits: runtime, next to the launch path. A kernel that loads tiles with
-cp.async.bulk.tensor (the TMA rings of newt/passes/dot_tma.py and ring_tma.py, the epilogue
-stores of passes/store_tma.py) takes one 128-byte map per operand as a `__grid_constant__`
+cp.async.bulk.tensor (the TMA rings of newt/passes/tc/dot_tma.py and ring_tma.py, the epilogue
+stores of passes/tc/store_tma.py) takes one 128-byte map per operand as a `__grid_constant__`
 parameter. The map encodes the global address, the 2-D shape, the row stride, the box and the
 swizzle; the box and swizzle come from newt/ir/schedule.py's `tile_boxes`, the same function
 the kernel's copies are generated from, so both sides agree.
@@ -104,7 +104,7 @@ def _source(src, vals):
 
 
 def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
-    """For a kernel's TMA recipes (passes/dot_tma.py, passes/ring_tma.py and passes/store_tma.py,
+    """For a kernel's TMA recipes (passes/tc/dot_tma.py, passes/tc/ring_tma.py and passes/tc/store_tma.py,
     fn.attrs["tma_maps"]), a function of the launch's packed values (in runtime-parameter
     order) returning the host address of each recipe's map. `slot_of` maps a Python parameter
     index to its position in those values. A launch with the same tensors and sizes as an
@@ -131,7 +131,7 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
         m = maps if maps is not None else default_maps()
         out = []
         for slot, kind, rows, cols, stride, box, outer, positive, name, optional in plans:
-            for p in positive:          # passes/ring_tma.py: an offset index's divisor
+            for p in positive:          # passes/tc/ring_tma.py: an offset index's divisor
                 if _source(p, vals) < 1:
                     raise LaunchError(f"argument '{p[2]}' is {_source(p, vals)}: the TMA copies "
                                       f"of '{name}' divide by it and need it >= 1")
@@ -145,7 +145,7 @@ def recipe_builder(recipes, slot_of, maps: TensorMaps | None = None):
             except ValueError as e:
                 if not optional:
                     raise LaunchError(f"argument '{name}': {e}") from None
-                # passes/store_tma.py: the kernel tests the arguments before it reads this map
+                # passes/tc/store_tma.py: the kernel tests the arguments before it reads this map
                 # and stores without it when they fail; any valid map fills the slot
                 out.append(m.address(vals[slot], kind, 1, box.inner, box.inner, box, outer))
         return out

@@ -1,11 +1,11 @@
 """fp8 dots: native 8-bit wgmma where the hardware can take the operands, fp16 otherwise.
 
-Where it sits: inside the dot pipeline pass (dot_pipeline.pipeline_dots), after loop-carried
+Where it sits: the `fp8_dots` entry of PASSES (newt/passes/__init__.py), after loop-carried
 pointer blocks were rewritten as `I + splat(offset)` (so their strides can be read) and before
 rings are planned (a cast between a load and its dot keeps the load out of the ring).
 Consumes `dot` ops whose two operands are fp8 blocks (the frontend keeps them: any pair of
 float8e4nv / float8e5, as Triton accepts); afterwards every dot either has fp8 operands and a
-plan on the wgmma engine (kinds e4m3 / e5m2 / e4m3_e5m2 / e5m2_e4m3, newt/passes/dot.py), or
+plan on the wgmma engine (kinds e4m3 / e5m2 / e4m3_e5m2 / e5m2_e4m3, newt/passes/tc/dot.py), or
 fp16 operands made by a `cast` in front of it.
 
 Why the conditions: wgmma.mma_async reads 8-bit operands from shared memory only K-major (no
@@ -23,11 +23,11 @@ native one accumulates them with the tensor cores' fp8 precision, as Triton's do
 """
 from __future__ import annotations
 
-from .. import dtypes as D
-from ..ir.builder import type_like
-from ..ir.core import Op
-from ..ir.pointers import k_contiguous
-from ..ir.schedule import plan_dot, uses_wgmma
+from ... import dtypes as D
+from ...ir.builder import type_like
+from ...ir.core import Op
+from ...ir.pointers import k_contiguous
+from ...ir.schedule import plan_dot, uses_wgmma
 
 
 def _is_fp8_dot(op) -> bool:
@@ -56,7 +56,7 @@ def native(op, options) -> tuple[bool, str]:
 def lower_fp8_dots(fn, options):
     for op in [o for o in fn.walk() if _is_fp8_dot(o)]:
         ok, why = native(op, options)
-        if ok:       # the plan (an fp8 kind) is made where every dot's is (passes/dot.py)
+        if ok:       # the plan (an fp8 kind) is made where every dot's is (passes/tc/dot.py)
             continue
         op.attrs["fp8_via_fp16"] = why      # printed: why the dot runs on fp16 tensor cores
         blk = op.parent

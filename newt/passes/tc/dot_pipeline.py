@@ -19,7 +19,7 @@ Consumes the frontend's IR; produces:
    carried value used only by the dot, and the dot's result only by the loop's yield (so
    consuming tile i at iteration i + D and the last D tiles at the last iteration computes the
    same sum), acc is fp32 or int32, and the dot runs on tensor cores.
-   Codegen (newt/codegen/dot.py) then emits, per iteration i, with D = S - 1:
+   Codegen (newt/codegen/tc/dot.py) then emits, per iteration i, with D = S - 1:
        first ring load: if i >= D: wait for tile i-D, fence, barrier;
                         wgmma (sm_90a): consume stage (i-D) % S, leaving it in flight
                         (wait_group 1 retires tile i-D-1's), barrier: stage i % S is free
@@ -29,45 +29,21 @@ Consumes the frontend's IR; produces:
                         at the last iteration: wait for all, consume the remaining tiles
 
 3. TMA rings. On sm_90a a wgmma ring whose tiles are provably boxes of 2-D tensors
-   (passes/dot_tma.py: aligned pointer parameter, row stride, `start + arange` indices, mask
-   terms bounded by parameters) gets ring.tma and the schedule of codegen/dot_tma.py: D = S-1,
+   (passes/tc/dot_tma.py: aligned pointer parameter, row stride, `start + arange` indices, mask
+   terms bounded by parameters) gets ring.tma and the schedule of codegen/tc/dot_tma.py: D = S-1,
    tiles copied by TMA on mbarriers, no CTA barrier in the loop.
 
-Listed in newt/passes/__init__.py's PASSES. Codegen: newt/codegen/dot_ring.py (ring loads: one pointer per operand stepped by a
+Listed in newt/passes/__init__.py's PASSES. Codegen: newt/codegen/tc/dot_ring.py (ring loads: one pointer per operand stepped by a
 constant, invariant tests declared before the loop, slow groups gathered out of line),
 dot_masks.py (one test per 16-byte group), dot_epilogue.py (dot_acc_out through padded shared
 memory; the epilogue's stores addressed per group from index math).
 """
 from __future__ import annotations
 
-import dataclasses
-
-from .. import dtypes as D
-from ..ir.core import BlockType, Op, ScalarType, is_block
-from ..ir.schedule import plan_dot, uses_wgmma
-from .dot_fp8 import lower_fp8_dots
-from ..ir.pointers import b_tile_kmajor
-from .trans_loads import load_transposed_operands
-
-
-@dataclasses.dataclass
-class RingPlan:
-    stages: int            # S: tiles in shared memory
-    defer: int             # D: a tile is consumed D iterations after its copy started
-    wait_after: int        # wgmma groups left in flight after a consumption (1 or 0)
-    a_bytes: int           # stage layout: A tile, then B tile (both 1024-byte aligned)
-    stage_bytes: int
-    early: bool = False    # consume at the iteration's first ring load, before its copies
-    b_kmajor: bool = False    # B's tile is [N][K]: 4- and 1-byte inputs, and any B whose
-                              # pointer block is contiguous along K (x @ W.T)
-    tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
-    tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
-    persist: object = None    # the PersistPlan when the kernel runs persistent (persistent.py)
-    state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
-
-    def __str__(self):
-        how = ", tma" if self.tma else (f", cp.async: {self.tma_why}" if self.tma_why else "")
-        return f"ring(S={self.stages}, D={self.defer}{how})"
+from ... import dtypes as D
+from ...ir.core import BlockType, Op, ScalarType, is_block
+from ...ir.pointers import b_tile_kmajor
+from ...ir.schedule import RingPlan, plan_dot, uses_wgmma
 
 
 def _new_op(block, index, opcode, operands, rtype, attrs=None, loc=None):
@@ -191,7 +167,7 @@ def _mark_ring(loop, options):
         op.attrs["dot_plan"] = plan
         op.attrs["ring"] = ring
         for role, ld in zip("ab", loads):
-            # the opcode becomes dot_ring_load in the layout pass (passes/dot.py), after the
+            # the opcode becomes dot_ring_load in the layout pass (passes/tc/dot.py), after the
             # pass has chosen vector widths from the loads
             ld.attrs.update(ring_role=role, ring=ring, ring_first=False)
         # the first ring load of the body issues the iteration's wait + barrier
@@ -228,17 +204,36 @@ def _acc_out(loop, options):
             op.operands = [out if o is res else o for o in op.operands]
 
 
-def pipeline_dots(fn, options):
-    loops = [op for op in fn.walk() if op.opcode == "for"
-             and any(o.opcode == "dot" for o in op.regions[0].ops)]
-    for loop in loops:
+def _dot_loops(fn):
+    return [op for op in fn.walk() if op.opcode == "for"
+            and any(o.opcode == "dot" for o in op.regions[0].ops)]
+
+
+def reduce_pointers(fn, options):
+    """1. Pointer strength reduction in every loop holding a dot."""
+    for loop in _dot_loops(fn):
         _reduce_pointers(loop)
-    load_transposed_operands(fn)     # dot(a, trans(load)) -> dot(a, load of the transpose)
-    lower_fp8_dots(fn, options)      # reads the strides of the reduced pointer blocks
-    for loop in loops:
+    return fn
+
+
+def plan_rings(fn, options):
+    """2. The cp.async ring of each loop's dot, and the accumulator's way out (dot_acc_out)."""
+    for loop in _dot_loops(fn):
         _mark_ring(loop, options)
         _acc_out(loop, options)
+    return fn
+
+
+def plan_tma_rings(fn, options):
+    """3. TMA boxes for the rings that can take them (passes/tc/dot_tma.py)."""
+    for loop in _dot_loops(fn):
         _plan_tma(fn, loop, options.num_threads)
+    return fn
+
+
+def place_drains(fn, options):
+    """The ring's drain after each loop."""
+    for loop in _dot_loops(fn):
         _drain_after(loop)
     return fn
 
@@ -264,8 +259,8 @@ class _DotRef:
 
 
 def _plan_tma(fn, loop, num_threads):
-    """wgmma rings whose tiles are provably TMA boxes (passes/dot_tma.py) take TMA copies
-    (codegen/dot_tma.py): the same depth and order as the cp.async wgmma ring (D = S-1,
+    """wgmma rings whose tiles are provably TMA boxes (passes/tc/dot_tma.py) take TMA copies
+    (codegen/tc/dot_tma.py): the same depth and order as the cp.async wgmma ring (D = S-1,
     consumption first), with mbarriers instead of CTA barriers."""
     from .dot_tma import plan_tma
     body = loop.regions[0]

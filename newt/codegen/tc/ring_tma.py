@@ -1,9 +1,9 @@
-"""Codegen of a tile ring fed by TMA boxes (the facts of newt/passes/ring_tma.py): attention's K
+"""Codegen of a tile ring fed by TMA boxes (the facts of newt/passes/tc/ring_tma.py): attention's K
 and V tiles copied by one thread, completing on one mbarrier per ring buffer.
 
 Where it sits: codegen helpers for dot_loads.py (the ring's prologue and its copies of later
 iterations), dot.py and dot_loop.py (the first dot's wait). The ring keeps plan_prefetch's
-schedule (passes/dot_loads.py) and replaces only how a tile lands:
+schedule (passes/tc/dot_loads.py) and replaces only how a tile lands:
 
     before the loop   fence.proxy.async (tiles staged before the loop by st.shared, Q, are
                       read by wgmma), thread 0 initialises R mbarriers (count 1), barrier;
@@ -21,9 +21,10 @@ with cp.async: both proxies' ordering is the wgmma wait plus that barrier.
 """
 from __future__ import annotations
 
-from .dot import add_helpers, late_region, dot_tiles
+from .dot import late_region, dot_tiles
+from .dot_ptx import add_helpers
 from .dot_tma import map_param
-from ..ir.schedule import tile_boxes
+from ...ir.schedule import tile_boxes
 from .tma import TMA_HELPERS
 
 

@@ -1,5 +1,5 @@
 """One test per 16-byte group for the masks of the dot ring's copies and the dot epilogue's
-stores (newt/codegen/dot_ring.py, dot_epilogue.py).
+stores (newt/codegen/tc/dot_ring.py, dot_epilogue.py).
 
 Where it sits: codegen helper. Consumes an index-computable mask block and the coordinates of a
 group's elements; produces C conditions whose conjunction is the AND of the mask over the group.
@@ -12,7 +12,7 @@ value per group. `and` splits; shape ops map coordinates; anything else is teste
 """
 from __future__ import annotations
 
-from ..ir.core import Op, is_block
+from ...ir.core import Op, is_block
 
 _SHAPE = ("broadcast", "reshape", "permute", "convert_layout")
 _SYM = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}
@@ -34,7 +34,7 @@ def _uniform(v) -> bool:
 
 def group_mask(em, mask, coords_list) -> list[str]:
     """C conditions, all true iff mask is true at every coordinate tuple in coords_list."""
-    from .shapes import source_coords, value_at   # (shapes imports the passes: import late)
+    from ..shapes import source_coords, value_at   # (shapes imports the passes: import late)
     op = mask.owner
     if isinstance(op, Op) and is_block(mask.type):
         c = op.opcode

@@ -1,6 +1,6 @@
 """Dot TMA pass: ring loads whose tiles are boxes of a 2-D tensor arrive by TMA.
 
-Where it sits: inside the dot pipeline pass (dot_pipeline.pipeline_dots), after the ring is
+Where it sits: the `dot_tma` entry of PASSES (newt/passes/__init__.py), after the ring is
 planned; it only adds facts. On sm_90a with wgmma, a ring's two operand loads become copies of
 one box each (cp.async.bulk.tensor, one thread issuing them, completing on an mbarrier) when
 the pass can prove that a box computes exactly what the pointer block and mask compute:
@@ -22,44 +22,20 @@ axis: those rows are never written, so what they hold does not matter.
 
 Facts recorded: `ring.tma = [TmaOperand(A), TmaOperand(B)]` and fn.attrs["tma_maps"], the
 recipes the launcher builds CUtensorMaps from (newt/runtime/tensormap.py): one per operand, in
-the order of the kernel's extra `__grid_constant__` parameters. Codegen: codegen/dot_tma.py.
+the order of the kernel's extra `__grid_constant__` parameters. Codegen: codegen/tc/dot_tma.py.
 A ring the pass cannot prove stays on cp.async, with the reason in ring.tma_why (printed IR).
 """
 from __future__ import annotations
 
-import dataclasses
-
-from ..ir.layouts import SwappedAccLayout
-from ..ir.pointers import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
-                           k_contiguous, launch_value, lt_term, mask_terms, op_of, param_of,
-                           ptr_terms, same, split_ptr)
-from ..ir.schedule import tile_boxes
+from ...ir.layouts import SwappedAccLayout
+from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
+                               launch_value, lt_term, mask_terms, op_of, param_of, ptr_terms,
+                               same)
+from ...ir.pointers import k_contiguous, split_ptr
+from ...ir.schedule import TmaOperand, tile_boxes
 
 TMA_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8",
          "int8": "u8"}
-
-
-@dataclasses.dataclass
-class TmaOperand:
-    role: str                 # "a" or "b"
-    map_index: int            # which extra kernel parameter holds this operand's map
-    rows: int                 # the tile (= the box set) in elements
-    cols: int
-    esize: int
-    row0: object              # scalar Value or int: the tile's first row / column at iteration 0
-    col0: object
-    adv_axis: int             # the axis the loop advances (0 rows, 1 cols)
-    adv: int                  # elements per iteration along adv_axis
-
-    def coords(self, em, it: str) -> tuple[str, str]:
-        """C expressions of the tile's (first column, first row) at ring iteration `it`."""
-        c = [_c(em, self.row0), _c(em, self.col0)]
-        c[self.adv_axis] = f"({c[self.adv_axis]} + {it} * {self.adv})"
-        return c[1], c[0]
-
-
-def _c(em, v) -> str:
-    return str(v) if isinstance(v, int) else f"(int){em.name(v)}"
 
 
 def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
@@ -218,7 +194,7 @@ def _store_masked(op, v, axis, start, wrap) -> bool:
 
 def _carried_step(ld, body, yld):
     """The per-iteration step s of a ring load's carried offset (its update `o + cast(s)` in
-    the loop's yield; passes/dot_pipeline.py wrote it), or None."""
+    the loop's yield; passes/tc/dot_pipeline.py wrote it), or None."""
     split = split_ptr(ld.operands[0], body)
     if split is None or split[1] not in body.args[1:]:
         return None
@@ -239,7 +215,7 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     tf32 with B contiguous along N: wgmma reads a 4-byte B from shared memory only K-major, and
     a box lands N-major. The dot is then computed swapped, C^T = B^T A^T (plan.swap,
     SwappedAccLayout): A's K-major tile is wgmma's B, B^T's fragments are read from B's tile
-    into registers (codegen/dot_swap.py)."""
+    into registers (codegen/tc/dot_swap.py)."""
     body = loop.regions[0]
     yld = body.ops[-1]
     plan = dot.attrs["dot_plan"]

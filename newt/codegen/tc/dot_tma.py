@@ -1,4 +1,4 @@
-"""Codegen of a dot ring fed by TMA boxes (the facts of newt/passes/dot_tma.py).
+"""Codegen of a dot ring fed by TMA boxes (the facts of newt/passes/tc/dot_tma.py).
 
 Where it sits: called by dot_ring.py for a RingPlan with `tma` set. The ring keeps its S stages
 of [A tile | B tile]; behind them sit S "full" and S "empty" mbarriers. Per iteration i, with
@@ -26,9 +26,21 @@ user's parameters); the launcher encodes them from the call's arguments
 """
 from __future__ import annotations
 
-from .dot import add_helpers, late_region
-from ..ir.schedule import tile_boxes
+from .dot import late_region
+from .dot_ptx import add_helpers
+from ...ir.schedule import tile_boxes
 from .tma import TMA_HELPERS
+
+
+def operand_coords(em, t, it: str) -> tuple[str, str]:
+    """C expressions of TmaOperand t's tile (first column, first row) at ring iteration `it`."""
+    c = [_c(em, t.row0), _c(em, t.col0)]
+    c[t.adv_axis] = f"({c[t.adv_axis]} + {it} * {t.adv})"
+    return c[1], c[0]
+
+
+def _c(em, v) -> str:
+    return str(v) if isinstance(v, int) else f"(int){em.name(v)}"
 
 
 def map_param(k: int) -> str:
@@ -69,7 +81,7 @@ def emit_producer(em, ring, it: str):
 def issue_boxes(em, ring, g: str, k: str, before_copies=()):
     """(thread 0) ring copy number `g` into stage g % S, once tile g - S left it: the boxes of
     k-step `k` (the loop's iteration; g itself unless the ring runs across programs,
-    codegen/persistent.py). `before_copies`: lines between the empty wait and the copies."""
+    codegen/tc/persistent.py). `before_copies`: lines between the empty wait and the copies."""
     st = ring.state
     S = ring.stages
     full, empty = ring_barriers(ring)
@@ -83,7 +95,7 @@ def issue_boxes(em, ring, g: str, k: str, before_copies=()):
     em.emit(f"const u32 st = {st['base']} + (u32)s * {ring.stage_bytes}u;")
     em.emit(f"newt_mbar_expect_tx(fb, {nbytes}u);")
     for t, off in ((ta, 0), (tb, ring.a_bytes)):
-        x, y = t.coords(em, k)
+        x, y = operand_coords(em, t, k)
         _, boxes = tile_boxes(t.rows, t.cols, t.esize)
         for inner, soff in boxes:
             em.emit(f"newt_tma_load_2d(st + {off + soff}u, &{map_param(t.map_index)}, "

@@ -168,3 +168,8 @@ def wgmma_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
         f"    : {outs}\n"
         "    : \"l\"(da), \"l\"(db), \"r\"(scale_d));\n"
         "}\n")
+
+
+def add_helpers(em, *parts):
+    for key, text in parts:
+        em.helpers.setdefault(key, text)

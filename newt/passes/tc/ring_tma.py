@@ -1,7 +1,7 @@
-"""Ring TMA pass: the two tiles of a tile ring (attention's K and V, passes/dot_loads.py,
+"""Ring TMA pass: the two tiles of a tile ring (attention's K and V, passes/tc/dot_loads.py,
 plan_prefetch) arrive as TMA boxes on mbarriers instead of per-thread cp.async copies.
 
-Where it sits: called by the dot-rows pass right after plan_prefetch; it only adds facts. On
+Where it sits: the `ring_tma` entry of PASSES, right after `prefetch`; it only adds facts. On
 sm_90a with wgmma, a ring load becomes boxes of an N-D tensor map when the pass can prove that
 the boxes read exactly what the pointer block and mask read:
 
@@ -25,44 +25,26 @@ zeros where the pointer program would read before the tensor: the pass accepts o
 proves non-negative (program ids, constants, casts, sums, products, // and % of those).
 
 What it buys (H200, 2026-12-01, attention B=4 H=32 N=4096 fp16, hand-transformed generated
-code first, benchmarks/attention_variants.py): D=64 404 -> 428 TFLOP/s, D=128 434 -> 469
+code first, benchmarks/lab/attention_variants.py): D=64 404 -> 428 TFLOP/s, D=128 434 -> 469
 (Triton 408 / 435): no per-thread address, predicate and copy instructions in the key loop,
 no proxy fence, one block barrier fewer per key block at D=64.
 
 Facts: prefetch op attrs "tma" = [RingBox per load] and fn.attrs["tma_maps"] recipes (the
 launcher encodes them: runtime/tensormap.py); the first dot "ring_tma", and "ring_fence" /
 "ring_barrier" (whether its wait keeps the proxy fence / the block barrier). Or "tma_why"
-with the reason on the prefetch op (printed IR). Codegen: codegen/ring_tma.py.
+with the reason on the prefetch op (printed IR). Codegen: codegen/tc/ring_tma.py.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from .. import dtypes as D
-from ..ir.core import Block, Op
-from ..ir.schedule import tile_boxes, uses_wgmma
-from ..ir.pointers import (NoMatch, arange_index, binop_of, index_constant, iv_affine, lt_term,
-                           mask_terms, op_of, param_of, ptr_terms, same)
+from ... import dtypes as D
+from ...ir.core import Block, Op
+from ...ir.schedule import RingBox, tile_boxes, uses_wgmma
+from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
+                               lt_term, mask_terms, op_of, param_of, ptr_terms, same)
 from .dot_loads import IrRef, op_inside
 from .dot_tma import TMA_KIND
 
 BIG = (1 << 31) - 1      # extent of an axis nothing bounds: every int32 coordinate is inside
-
-
-@dataclasses.dataclass(repr=False)
-class RingBox:
-    """How one ring load's tile is copied: boxes of map `map_index` (rank 2 + len(coords))."""
-    map_index: int
-    rows: int                 # the tile: rows x cols elements, cols contiguous
-    cols: int
-    esize: int
-    col0: int                 # first column
-    row_rest: object          # the first row at iteration iv: row_rest + iv * row_c
-    row_c: int                # (row_rest None, an int or a Value defined before the loop)
-    coords: list              # the u terms' scalar Values, outer map dimensions in order
-
-    def __repr__(self):     # (the printed IR: prefetch attrs tma=[...])
-        return f"box(map {self.map_index}, {self.rows}x{self.cols}, rank {2 + len(self.coords)})"
 
 
 def tma_stride(fn, v, es, what):
@@ -248,7 +230,7 @@ def plan_ring_tma(fn, options):
                 raise NoMatch("the dots are not wgmma")
             boxes = []
             for ld, d in zip(loads, dots):
-                # (ring buffers are B tiles, each at a 1024-byte aligned offset: codegen/dot.py)
+                # (ring buffers are B tiles, each at a 1024-byte aligned offset: codegen/tc/dot.py)
                 if ld.attrs["tile"].role != "b":
                     raise NoMatch("a ring tile is not a dot's B")
                 rb, recipe = _ring_box(fn, loop, ld, bool(d.attrs.get("b_kmajor")), positive)

@@ -6,7 +6,7 @@ writes (8 rows x 4 column pairs per warp) then hit each bank at most twice inste
 and the reads back in the group-cyclic layout take 16 bytes at a time where a group holds whole
 4-word runs (scalar reads of 8 consecutive words per thread conflict 8 ways).
 
-Where it sits: codegen. newt/codegen/dot_ring.py's `dot_acc_out` handler (which moves the
+Where it sits: codegen. newt/codegen/tc/dot_ring.py's `dot_acc_out` handler (which moves the
 accumulator out of the fragment layout) renames the stores that consume it to `dot_store`
 (see `claim_stores`), after the layout pass has planned them as ordinary stores: same operands
 (ptr, value[, mask]) and layouts, so the layout pass's vector widths and run-length facts hold.
@@ -20,14 +20,16 @@ nothing per-slot but the values outlives its group.
 """
 from __future__ import annotations
 
-from ..ir.core import Op, is_block
-from ..ir.layouts import CyclicLayout
-from ..ir.pointers import static_groups
-from ..ir.schedule import acc_layout, acc_out_bytes
+from ...ir.core import Op, is_block
+from ...ir.layouts import CyclicLayout
+from ...ir.pointers import static_groups
+from ...ir.schedule import acc_layout, acc_out_bytes
 from . import store_tma
-from .dot import FRAG_PACK, add_helpers, late_region, planned_base
-from .emitter import handles
-from .memory import NARROW, bits_of, mask_all, pack_store, utype, to_bits
+from .dot import late_region, planned_base
+from .dot_ptx import add_helpers
+from .mma import FRAG_PACK
+from ..emitter import handles
+from ..memory import NARROW, bits_of, mask_all, pack_store, utype, to_bits
 
 _CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
 
@@ -182,7 +184,7 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     assert all(src.py_flat(t, 2 * p + 1) == src.py_flat(t, 2 * p) + 1
                and src.py_flat(t, 2 * p) % 2 == 0
                for t in range(T) for p in range(src.nslots // 2)), "fragment pairs"
-    if op.attrs.get("tma_store"):     # passes/store_tma.py: the tile leaves by TMA boxes
+    if op.attrs.get("tma_store"):     # passes/tc/store_tma.py: the tile leaves by TMA boxes
         return store_tma.stage(em, op, src, base, n, pack)
     em.emit(f"u16* {buf} = (u16*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
@@ -238,7 +240,7 @@ def _acc_out(em, op):
     buf = em.fresh("accx")
     n = em.name(x)
     half = _HALF.get(x.dtype.name) if ct == "float" else None
-    if half is not None:   # a 16-bit value (passes/dot_rows.py, step 8): staged as its bits
+    if half is not None:   # a 16-bit value (passes/tc/dot_rows.py, step 8): staged as its bits
         return _acc_out_16(em, op, src, dst, base, buf, n, half)
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()

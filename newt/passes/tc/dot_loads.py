@@ -1,7 +1,7 @@
 """Dot tile loads: a `load` whose only user is a synchronous tensor-core `dot` copies straight
 into the dot's shared-memory tile, without registers.
 
-Where it sits: called by the dot-rows pass (dot_rows.py, after the layout pass). Consumes a
+Where it sits: the `tile_loads` and `prefetch` entries of PASSES, after dot_rows. Consumes a
 dot with a plan on the "mma" engine and no cp.async ring (dot_pipeline.py handles loops whose
 accumulator is carried; attention's dots are not); rewrites
 
@@ -21,9 +21,9 @@ block along one axis when it is a compile-time constant (a stride specialized as
 """
 from __future__ import annotations
 
-from ..ir.core import Op, is_block
-from ..ir.pointers import b_tile_kmajor, int_constant
-from ..ir.schedule import TileRef
+from ...ir.core import Op, is_block
+from ...ir.pointers import b_tile_kmajor, int_constant
+from ...ir.schedule import TileRef
 
 
 def _zero(v) -> bool:
@@ -175,7 +175,7 @@ def plan_prefetch(fn, options):
     "ring_ready",
     "rotate_from" = the first dot; prefetch op "ahead"; dot_async_wait "next" = the loop
     inside it."""
-    from ..ir.schedule import uses_wgmma
+    from ...ir.schedule import uses_wgmma
     for loop in [op for op in fn.walk() if op.opcode == "for"]:
         body = loop.regions[0]
         iv = body.args[0]
@@ -244,7 +244,7 @@ def plan_prefetch(fn, options):
 def _rotatable(dot, body, uses, options):
     """The first dot can run one iteration ahead (plan_prefetch's rotation): wgmma, A a tile
     staged before the loop, a zero accumulator, its result read only inside the body."""
-    from ..ir.schedule import uses_wgmma
+    from ...ir.schedule import uses_wgmma
     return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
         and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
         and all(op_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))

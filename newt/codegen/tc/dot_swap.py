@@ -1,7 +1,7 @@
 """Codegen of a swapped dot (plan.swap): C^T = B^T A^T on wgmma, for tf32 tiles that arrive by TMA.
 
 Where it sits: called by dot_ring.py's `_consume` for a TMA ring whose dot the dot-TMA pass
-marked swapped (newt/passes/dot_tma.py). Why swapped: wgmma reads a 4-byte operand from shared
+marked swapped (newt/passes/tc/dot_tma.py). Why swapped: wgmma reads a 4-byte operand from shared
 memory only K-major, and a TMA box of B ([K][N], N contiguous) lands N-major. Transposing B on
 its way in costs a register round trip per element (the cp.async ring's 4-byte transposed
 copies). Swapped, nothing is transposed:
@@ -22,11 +22,12 @@ two halves with their own fragment registers X and Y, each half one commit group
 Each load overwrites registers whose wgmma has retired while the other half keeps the tensor
 cores busy. X is read again (an empty asm) after the second half's issue: X and Y are then
 alive together, so the compiler cannot give them the same registers. After the tile, the
-last one is retired, as the ring expects (codegen/dot_tma.py releases its stage).
+last one is retired, as the ring expects (codegen/tc/dot_tma.py releases its stage).
 """
 from __future__ import annotations
 
-from .dot import b_tile_layout, b_tile_offset, desc_base, add_helpers, desc_plus, wgmma_rs_instr
+from .dot_ptx import add_helpers
+from .mma import b_tile_layout, b_tile_offset, desc_base, desc_plus, wgmma_rs_instr
 from .dot_ptx import WGMMA_HELPERS
 
 _LDS64 = """NEWT_DEV void newt_lds64(newt_u32 addr, newt_u32* lo_hi) {

@@ -1,4 +1,4 @@
-"""Codegen of the dot-rows pass's ops (newt/passes/dot_rows.py): row reductions and broadcasts
+"""Codegen of the dot-rows pass's ops (newt/passes/tc/dot_rows.py): row reductions and broadcasts
 inside the accumulator fragment, and the one-time staging of a loop-invariant A tile.
 
 Where it sits: codegen. Consumes
@@ -6,7 +6,7 @@ Where it sits: codegen. Consumes
                   over its N/4 columns of each of its rows (registers only), then
                   __shfl_xor_sync over lanes 1 and 2 (the quad holding the row's other columns)
   dot_row_bcast   row in AccRowLayout -> AccLayout(M, N): no code, a lazy block whose slot s
-                  reads the row slot of s (newt.passes.dot_rows.acc_row_slot)
+                  reads the row slot of s (newt.ir.layouts.acc_row_slot)
   dot_stage_a     the A operand -> its swizzled tile at the planned shared-memory offset
                   (a barrier first: the region may have been read by an earlier dot)
   dot_frag_icomp  an index-computable value evaluated in AccLayout inside a loop, from the
@@ -14,12 +14,13 @@ Where it sits: codegen. Consumes
 """
 from __future__ import annotations
 
-from ..ir.layouts import acc_row_slot
-from .dot import Tile, add_helpers, stage_tile, opaque_thread, planned_base
+from ...ir.layouts import acc_row_slot
+from .dot import Tile, stage_tile, opaque_thread, planned_base
+from .dot_ptx import add_helpers
 from .dot_ptx import PRELUDE
-from .elementwise import binary_expr
-from .emitter import handles
-from .reduce import shfl
+from ..elementwise import binary_expr
+from ..emitter import handles
+from ..reduce import shfl
 
 _OPS = {"sum": "add", "max": "maximum", "min": "minimum"}
 
@@ -71,7 +72,7 @@ def _frag_icomp(em, op):
     """An index-computable value recomputed in the accumulator layout inside a loop (the
     causal mask of attention): (row, column) of each fragment slot from the layout's own
     formula, with a thread index NVRTC does not hoist (see dot.opaque_thread)."""
-    from .shapes import value_at      # (shapes imports the passes: import late)
+    from ..shapes import value_at      # (shapes imports the passes: import late)
     x, r = op.operands[0], op.result
     lay = r.attrs["layout"]
     n = em.declare(r)

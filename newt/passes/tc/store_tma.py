@@ -2,7 +2,7 @@
 
 Where it sits: after dot_rows (which moves the epilogue's cast in front of `dot_acc_out`, so
 the value leaving the fragment layout is already 16-bit) and before smem. On sm_90a, for a dot
-whose ring arrives by TMA (passes/dot_tma.py), the masked store of the epilogue
+whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilogue
 
     store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
     rows = r0 + arange(BM), cols = c0 + arange(BN)      P a 16-byte aligned pointer parameter,
@@ -18,7 +18,7 @@ long as r0 and c0 are non-negative and X and Y positive. The kernel tests that a
 user's mask, so the two forms agree for every argument.
 
 What goes away (measured as a hand transformation of the generated code on the H200,
-2026-12-01, benchmarks/matmul_variants.py `tmastore`): the read-back of padded rows into the
+2026-12-01, benchmarks/lab/matmul_variants.py `tmastore`): the read-back of padded rows into the
 group-cyclic layout, 128 address and mask computations per thread and 16 vector stores; the
 tile's bytes are the same. fp16 2048^3 591 -> 601 TFLOP/s, 8192^3 637 -> 642, bf16 2048^3 603
 -> 622 (best of four configs each, one process).
@@ -32,11 +32,9 @@ the acc_out's attrs["tma_store_why"] (printed IR).
 """
 from __future__ import annotations
 
-import dataclasses
-
-from ..ir.pointers import (NoMatch, arange_index, launch_value, lt_term, mask_terms, param_of,
-                           ptr_terms, same)
-from ..ir.schedule import tile_boxes
+from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms, param_of,
+                               ptr_terms, same)
+from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
 from .ring_tma import tma_stride
 
@@ -46,23 +44,6 @@ from .ring_tma import tma_stride
 _QUIET = {"constant", "binary", "unary", "cast", "arange", "splat", "program_id", "select",
           "addptr", "num_programs"}
 _MOVES = {"reshape", "broadcast", "expand_dims"}
-
-
-@dataclasses.dataclass
-class StoreBox:
-    map_index: int
-    rows: int                 # the tile: BM x BN elements of `esize` bytes
-    cols: int
-    esize: int
-    row0: object              # scalar Value or int: the tile's first row / column
-    col0: object
-    ptr: object               # the pointer parameter's Value, the row stride (Value or int)
-    stride: object
-    bound_r: object           # the mask's bounds (Value or int)
-    bound_c: object
-
-    def __repr__(self):       # (the printed IR)
-        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
 
 
 def _store_of(fn, out):

@@ -5,13 +5,13 @@ Where it sits: the layout pass (layout.py) calls `result_layout(op, num_threads)
 values, every epilogue value computed from it), so that bias, activation, cast and masked store
 work on the tensor-core fragment in place, without a trip through shared memory. The same call
 records the decision in `op.attrs["dot_plan"]` (a DotPlan, shown by the printer); codegen
-(newt/codegen/dot.py) follows it.
+(newt/codegen/tc/dot.py) follows it.
 
 Engines:
   "mma"   tensor cores. On sm_90a with num_warps % 4 == 0 and 16-bit, tf32, fp8 or int8 inputs
           codegen uses wgmma.mma_async (warpgroups); otherwise ldmatrix + mma.sync (sm_80+).
           Both produce the same accumulator layout (AccLayout), so the layout does not depend
-          on the arch. fp8 reaches a plan only where wgmma takes it (passes/dot_fp8.py).
+          on the arch. fp8 reaches a plan only where wgmma takes it (passes/tc/dot_fp8.py).
   "fma"   exact scalar products (fp32 with input_precision="ieee", fp64, and shapes the
           fragment layout cannot cover): result in the default group-cyclic layout.
 
@@ -25,8 +25,8 @@ register order of a wgmma m64nN accumulator and of consecutive mma.sync m16n8 C 
 """
 from __future__ import annotations
 
-from ..errors import CompilationError
-from ..ir.schedule import acc_layout, plan_dot
+from ...errors import CompilationError
+from ...ir.schedule import acc_layout, plan_dot
 
 
 
@@ -74,7 +74,7 @@ def _route_loop_result(dot):
     uses = [o for o in parent.walk() if res in o.operands]
     if not uses or any(o.opcode == "dot_acc_out" for o in uses):
         return
-    from ..ir.core import Op
+    from ...ir.core import Op
     out = Op("dot_acc_out", [res], [res.type],
              {"dot_plan": dot.attrs["dot_plan"], "ring": dot.attrs.get("ring")}, (), loop.loc)
     out.parent = parent

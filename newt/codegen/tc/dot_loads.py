@@ -1,4 +1,4 @@
-"""Codegen of `dot_tile_load` (newt/passes/dot_loads.py): global memory -> a synchronous dot's
+"""Codegen of `dot_tile_load` (newt/passes/tc/dot_loads.py): global memory -> a synchronous dot's
 shared-memory tile, 16 bytes at a time, addresses and masks from index math.
 
 Where it sits: codegen. Consumes the load's pointer (and mask) blocks, both index-computable,
@@ -14,20 +14,21 @@ contiguous dimension). Per chunk, at run time:
 The barrier first: the region was last read by an earlier dot (the two dots of attention share
 it, passes/smem.py).
 
-Tile rings (passes/dot_loads.py, plan_prefetch): both tiles of iteration i + ahead are issued
+Tile rings (passes/tc/dot_loads.py, plan_prefetch): both tiles of iteration i + ahead are issued
 by the body's first dot while its mma runs (emit_ahead_tiles: the induction variable replaced
 by iv + ahead * step in the index math, the tiles into that iteration's ring buffers), those of
 the first `ahead` iterations by `dot_tile_prefetch` before the loop. A ring whose tiles are
-TMA boxes (passes/ring_tma.py: prefetch attrs "tma") is copied by ring_tma.py instead.
+TMA boxes (passes/tc/ring_tma.py: prefetch attrs "tma") is copied by ring_tma.py instead.
 """
 from __future__ import annotations
 
-from ..ir.pointers import axis_stride, chunk_divisor, uniform_along
+from ...ir.pointers import axis_stride, chunk_divisor, uniform_along
 from . import ring_tma
-from .dot import OPAQUE_TID, Tile, add_helpers, dot_tiles, opaque_thread
+from .dot import OPAQUE_TID, Tile, dot_tiles, opaque_thread
+from .dot_ptx import add_helpers
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
-from .emitter import handles
+from ..emitter import handles
 
 
 @handles("dot_tile_load")
@@ -51,7 +52,7 @@ def _prefetch(em, op):
     loop = op.attrs["loop"].x
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     ahead = op.attrs["ahead"]
-    tma = op.attrs.get("tma")           # the tiles arrive by TMA (passes/ring_tma.py)
+    tma = op.attrs.get("tma")           # the tiles arrive by TMA (passes/tc/ring_tma.py)
     if tma:
         ring_tma.prologue(em, op)       # (its barrier is this one)
     else:
@@ -152,7 +153,7 @@ def _declare_ring_pointers(em, op, lb):
     """Before the loop: one pointer per 16-byte chunk of this thread at the loop's first
     iteration, and the per-iteration delta (the pass proved the pointer block moves by the
     same iv_slope everywhere); each copy then reads its pointer and advances it."""
-    from .shapes import value_at
+    from ..shapes import value_at
     sl = op.attrs.get("iv_slope")
     plan, tile, transposed, epc, cpr, nchunks = _geometry(em, op)
     if sl is None or nchunks % em.T or not _simple(em, op, transposed, epc):
@@ -209,7 +210,7 @@ def emit_tile_copy(em, op, iv_expr=None):
 
 
 def _copy(em, op):
-    from .shapes import value_at      # (shapes imports the passes: import late)
+    from ..shapes import value_at      # (shapes imports the passes: import late)
     if op.attrs.get("ring_ptrs"):
         return _ring_copy(em, op)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
@@ -251,7 +252,7 @@ def _copy(em, op):
 def _checked_copy(em, ptr, mask, coords, contig, epc, u):
     """One chunk tested at run time: cp.async where aligned and wholly unmasked, else an
     element-wise gather (0 where masked off) and one st.shared."""
-    from .shapes import value_at
+    from ..shapes import value_at
     conds = ["(((u64)(p0)) & 15) == 0"]
     if not contig:
         conds += [f"({value_at(em, ptr, coords(e))} == p0 + {e})" for e in range(1, epc)]
@@ -273,7 +274,7 @@ def _ring_copy(em, op):
     """The copies of a ring load with per-chunk pointers (_declare_ring_pointers): per chunk
     one zero-filling cp.async from its pointer, then the pointer moves to the next
     iteration."""
-    from .shapes import value_at
+    from ..shapes import value_at
     names, delta, offs, tvar = op.attrs["ring_ptrs"]
     plan, tile, transposed, epc, cpr, _ = _geometry(em, op)
     mask = op.operands[1] if op.attrs.get("has_mask") else None

@@ -1,7 +1,7 @@
-"""Codegen of an epilogue tile stored by TMA boxes (the facts of newt/passes/store_tma.py).
+"""Codegen of an epilogue tile stored by TMA boxes (the facts of newt/passes/tc/store_tma.py).
 
 Where it sits: dot_epilogue.py's dot_acc_out of a 16-bit value calls `stage` instead of its
-padded-row staging; the store that passes/store_tma.py renamed `tma_store` is emitted here.
+padded-row staging; the store that passes/tc/store_tma.py renamed `tma_store` is emitted here.
 
 Staging: each thread's column pairs (one 32-bit word) go into the ring's idle region in the
 box format: panel c / 64 of the tile, row r at r * 128 bytes in it, 16-byte chunk (c % 64) / 8
@@ -18,9 +18,9 @@ mask.
 from __future__ import annotations
 
 from . import persistent
-from .dot import add_helpers
+from .dot_ptx import add_helpers
 from .dot_tma import map_param
-from .emitter import handles
+from ..emitter import handles
 
 STORE_HELPERS = r"""
 // the box at coordinates (c0 innermost, c1) of the map's tensor <- shared memory at src
@@ -51,7 +51,7 @@ def _scalar(em, v) -> str:
 
 def _addr(em, tile: str, r: str, c: str, rows: int) -> str:
     """Shared-space address of element (r, c) of the staged tile: panels one after the other
-    at `tile`, or where a persistent kernel puts them (codegen/persistent.py)."""
+    at `tile`, or where a persistent kernel puts them (codegen/tc/persistent.py)."""
     if persistent.plan_of(em) is None:
         return f"{tile} + {_offset(r, c, rows)}"
     return f"{persistent.panel(em, f'({c}) / 64')} + {_in_panel(r, c)}"

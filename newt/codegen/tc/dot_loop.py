@@ -1,13 +1,15 @@
 """Codegen of tensor-core dots inside loops: what is declared once before the loop, the
 rotated first dot of a tile ring, and the register pin after a wgmma wait.
 
-Where it sits: codegen helpers for newt/codegen/dot.py (emit_dot), dot_loads.py (the ring's
+Where it sits: codegen helpers for newt/codegen/tc/dot.py (emit_dot), dot_loads.py (the ring's
 prologue) and dot_ring.py (the drain after a K loop). The decisions are the passes'
-(newt/passes/dot_loads.py, plan_prefetch: attrs "rotate", "rotated_names" set here).
+(newt/passes/tc/dot_loads.py, plan_prefetch: attrs "rotate", "rotated_names" set here).
 """
 from __future__ import annotations
 
-from .dot import a_tile_desc, add_helpers, emit_wgmma, dot_tiles, opaque_thread
+from .dot import dot_tiles, opaque_thread
+from .dot_ptx import add_helpers
+from .mma import a_tile_desc, emit_wgmma
 
 
 def in_loop(op) -> bool:
@@ -64,7 +66,7 @@ NT_INLINE void newt_pin(int& x) {   // int8 products accumulate in int32
 
 
 def declare_rotated(em, op):
-    """The two register arrays of a rotated dot (passes/dot_loads.py, plan_prefetch): the
+    """The two register arrays of a rotated dot (passes/tc/dot_loads.py, plan_prefetch): the
     current iteration's result and the next one's, in flight."""
     lay = op.result.attrs["layout"]
     names = (em.fresh("rot_cur"), em.fresh("rot_next"))
@@ -100,7 +102,7 @@ def emit_rotated_dot(em, op):
     em.names[op.result.id] = cur
     nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
     rt = op.attrs.get("ring_tma")
-    if rt is not None:          # TMA boxes (passes/ring_tma.py): wait for the next tiles
+    if rt is not None:          # TMA boxes (passes/tc/ring_tma.py): wait for the next tiles
         from . import ring_tma
         ring_tma.wait(em, rt.x, nxt, guard=in_range(em, loop, nxt))
     else:

@@ -22,48 +22,25 @@ the pid slice, once per program. The epilogue stages its C tile in the stage the
 freed, plus a region of its own for the boxes that do not fit there. The TMA store is waited
 for only before that stage is filled again.
 
-Measured on the H200, 2026-12-02 01:03 UTC (benchmarks/matmul_variants.py, `base` against
+Measured on the H200, 2026-12-02 01:03 UTC (benchmarks/lab/matmul_variants.py, `base` against
 `nopersist`, 5 interleaved rounds, best of 128x256x64 s4 / s3 and 256x128x64 s4, TFLOP/s):
 fp16 4096^3 660 -> 674, 8192^3 637 -> 656; bf16 4096^3 685 -> 708, 8192^3 665 -> 681 (Triton
 617 / 634 / 643 / 662). At 2048^3 (one program per CTA) level: 585 -> 584, 604 -> 614. The
-hand-written first version (`persist`, benchmarks/persist_variant.py) showed the one trap:
+hand-written first version (`persist`, benchmarks/lab/persist_variant.py) showed the one trap:
 the producer must stay cheap. With the coordinates recomputed at every k-step (integer
 divisions on thread 0's path to its copies) it ran 15% slower.
 
 Facts: the loop's attrs["persistent"] (a PersistPlan, also fn.attrs["persistent"]), or
 attrs["persistent_why"] on a TMA-ring loop the pass leaves alone (printed IR). Codegen:
-codegen/persistent.py; launch: runtime/launch.py.
+codegen/tc/persistent.py; launch: runtime/launch.py.
 """
 from __future__ import annotations
 
-import dataclasses
-
-from ..ir.core import Op
-from ..ir.schedule import smem_limit
+from ...ir.core import Op
+from ...ir.schedule import PersistPlan, smem_limit
 
 # scalar ops the pid slice may hold (codegen emits each as one C declaration)
 _SLICE_OPS = {"constant", "binary", "unary", "cast", "select", "program_id", "num_programs"}
-
-
-@dataclasses.dataclass(repr=False)
-class PersistPlan:
-    ring: object              # the dot's RingPlan
-    loop: Op
-    store: Op                 # the tma_store
-    slice_ops: list           # top-level scalar ops computing the boxes' coordinates
-    bound_ops: list           # ... and the loop's bounds (no program id among them)
-    box_bytes: int            # one 64-column panel of the C tile
-    n_boxes: int
-    free_boxes: int           # panels staged in the freed ring stage; the rest in `extra`
-    state: dict = dataclasses.field(default_factory=dict)   # codegen's names
-
-    @property
-    def extra_bytes(self) -> int:
-        return (self.n_boxes - self.free_boxes) * self.box_bytes
-
-    def __repr__(self):
-        return (f"persistent(S={self.ring.stages}, C panels {self.free_boxes} in the freed "
-                f"stage + {self.n_boxes - self.free_boxes})")
 
 
 class NoSlice(Exception):
@@ -100,7 +77,7 @@ def _plan(fn, options, loop, ring) -> PersistPlan:
         raise NoSlice("more than one loop at the top level")
     stores = [op for op in body.ops if op.opcode == "tma_store"]
     if len(stores) != 1:
-        raise NoSlice("the epilogue is not one TMA store (passes/store_tma.py)")
+        raise NoSlice("the epilogue is not one TMA store (passes/tc/store_tma.py)")
     if fn.attrs.get("smem_bytes", 0) or fn.attrs.get("dot_area", 0):
         raise NoSlice("other shared memory in use (scratch arena or dot area)")
     ring_bytes = ring.stages * ring.stage_bytes

@@ -1,7 +1,7 @@
 """Codegen of `dot` (the hook newt/codegen/__init__.py calls): acc + a @ b on tensor cores.
 
 Where it sits: codegen, after the passes. Consumes a `dot` op whose operands are register
-blocks in any layout and whose plan (op.attrs["dot_plan"], newt/passes/dot.py) names the engine;
+blocks in any layout and whose plan (op.attrs["dot_plan"], newt/passes/tc/dot.py) names the engine;
 defines op.result as a register array in the accumulator layout (AccLayout) or, for the "fma"
 engine, in the default layout.
 
@@ -14,7 +14,7 @@ Tensor-core schedule (synchronous form):
                                  dot_tile_load's cp.async, then wait_group 0 here) or that is
                                  read from registers ("regs": A fragments packed from a 16-bit
                                  value in the accumulator layout: mma.sync, or on sm_90a
-                                 wgmma.mma_async with A in registers, `_wgmma_rs`)
+                                 wgmma.mma_async with A in registers, `emit_wgmma_rs`)
     fence.proxy.async; barrier   (wgmma reads shared memory through the async proxy)
     sm_90a, num_warps % 4 == 0, 16-bit/tf32/fp8/int8 inputs:
         wgmma.mma_async per warpgroup, per 64-row sub-tile, per <=256-column chunk, per
@@ -22,7 +22,7 @@ Tensor-core schedule (synchronous form):
     otherwise: per warp, per k-step ldmatrix A (x4) and B (x4, .trans for 16-bit MN-major B),
         mma.sync m16n8k{16,8,32} into the fragment
 Ring form (a loop's two dots whose tiles come through a ring of buffers, attention's; the
-pass is newt/passes/dot_loads.py, plan_prefetch): the first dot waits for this iteration's
+pass is newt/passes/tc/dot_loads.py, plan_prefetch): the first dot waits for this iteration's
 tiles, crosses the iteration's one barrier and issues the copies of a later iteration while
 its mma runs; the second skips the wait and the barrier, and with wgmma is left in flight,
 accumulating in place into the carried accumulator (attrs cp_wait, ring_issue, ring_ready,
@@ -31,23 +31,22 @@ Tile formats and swizzles (class Tile below): rows of
 SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16)) * 16, which is
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
 wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32, fp8 and int8, and for 16-bit B
-loaded along K (attrs["b_kmajor"], newt/passes/dot_loads.py). Regions come from the
+loaded along K (attrs["b_kmajor"], newt/passes/tc/dot_loads.py). Regions come from the
 shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
 The pipelined form (cp.async ring with deferred consumption) is dot_ring.py's, for loops the
-pipeline pass rewrote (newt/passes/dot_pipeline.py).
+pipeline pass rewrote (newt/passes/tc/dot_pipeline.py).
 """
 from __future__ import annotations
 
-from ..ir.core import is_block
-from ..ir.layouts import AccLayout, CyclicLayout, coords_of
-from ..ir.pointers import b_tile_kmajor
-from ..ir.schedule import (a_tile_bytes, b_tile_bytes, check_limit, dot_bytes, plan_dot,
-                           uses_wgmma)
-from .emitter import handles
-from .dot_ptx import MMA_SYNC_HELPERS, PRELUDE, WGMMA_HELPERS, mma_sync_instr, wgmma_instr
+from ...ir.core import is_block
+from ...ir.layouts import AccLayout, CyclicLayout, coords_of
+from ...ir.pointers import b_tile_kmajor
+from ...ir.schedule import a_tile_bytes, b_tile_bytes, check_limit, dot_bytes, uses_wgmma
+from ..emitter import handles
+from .dot_ptx import PRELUDE, add_helpers
+from .mma import emit_mma_sync, emit_wgmma, emit_wgmma_rs
 
 _ST = {1: "u8", 2: "u16", 4: "u32"}
-_SWZ_MODE = {128: 1, 64: 2, 32: 3}
 
 
 class Tile:
@@ -75,11 +74,6 @@ class Tile:
     def elem_addr(self, row: str, col: str) -> str:
         epc = 16 // self.esize
         return f"({self.chunk_addr(row, f'({col}) / {epc}')} + (u32)((({col}) % {epc}) * {self.esize}))"
-
-
-def add_helpers(em, *parts):
-    for key, text in parts:
-        em.helpers.setdefault(key, text)
 
 
 def late_region(em, nbytes: int) -> str:
@@ -112,19 +106,6 @@ OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
   int t; asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t)); return t;
 #else
   return threadIdx.x;
-#endif
-}
-"""
-
-
-# the warp index read through a shuffle from lane 0: ptxas then knows it is the same in every
-# lane and keeps what is computed from it (the A descriptor) in uniform registers, instead of
-# moving it into them (R2UR) before every wgmma
-_WARP_UNIFORM = """NT_INLINE int newt_warp_uniform() {
-#ifdef __CUDA_ARCH__
-  return __shfl_sync(0xffffffffu, (int)(threadIdx.x >> 5), 0);
-#else
-  return (int)(threadIdx.x >> 5);
 #endif
 }
 """
@@ -190,7 +171,7 @@ def stage_tile(em, v, tile: Tile, transpose: bool):
 def emit_dot(em, op):
     a, b, acc = op.operands[:3]
     r = op.result
-    plan = op.attrs.get("dot_plan") or plan_dot(op, em.T)
+    plan = op.attrs["dot_plan"]       # (every dot has one: passes/tc/dot.py, the layout pass)
     em.fn.attrs["min_blocks"] = 1     # tensor-core tiles need the whole register file
     if plan.engine == "fma":
         return _emit_fma(em, op)
@@ -202,7 +183,7 @@ def emit_dot(em, op):
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
         return emit_ring_dot(em, op, use_wg)
-    # operand sources (passes/dot_rows.py, dot_loads.py): None = staged here from registers,
+    # operand sources (passes/tc/dot_rows.py, dot_loads.py): None = staged here from registers,
     # "regs" = A fragments from registers, "staged" = A tile staged before the loop,
     # "loaded" = copied into the tile by its dot_tile_load
     if op.attrs.get("rotate"):
@@ -210,7 +191,7 @@ def emit_dot(em, op):
         return emit_rotated_dot(em, op)
     defer = op.attrs.get("wg_defer")
     if defer is not None:      # in flight across the loop's back edge: accumulate in place
-        em.alias(r, defer.x)   # into the carried value (passes/dot_loads.py)
+        em.alias(r, defer.x)   # into the carried value (passes/tc/dot_loads.py)
         n = em.name(r)
     else:
         n = em.declare(r)
@@ -222,11 +203,11 @@ def emit_dot(em, op):
         stage_tile(em, a, ta, False)
     if b_src is None:
         stage_tile(em, b, tb, b_kmajor)
-    # a tile ring (passes/dot_loads.py, plan_prefetch): the first dot waits for this
+    # a tile ring (passes/tc/dot_loads.py, plan_prefetch): the first dot waits for this
     # iteration's tiles and copies those of a later one while its mma runs; the second finds
     # its tile landed and visible
     cp_wait = op.attrs.get("cp_wait")
-    rt = op.attrs.get("ring_tma")       # the ring's tiles are TMA boxes (passes/ring_tma.py)
+    rt = op.attrs.get("ring_tma")       # the ring's tiles are TMA boxes (passes/tc/ring_tma.py)
     if not op.attrs.get("ring_ready"):
         if rt is not None:
             from . import ring_tma
@@ -236,7 +217,7 @@ def emit_dot(em, op):
         elif "loaded" in (a_src, b_src):
             em.emit("newt_cp_async_commit();")
             em.emit("newt_cp_async_wait<0>();")
-        # (with TMA: passes/ring_tma.py says whether the fence and the barrier stay)
+        # (with TMA: passes/tc/ring_tma.py says whether the fence and the barrier stay)
         if use_wg and (rt is None or op.attrs["ring_fence"]):
             em.emit("newt_fence_proxy_async();")
         if rt is None or op.attrs["ring_barrier"]:
@@ -255,7 +236,7 @@ def emit_dot(em, op):
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     wait = None if defer is not None else 0
-    # late copies (passes/dot_loads.py): after the mma's wait and a barrier, every warp is
+    # late copies (passes/tc/dot_loads.py): after the mma's wait and a barrier, every warp is
     # done with the buffer the copies overwrite
     late = op.attrs.get("late_copies")
     during = None if late else copies
@@ -263,7 +244,7 @@ def emit_dot(em, op):
         if op.attrs.get("recompute_index"):
             opaque_thread(em)
         if use_wg and a_src == "regs":
-            _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, during, wait)
+            emit_wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, during, wait)
         elif use_wg:
             from .dot_loop import in_loop, staged_a_desc
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
@@ -305,96 +286,9 @@ def _acc_in(em, acc, lay, n):
         em.emit(f"{n}[{s}] = {buf}[{lay.flat('tid', s)}];")
 
 
-def b_tile_layout(tb, b_kmajor: bool):
-    """(leading, stride byte offsets) of B's descriptors. A K-major tile holds 32-byte k-slices
-    side by side in swizzle rows of tb.sw bytes; an MN-major tile is panels of tb.sw-byte rows,
-    one row per k."""
-    return (16 if b_kmajor else tb.rows * tb.sw), 8 * tb.sw
-
-
-def b_tile_offset(tb, b_kmajor: bool, c0: int, kk) -> str:
-    """Byte offset from B's base of its 16-deep k-step `kk` (a C expression or an int) for the
-    columns from c0."""
-    if b_kmajor:
-        return (f"(u32)(({kk} * 32) / {tb.sw}) * {tb.rows * tb.sw}u + {c0 * tb.sw}u + "
-                f"(u32)(({kk} * 32) % {tb.sw})")
-    panel = (c0 * tb.esize // tb.sw) * tb.rows * tb.sw
-    return f"{panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u"
-
-
-def desc_base(em, addr, lbo, sbo, sw) -> str:
-    """Declare the descriptor of shared-memory address `addr`; the descriptor of addr + off is
-    then `name + (off >> 4)` (shared addresses stay below 2^18, so the 14-bit address field
-    never carries): one add per wgmma instead of the whole packing."""
-    d = em.fresh("desc")
-    em.emit(f"const newt_u64 {d} = newt_wgmma_desc2({addr}, {lbo}, {sbo}, {_SWZ_MODE[sw]});")
-    return d
-
-
-def desc_plus(desc, off) -> str:
-    return f"{desc} + (newt_u64)(({off}) >> 4)"
-
-
-def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
-    """The N columns in chunks of at most 256 (wgmma's widest n) and, per chunk width, the name
-    of the device function issuing that wgmma (emitted once per kernel)."""
-    chunks = [(c0, min(256, plan.N - c0)) for c0 in range(0, plan.N, 256)]
-    fns = {}
-    for _, w in chunks:
-        fns[w] = name = f"{prefix}_{plan.kind}_n{w}"
-        add_helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
-                 (name, instr(plan.kind, w, not b_kmajor, name)))
-    return chunks, fns
-
-
-def a_tile_desc(em, ta, lay) -> str:
-    """The descriptor of the warpgroup's first A row (k-step 0) in tile ta, from the uniform
-    warp index (_WARP_UNIFORM)."""
-    add_helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
-    warp = "newt_warp_uniform()"
-    return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
-            f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
-
-
-def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):
-    """acc n += A B per warpgroup from two shared-memory tiles (n = A B with zero: the first
-    k-step ignores n's values); `between()` emits code to run while the mma is in flight;
-    wait=None leaves it in flight; a_desc: a declared descriptor of A's first row."""
-    scale = "kk != 0" if zero else "1"
-    N = plan.N
-    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
-    ksteps = plan.K * plan.esize // 32
-    em.emit("newt_wgmma_fence();")
-    # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
-    # chunks), so none waits for the one before it to finish its accumulation
-    da0 = a_desc
-    if da0 is None:
-        da0 = em.fresh("desc")
-        em.emit(f"const newt_u64 {da0} = {a_tile_desc(em, ta, lay)};")
-    db0 = desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
-    em.emit("#pragma unroll")
-    with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
-        for ms in range(lay.nsub):
-            for c0, w in chunks:
-                da = desc_plus(da0, f"(u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
-                                f"{ms * 64 * ta.sw}u + (u32)((kk * 32) % {ta.sw})")
-                db = desc_plus(db0, b_tile_offset(tb, b_kmajor, c0, "kk"))
-                off = ms * (N // 2) + c0 // 2
-                em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, {scale});")
-    _commit_wait(em, between, wait)
-
-
-def _commit_wait(em, between, wait):
-    em.emit("newt_wgmma_commit();")
-    if between is not None:
-        between()
-    if wait is not None:
-        em.emit(f"newt_wgmma_wait<{wait}>();")
-
-
 def dot_tiles(em, op, plan, iv=None):
     """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
-    (or a late one). B is K-major as passes/dot_loads.py's `b_tile_kmajor` says: for 4- and
+    (or a late one). B is K-major as passes/tc/dot_loads.py's `b_tile_kmajor` says: for 4- and
     1-byte inputs, and where the dot-loads pass found it (attrs["b_kmajor"]). A ring of R B tiles (attrs["tile_ring"]) gives
     the buffer of the loop iteration whose induction variable is the C expression `iv`
     (default: the dot's own iteration): iteration i uses buffer i % R."""
@@ -426,114 +320,6 @@ def dot_tiles(em, op, plan, iv=None):
 
 # fp32 pair -> one fragment register (lo = first element). Written against the header's
 # conversions off the device, so the CPU emulator of generated code runs it too.
-FRAG_PACK = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
-#ifdef __CUDA_ARCH__
-  u32 r; asm("cvt.rn.{kind}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r;
-#else
-  return (u32){cvt}(lo) | ((u32){cvt}(hi) << 16);
-#endif
-}}
-"""
-
-
-def _a_frag_regs(em, a, K):
-    """The A fragment of k-step kk (a C loop variable) from a 16-bit value in AccLayout(M, K):
-    C-fragment slots 8kk..8kk+7 of sub-tile ms are a0a1, a2a3, a4a5, a6a7 of the m16n8k16 A
-    fragment (rows l/4, l/4 + 8; columns 2(l%4) + {0, 1}, + 8), packed in pairs."""
-    kind = "f16" if a.dtype.name == "float16" else "bf16"
-    pack = f"newt_frag_pack_{kind}"
-    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
-    base = f"ms * {K // 2} + kk * 8"
-    for j in range(4):
-        em.emit(f"fa[{j}] = {pack}({em.at(a, f'{base} + {2 * j}')}, "
-                f"{em.at(a, f'{base} + {2 * j + 1}')});")
-
-
-def wgmma_rs_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
-    """One `wgmma.mma_async.m64n{n}k16` (k8 for tf32) with A from registers (four registers per
-    thread, the m16n8k16 / m16n8k8 A fragment of the thread's warp: rows 16 * (warp % 4) + ...)
-    and B from a shared-memory descriptor, into float d[n/2]. tf32 B is K-major (no transpose
-    operand)."""
-    nreg = n // 2
-    regs = ",".join(f"%{i}" for i in range(nreg))
-    a0, db, sc = nreg, nreg + 4, nreg + 5
-    outs = ", ".join(f"\"+f\"(d[{i}])" for i in range(nreg))
-    k, tail = (8, "p, 1, 1") if kind == "tf32" else (16, f"p, 1, 1, {int(trans_b)}")
-    return (
-        f"NEWT_DEV void {name}(float* d, const newt_u32* a, newt_u64 db, int scale_d) {{\n"
-        "  asm volatile(\"{\\n.reg .pred p;\\nsetp.ne.b32 p, %" + str(sc) + ", 0;\\n"
-        f"wgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{kind}.{kind} "
-        f"{{{regs}}}, {{%{a0},%{a0 + 1},%{a0 + 2},%{a0 + 3}}}, %{db}, {tail};"
-        "\\n}\\n\"\n"
-        f"    : {outs}\n"
-        "    : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(db), \"r\"(scale_d));\n"
-        "}\n")
-
-
-def _wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
-    """P @ V on sm_90a: A (a 16-bit value in the accumulator layout) from registers. Every
-    fragment is packed before the fence: wgmma may not read registers written after it."""
-    N, K = plan.N, plan.K
-    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma_rs", wgmma_rs_instr)
-    kind = "f16" if a.dtype.name == "float16" else "bf16"
-    pack = f"newt_frag_pack_{kind}"
-    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt="nt_f2h" if kind == "f16" else "nt_f2b")))
-    ksteps = K // 16
-    pa = em.fresh("pa")
-    em.emit(f"u32 {pa}[{lay.nsub}][{ksteps}][4];")
-    for ms in range(lay.nsub):
-        for kk in range(ksteps):
-            base = ms * (K // 2) + kk * 8
-            for j in range(4):
-                em.emit(f"{pa}[{ms}][{kk}][{j}] = {pack}({em.at(a, base + 2 * j)}, "
-                        f"{em.at(a, base + 2 * j + 1)});")
-    em.emit("newt_wgmma_fence();")
-    db0 = desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
-    for ms in range(lay.nsub):
-        for c0, w in chunks:
-            for kk in range(ksteps):
-                db = desc_plus(db0, b_tile_offset(tb, b_kmajor, c0, kk))
-                em.emit(f"{fns[w]}(&{n}[{ms * (N // 2) + c0 // 2}], {pa}[{ms}][{kk}], {db}, 1);")
-    _commit_wait(em, between, wait)
-
-
-def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
-    N = plan.N
-    add_helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
-             (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
-    ki = 32 // plan.esize
-    ksteps = plan.K // ki
-    g = f"(warp / {lay.G})" if lay.ngrp > 1 else "0"
-    wi = f"(warp % {lay.G})" if lay.G > 1 else "0"
-    mma_row = em.fresh("mma_row")
-    em.emit(f"const int {mma_row} = {g} * {lay.rows_grp} + {wi} * 16;")
-    with em.slots(lay.nsub, "ms"):
-        # with 128+ accumulator registers, unrolled k-steps prefetch fragments of the next
-        # step and push live values out to local memory; rolled, nothing spills
-        # (A from registers needs constant slot indices: always unrolled)
-        em.emit("#pragma unroll" if lay.nslots < 128 or a_regs is not None else "#pragma unroll 1")
-        with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
-            em.emit("u32 fa[4];")
-            if a_regs is not None:
-                _a_frag_regs(em, a_regs, plan.K)
-            else:
-                arow = f"{mma_row} + ms * {lay.sub} + (lane % 8) + ((lane / 8) & 1) * 8"
-                em.emit(f"newt_ldmatrix_x4({ta.chunk_addr(arow, 'kk * 2 + lane / 16')}, fa);")
-            # B fragments of 16 columns at a time, used at once: 4 live registers instead of
-            # N/4 (at N = 256 the whole row of fragments spilled next to the accumulators)
-            em.emit("#pragma unroll")
-            with em.scope(f"for (int nj = 0; nj < {N // 16}; ++nj)"):
-                em.emit("u32 t4[4];")
-                if b_kmajor:
-                    brow = "nj * 16 + (lane % 8) + (lane / 16) * 8"
-                    em.emit(f"newt_ldmatrix_x4({tb.chunk_addr(brow, 'kk * 2 + ((lane / 8) & 1)')}, t4);")
-                else:
-                    brow = f"kk * {ki} + (lane % 8) + ((lane / 8) & 1) * 8"
-                    em.emit(f"newt_ldmatrix_x4_trans({tb.chunk_addr(brow, 'nj * 2 + lane / 16')}, t4);")
-                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8], fa, &t4[0]);")
-                em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8 + 4], fa, &t4[2]);")
-
-
 def _emit_fma(em, op):
     """Exact products in the result's default layout: operands through shared memory as
     register values, each thread sums K products per result slot."""

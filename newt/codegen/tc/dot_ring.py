@@ -1,6 +1,6 @@
 """Codegen of the deferred-consumption ring: `dot_ring_load` ops and the ring form of `dot`.
 
-Where it sits: codegen, for IR rewritten by newt/passes/dot_pipeline.py (RingPlan in attrs).
+Where it sits: codegen, for IR rewritten by newt/passes/tc/dot_pipeline.py (RingPlan in attrs).
 The ring is S stages of [A tile | B tile] in dynamic shared memory (same tile formats as
 dot.py). Per loop iteration i (the loop's own induction variable gives i = (iv - lb) / step),
 with D = S - 1:
@@ -26,19 +26,21 @@ from __future__ import annotations
 
 import re
 
-from ..ir.layouts import CyclicLayout, coords_of
-from ..ir.pointers import split_ptr
-from ..ir.schedule import uses_wgmma
+from ...ir.layouts import CyclicLayout, coords_of
+from ...ir.pointers import split_ptr
+from ...ir.schedule import uses_wgmma
 from . import persistent
-from .dot import Tile, add_helpers, emit_mma_sync, late_region, emit_wgmma
+from .dot import Tile, late_region
+from .dot_ptx import add_helpers
+from .mma import emit_mma_sync, emit_wgmma
 from .dot_loop import pin_registers, trip_count
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .dot_tma import emit_consume, emit_drain, emit_producer, setup
-from .emitter import handles
+from ..emitter import handles
 
 try:   # the memory codegen's mask analysis: one test per group where masks are affine
-    from .memory import mask_all
+    from ..memory import mask_all
 except ImportError:  # pragma: no cover
     mask_all = None
 
@@ -399,7 +401,7 @@ def emit_ring_dot(em, op, use_wg):
 
 @handles("dot_ring_drain")
 def _ring_drain(em, op):
-    """After the loop (passes/dot_pipeline.py): the tiles the body had not consumed yet, every
+    """After the loop (passes/tc/dot_pipeline.py): the tiles the body had not consumed yet, every
     wgmma retired, a barrier (the ring's region is free). After the loop rather than in its
     last iteration: with the drain inside the body, ptxas cannot count the wgmma groups in
     flight across the back edge and waits for all of them at the end of every iteration."""

@@ -1,4 +1,4 @@
-"""Codegen of a persistent kernel (the facts of newt/passes/persistent.py).
+"""Codegen of a persistent kernel (the facts of newt/passes/tc/persistent.py).
 
 Where it sits: generate() (codegen/__init__.py) wraps the kernel body in the program loop
 (`open_kernel` / `close_kernel`); dot_ring.py, dot_tma.py and store_tma.py call the hooks
@@ -19,13 +19,14 @@ below for the ring and the epilogue of the one dot the plan names.
 
 The producer's coordinates come from a copy of the pid slice evaluated at its own program, once
 per program: thread 0 issues copies on the consumers' critical path, and a division per copy
-there cost 15% (passes/persistent.py).
+there cost 15% (passes/tc/persistent.py).
 """
 from __future__ import annotations
 
 import contextlib
 
-from .dot import add_helpers, late_region
+from .dot import late_region
+from .dot_ptx import add_helpers
 from .dot_loop import trip_count
 from .dot_ptx import PRELUDE
 from .dot_tma import ring_barriers, issue_boxes, setup

@@ -1,6 +1,6 @@
 """Transposed dot operands: `nl.dot(a, nl.trans(nl.load(p)))` loads the transposed block instead.
 
-Where it sits: inside the dot pipeline pass (dot_pipeline.pipeline_dots), after loop-carried
+Where it sits: the `trans_loads` entry of PASSES (newt/passes/__init__.py), after loop-carried
 pointer blocks were rewritten as `I + splat(offset)` and before fp8 dots and rings are planned.
 Consumes a `permute` (order (1, 0)) whose operand is a 2-D `load` read by nothing else and whose
 result is a `dot` operand; rewrites
@@ -24,7 +24,7 @@ written with swapped strides gets.
 """
 from __future__ import annotations
 
-from ..ir.core import BlockType, Op, is_block
+from ...ir.core import BlockType, Op, is_block
 
 _ELEMENTWISE = ("binary", "unary", "select", "fma", "addptr", "cast")
 
@@ -82,7 +82,7 @@ class _Transposer:
         return new.result
 
 
-def load_transposed_operands(fn):
+def load_transposed_operands(fn, options=None):
     """Rewrite every `dot(.., permute(load))` operand as a transposed load (see the module)."""
     uses = fn.body.uses()
     T = _Transposer(fn)
