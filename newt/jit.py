@@ -615,7 +615,13 @@ def _is_constexpr_annotation(ann, fn) -> bool:
 
 
 def jit(fn=None, **kwargs):
-    """Decorator: `@newt.jit` or `@newt.jit(do_not_specialize=[...])`."""
+    """Decorator: `@newt.jit` or `@newt.jit(do_not_specialize=[...], debug=None)`.
+
+    `do_not_specialize` lists parameters (names or positions) whose values are not part of the
+    specialization key: an int there is not specialized as equal to 1 or divisible by 16, a
+    tensor not on its 16-byte alignment, so one binary serves every value. Triton's other
+    keywords (`launch_metadata`, `repr`, `do_not_specialize_on_alignment`, ...) are accepted
+    and ignored."""
     if fn is None:
         return lambda f: JITFunction(f, **kwargs)
     return JITFunction(fn, **kwargs)

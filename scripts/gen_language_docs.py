@@ -287,6 +287,8 @@ def _host_api() -> list:
             f"#### `kernel[grid](...)` returns the kernel's handle\n\n{_doc(handle)}\n\n"
             f"`.metadata`: {_doc(handle.KernelInfo.metadata)} `.asm`: "
             f"{_doc(handle.KernelInfo.asm)}\n\n{_doc(launch.Launcher.__getitem__)}\n"]
+    import newt
+    out.append(f"#### `@newt.{_sig('jit', newt.jit)}`\n\n{_doc(newt.jit)}\n")
     for name in ("warmup", "run"):
         f = getattr(JITFunction, name)
         out.append(f"#### `kernel.{_sig(name, f)}`\n\n{_doc(f)}\n".replace("(self, ", "("))
