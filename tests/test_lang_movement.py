@@ -394,3 +394,40 @@ def test_cat_softmax(where):
     xp[:M, :N], yp[:M, :N] = x, y
     assert torch.equal(c.cpu(), torch.cat([xp, yp], 0))
     torch.testing.assert_close(s.cpu(), torch.softmax(x, 1))
+
+
+@newt.jit
+def add3_fn(a, b):
+    return a + b
+
+
+@newt.jit
+def blocks3d_kernel(x_ptr, i_ptr, s_ptr, g_ptr, c_ptr, r_ptr, f_ptr, A: nl.constexpr,
+                    B: nl.constexpr, C: nl.constexpr, AX: nl.constexpr):
+    ra = nl.arange(0, A)[:, None, None]
+    rb = nl.arange(0, B)[None, :, None]
+    rc = nl.arange(0, C)[None, None, :]
+    offs = ra * B * C + rb * C + rc
+    x = nl.load(x_ptr + offs)
+    idx = nl.load(i_ptr + offs)
+    nl.store(s_ptr + offs, nl.sort(x, AX, descending=True))
+    nl.store(g_ptr + offs, nl.gather(x, idx, AX))
+    nl.store(c_ptr + offs, nl.associative_scan(x, AX, add3_fn, reverse=True))
+    nl.store(f_ptr + offs, nl.flip(x, AX))
+    nl.store(r_ptr + offs, x - nl.reduce(x, AX, add3_fn, keep_dims=True))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_3d_blocks_along_every_axis(where, axis):
+    A, B, C = 2, 8, 4
+    x = torch.randn(A, B, C)
+    idx = torch.randint(0, x.shape[axis], (A, B, C), dtype=torch.int32)
+    outs = [nan_like((A, B, C), device=where.device) for _ in range(5)]
+    where(blocks3d_kernel, (1,), where.t(x), where.t(idx), *outs, A=A, B=B, C=C, AX=axis,
+          num_warps=2)
+    s, g, c, r, f = [o.cpu() for o in outs]
+    assert torch.equal(s, torch.sort(x, axis, descending=True)[0])
+    assert torch.equal(g, torch.gather(x, axis, idx.long()))
+    torch.testing.assert_close(c, x.flip(axis).cumsum(axis).flip(axis), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(r, x - x.sum(axis, keepdim=True), rtol=1e-5, atol=1e-5)
+    assert torch.equal(f, x.flip(axis))
