@@ -91,6 +91,13 @@ TRITON_DIFFERENCES = """\
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
   ([newt/passes/dot_pipeline.py](../newt/passes/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
+- **Register limit of wide blocks**: at 32 elements per thread (a 64x32 block with 2 warps, a
+  128x64 one with 8), a kernel that loads three or more fp64/int64 blocks of the full tile keeps
+  192+ registers of data live, and with its other values it may pass the 255 registers a
+  thread has: ptxas then spills to local memory (results stay right, the kernel is slower), on
+  sm_80 and sm_90a alike. newt does not reorder loads to shorten live ranges; more warps or
+  smaller blocks avoid it (the fuzzer checks spills on both archs below that footprint,
+  [tests/test_fuzz.py](../tests/test_fuzz.py)).
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
   generated source is readable (`NEWT_DEBUG=1` prints the IR after passes and the CUDA C++).
 """
