@@ -309,7 +309,9 @@ def errors_md() -> str:
            f"Generated from the {len(rows)} bad kernels of "
            "[tests/test_errors.py](../tests/test_errors.py): each one is compiled by the "
            "frontend and the message it raises is shown beside the offending line. That test "
-           "checks the location is exactly that line.\n",
+           "checks the location is exactly that line. The interpreter runs the same frontend "
+           "check before it runs a kernel, so under `NEWT_INTERPRET=1` each one raises the same "
+           "error at the same line ([tests/test_agreement.py](../tests/test_agreement.py)).\n",
            "| case | offending line | message |", "|---|---|---|", *rows, "",
            "## Launch errors (`newt.LaunchError`)\n",
            "Raised before anything reaches the GPU, naming the kernel:\n",
