@@ -122,6 +122,13 @@ TRITON_DIFFERENCES = """\
 - **`nl.range` options**: `num_stages` sets the ring depth of a loop's dot operands
   ([newt/passes/tc/dot_pipeline.py](../newt/passes/tc/dot_pipeline.py)); `loop_unroll_factor`,
   `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are accepted and ignored.
+- **Register limit of wide blocks**: at 32 elements per thread (a 64x32 block with 2 warps, a
+  128x64 one with 8), a kernel that loads three or more fp64/int64 blocks of the full tile keeps
+  192+ registers of data live, and with its other values it may pass the 255 registers a
+  thread has: ptxas then spills to local memory (results stay right, the kernel is slower), on
+  sm_80 and sm_90a alike. newt does not reorder loads to shorten live ranges; more warps or
+  smaller blocks avoid it (the fuzzer checks spills on both archs below that footprint,
+  [tests/test_fuzz.py](../tests/test_fuzz.py)).
 - **Kernels are compiled to CUDA C++ and built with NVRTC**, not through MLIR/LLVM: the
   generated source is readable (`NEWT_DEBUG=1` prints the IR after passes, each op under its
   Python line, and the CUDA C++ with its Python lines as comments; `NEWT_DUMP=dir` writes every
@@ -470,7 +477,9 @@ def errors_md() -> str:
            f"Generated from the {len(rows)} bad kernels of "
            "[tests/test_errors.py](../tests/test_errors.py): each one is compiled by the "
            "frontend and the message it raises is shown beside the offending line. That test "
-           "checks the location is exactly that line.\n",
+           "checks the location is exactly that line. The interpreter runs the same frontend "
+           "check before it runs a kernel, so under `NEWT_INTERPRET=1` each one raises the same "
+           "error at the same line ([tests/test_agreement.py](../tests/test_agreement.py)).\n",
            "| case | offending line | message |", "|---|---|---|", *rows, "",
            "## Launch errors (`newt.LaunchError`)\n",
            "Raised before anything reaches the GPU, naming the kernel:\n",

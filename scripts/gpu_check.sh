@@ -17,8 +17,9 @@
 # PROFILE_WORKLOADS (default attention64,matmul8192) under PROFILE_BUDGET seconds in all (240);
 # without ncu the stage is skipped with a note.
 # --sanitize runs compute-sanitizer's memcheck, racecheck and synccheck over the examples
-# (--small) and over a GPU test subset, each run under its own timeout; the summary gives the
-# error count per tool. Without compute-sanitizer the stage is skipped with a note.
+# (--small), over a GPU test subset and over fuzz kernels (scripts/fuzz_gpu.py, CI's seed,
+# SANITIZE_FUZZ_CASES of them), each run under its own timeout; the summary gives the error
+# count per tool. Without compute-sanitizer the stage is skipped with a note.
 #
 # Knobs (environment): OUT, PYTHON (python3), JOBS (8 pytest-xdist workers), MAXFAIL (200;
 # 1 stops at the first failure), TEST_TIMEOUT (60 s per test), PYTEST_BUDGET (200 s),
@@ -229,6 +230,11 @@ if [ "$SANITIZE" = 1 ]; then
     for tool in memcheck racecheck synccheck; do
       sanitize "$tool" tests "$PY" -m pytest -q -p no:cacheprovider -x "${subset[@]}" \
         -k "${SANITIZE_K:-cuda and not large}"
+    done
+    # the fuzzer's kernels (CI's seed: the programs test_fuzz.py checks on the CPU)
+    for tool in memcheck racecheck synccheck; do
+      sanitize "$tool" fuzz "$PY" scripts/fuzz_gpu.py --seed "${SANITIZE_FUZZ_SEED:-20261129}" \
+        --cases "${SANITIZE_FUZZ_CASES:-15}" --seconds 100 --quiet
     done
     sanitize_line="memcheck ${tool_errors[memcheck]} errors, racecheck ${tool_errors[racecheck]} errors, synccheck ${tool_errors[synccheck]} errors ($runs runs, $timeouts timed out, $unparsed without a summary, $skipped skipped)"
   else

@@ -6,7 +6,8 @@ Bad programs: tests/test_errors.py's catalogue (the frontend's rejections) and t
 (programs the interpreter used to run, or to fail on with a raw Python exception). The compiled
 path is newt.compile (frontend, passes, NVRTC: no GPU); the interpreter runs with arguments of
 the catalogue's signature. Valid programs run on the interpreter and through the CPU emulation
-of their generated CUDA C++ (tests/test_codegen_emulator.py)."""
+of their generated CUDA C++ (tests/test_codegen_emulator.py), and on the GPU when there is
+one."""
 from __future__ import annotations
 
 import pytest
@@ -16,8 +17,8 @@ import newt
 import newt.language as nl
 import newt.options
 import test_errors
-from test_codegen_emulator import HAS_CXX, emulate
 from test_errors import _err_line, _sig
+from test_semantics_agree import PATHS, run
 
 CASES = []
 
@@ -347,22 +348,12 @@ VALID = [
 ]
 
 
-@pytest.mark.parametrize("path", ["interp", pytest.param("emulated", marks=pytest.mark.skipif(
-    not HAS_CXX, reason="no host C++ compiler"))])
+@pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("kernel, n_in, programs, constexprs, ref", VALID)
 def test_valid_programs_agree_with_torch(path, kernel, n_in, programs, constexprs, ref):
-    grid = (programs,)
     ins = [torch.randn(N) for _ in range(n_in)]
     out = torch.full((N,), float("nan"))
-    if path == "emulated":
-        emulate(kernel, grid, *ins, out, N, **constexprs)
-    else:
-        old = newt.options.flags.interpret
-        newt.options.flags.interpret = True
-        try:
-            kernel[grid](*ins, out, N, **constexprs)
-        finally:
-            newt.options.flags.interpret = old
+    run(path, kernel, (programs,), *ins, out, N, **constexprs)
     torch.testing.assert_close(out, ref(*ins), rtol=1e-5, atol=1e-5)
 
 

@@ -82,11 +82,21 @@ def test_compiles_without_spills(arch, data):
                                    num_warps=case.num_warps)
     except Exception as e:
         raise AssertionError(f"compile failed: {type(e).__name__}: {e}\n{src}") from e
-    # Spills are checked up to 32 elements per thread. Beyond that a kernel holding several
-    # 64-bit blocks needs more than 255 registers in any compiler (3 int64 inputs at 64
-    # elements per thread are 384 registers of data), so such cases are only compiled.
-    if case.BM * case.BN <= 32 * 32 * case.num_warps:
-        assert ck.n_spills == 0, f"{ck.n_spills} spills\n{src}"
+    # Spills are checked up to 32 elements per thread, on both archs, except past the limit
+    # docs/language.md states: loaded blocks of 64-bit values whose registers alone approach
+    # a thread's 255 (three fp64 [BM, BN] blocks at 32 elements per thread are 192), where
+    # ptxas spills whatever the arch (fuzz seed 20261345: 64x32, 2 warps, three fp64 blocks).
+    # Beyond 32 elements per thread such cases are only compiled.
+    if case.BM * case.BN <= 32 * 32 * case.num_warps and _input_registers(case) <= 160:
+        assert ck.n_spills == 0, f"{ck.n_spills} spills on {arch}\n{src}"
+
+
+def _input_registers(case) -> int:
+    """32-bit registers per thread that the kernel's loaded blocks take (their data alone)."""
+    threads = 32 * case.num_warps
+    per_thread = {"MN": case.BM * case.BN, "M1": case.BM, "1N": case.BN}
+    return sum(-(-dt.bits // 32) * -(-per_thread[shape] // threads)
+               for _, dt, shape, _ in case.inputs)
 
 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")

@@ -15,12 +15,21 @@ import newt.options
 from test_codegen_emulator import HAS_CXX, emulate
 
 PATHS = ["interp", pytest.param("emulated", marks=pytest.mark.skipif(
-    not HAS_CXX, reason="no host C++ compiler"))]
+    not HAS_CXX, reason="no host C++ compiler")), pytest.param("cuda", marks=pytest.mark.skipif(
+        not torch.cuda.is_available(), reason="no CUDA device"))]
 
 
 def run(path, kernel, grid, *args, **kwargs):
+    """Launch on one path with CPU tensors; outputs come back into them."""
     if path == "emulated":
         return emulate(kernel, grid, *args, **kwargs)
+    if path == "cuda":
+        dev = [a.cuda() if isinstance(a, torch.Tensor) else a for a in args]
+        kernel[grid](*dev, **kwargs)
+        for a, d in zip(args, dev):
+            if isinstance(a, torch.Tensor):
+                a.copy_(d.cpu())
+        return None
     old = newt.options.flags.interpret
     newt.options.flags.interpret = True
     try:

@@ -1,11 +1,13 @@
 """Running a @newt.jit kernel on the CPU: `launch(jitfn, grid, args, kwargs)`.
 
 Called by newt/jit.py when NEWT_INTERPRET=1 (newt.options.flags.interpret). Binds the arguments
-(tensors become pointers, Python numbers typed scalars, constexprs stay Python values), evaluates
-the grid, then calls the kernel's own Python function once per program id, with its globals and
-closure rebound so that `newt.language` (and names imported from it) resolve to the
-interpreter's implementations, `range` yields int32 scalars, and other @newt.jit functions run
-the same way (the inlining the compiler does). Programs run one after another, x fastest.
+(tensors become pointers, Python numbers typed scalars, constexprs stay Python values), runs the
+compiler's acceptance check (check.py), evaluates the grid, then calls the kernel's Python code
+(rewritten where Python's meaning differs from the compiler's: rewrite.py) once per program id,
+with its globals and closure rebound so that `newt.language` (and names imported from it)
+resolve to the interpreter's implementations, `range` yields int32 scalars, and other @newt.jit
+functions run the same way (the inlining the compiler does). Programs run one after another, x
+fastest. A kernel line that raises gives a newt.KernelError naming the line and the program.
 """
 from __future__ import annotations
 
