@@ -177,7 +177,9 @@ class Space:
             blocks.append(min(ch, key=lambda b: abs(math.log2(b) - math.log2(want))))
         cfg = Config(tuple(blocks), 4, 3, 8)
         if self.has_dot:
-            big = any(b >= 128 for b, t in zip(blocks, self.tiles) if t.in_dot and t.kind == "grid")
+            mn = [(b, t) for b, t in zip(blocks, self.tiles) if t.role == "mn"]
+            acc = math.prod(b for b, _ in mn) * max((t.row for _, t in mn), default=1)
+            big = acc >= 16384 or any(b >= 128 for b, _ in mn)   # accumulators: 8 warps
             cfg = dataclasses.replace(cfg, num_warps=8 if big else 4)
         else:
             row = max((t.row for t in self.tiles), default=1)
