@@ -225,7 +225,7 @@ def _fmt(v, spec):
 def _table(names, results, matmul, args):
     where = "the CPU interpreter (correctness only)" if args.cpu else "the GPU"
     print(f"deuteron ops on {where} (effort={args.effort}); times in ms, x = torch / deuteron")
-    head = (f"{'op':<22} {'result':<6} {'first s':>8} {'deuteron':>9} {'torch':>9} {'x':>6} "
+    head = (f"{'op':<26} {'result':<6} {'first s':>8} {'deuteron':>9} {'torch':>9} {'x':>6} "
             f"{'newt':>9} {'dt/newt':>7}  reason")
     print(head)
     print("-" * len(head))
@@ -237,7 +237,7 @@ def _table(names, results, matmul, args):
         speed = t_ms / dt_ms if dt_ms and t_ms else None
         vs_newt = nw / dt_ms if dt_ms and nw else None
         reason = r.get("reason", "") or r.get("torch_error", "")
-        print(f"{n + ('*' if n in matmul else ''):<22} {'pass' if r.get('ok') else 'FAIL':<6} "
+        print(f"{n + ('*' if n in matmul else ''):<26} {'pass' if r.get('ok') else 'FAIL':<6} "
               f"{_fmt(r.get('first_s'), '8.2f')} {_fmt(dt_ms, '9.4f')} {_fmt(t_ms, '9.4f')} "
               f"{_fmt(speed, '6.2f')} {_fmt(nw, '9.4f')} {_fmt(vs_newt, '7.2f')}  {reason}")
     print(f"{n_ok}/{len(names)} ops pass (* matmul-like; dt/newt = newt ms / deuteron ms)")

@@ -1,8 +1,8 @@
 """What users write inside `@dt.kernel` functions: `import deuteron.language as hl` holds every
 `hl.*` name deuteron supports, with Helion's meaning (`hl.tile`, `hl.grid`, `hl.zeros`, `hl.full`,
 `hl.arange`, `hl.register_block_size`, `hl.register_tunable`, `hl.specialize`, `hl.load` /
-`hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`, the tile
-attribute functions), plus dtypes, math names and `Config`.
+`hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`,
+`hl.cumsum`, the tile attribute functions), plus dtypes, math names and `Config`.
 
 These names dispatch to the active run of a kernel: tracing (trace.Tracer: tiles are proxies,
 the body runs once and is recorded), the eager oracle (oracle.RefRun: a tile is the whole range
@@ -170,6 +170,15 @@ def rand(shape, seed, device=None):
     """Uniform fp32 in [0, 1) over a tile shape: Philox keyed by `seed` (a host int) and each
     element's position in the whole (untiled) shape, so any tiling draws the same numbers."""
     return _run().rand(shape, seed)
+
+
+def cumsum(x, dim, reverse=False):
+    """Inclusive prefix sum of a tile value along `dim`, which must be a whole dim (a full
+    slice ':'); `reverse=True` sums from the end."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        return x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
+    return run.cumsum(x, dim, reverse)
 
 
 def dot(a, b, acc=None, out_dtype=None):

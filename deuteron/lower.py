@@ -122,7 +122,7 @@ class _Lowering(ExprMixin):
                 and u[0][0].dtype == torch.float32 and u[0][1] is d.block)
 
     def _inline(self, v):
-        if v.op in ("index", "begin"):
+        if v.op in ("index", "begin", "mask"):
             return True
         if v.op == "dot" and self._dot_into_cast(v):
             return True

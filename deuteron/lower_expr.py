@@ -91,6 +91,11 @@ class ExprMixin:
             return f"offs_{v.attrs['dim'].letter}", ATOM
         if op in ("begin", "end", "block_size", "tile_id"):
             return self._tile_attr(op, v.attrs["dim"])
+        if op == "mask":
+            return f"mask_{v.attrs['dim'].letter}", ATOM
+        if op == "cumsum":
+            rev = ", reverse=True" if v.attrs["reverse"] else ""
+            return f"nl.cumsum({self.ref(a[0])[0]}, axis={v.attrs['axis']}{rev})", ATOM
         if op == "permute":
             return f"nl.permute({self.ref(a[0])[0]}, {tuple(v.attrs['perm'])})", ATOM
         if op == "reshape":

@@ -298,6 +298,32 @@ def trans(tracer, x, d0=0, d1=1):
                       perm=tuple(perm))
 
 
+def cumsum(tracer, x, dim, reverse=False):
+    """Inclusive prefix sum along a whole dim (a full slice ':'): each program holds all of it.
+    Padded lanes sit past the end, so they reach a forward sum never, a reverse one unless
+    masked to 0 first."""
+    x = as_operand(tracer, x)
+    if not isinstance(x, ir.Value) or x.rank == 0:
+        raise TraceError("cumsum of a number or a scalar")
+    axis = _axis(x, dim)
+    d = x.dims[axis]
+    if d is not ONE and d.kind != "full":
+        raise TraceError(f"cumsum over {d.describe()}: a prefix sum needs the whole dim in one "
+                         "program; take it over a full slice ':'")
+    out = x.dtype
+    if not out.is_floating_point:
+        out = torch.int64                       # torch's cumsum of ints and bools
+    work = torch.float32 if out in (torch.float16, torch.bfloat16) else out
+    x = cast(tracer, x, work)
+    if reverse and d is not ONE and x.pad != 0:
+        inside = tracer.new("mask", [], (d,), torch.bool, None, dim=d)   # mask_<d>
+        inside = view(tracer, inside, tuple(slice(None) if i == axis else None
+                                            for i in range(x.rank)))
+        x = where(tracer, inside, x, 0)
+    r = tracer.new("cumsum", [x], x.dims, work, None, axis=axis, reverse=reverse)
+    return cast(tracer, r, out)
+
+
 def arange(tracer, begin, end, dtype):
     if not all(isinstance(b, int) and not isinstance(b, bool) for b in (begin, end)) or end <= begin:
         raise TraceError(f"hl.arange takes host ints begin < end, got {begin!r}, {end!r}")

@@ -270,6 +270,8 @@ def _table():
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
     t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax
+    t[torch.cumsum] = t[torch.Tensor.cumsum] = lambda tr, x, dim, dtype=None: _dtype(
+        tr, ops.cumsum(tr, x, dim), dtype)
     t[F.gelu] = lambda tr, x, approximate="none": ops.gelu(tr, x, approximate)
     t[torch.Tensor.reshape] = t[torch.Tensor.view] = lambda tr, x, *shape: ops.reshape(
         tr, ops.as_operand(tr, x), shape)
@@ -313,6 +315,10 @@ class _TileOf:
         self.dim = dim
 
 
+def _dtype(tracer, x, dtype):
+    return x if dtype is None else ops.cast(tracer, x, dtype)
+
+
 def _scaled(tracer, b, alpha):
     return b if alpha == 1 else ops.binary(tracer, "mul", b, alpha)
 
@@ -331,7 +337,7 @@ def _method(m):
     return method
 
 
-for _m in ("softmax", "reshape", "view", "unsqueeze", "squeeze"):
+for _m in ("softmax", "reshape", "view", "unsqueeze", "squeeze", "cumsum"):
     setattr(TileValue, _m, _method(_m))
 
 

@@ -341,6 +341,9 @@ class Tracer:
     def dot(self, a, b, acc, out_dtype):
         return ops.hl_dot(self, a, b, acc, out_dtype)
 
+    def cumsum(self, x, dim, reverse):
+        return ops.cumsum(self, x, dim, reverse)
+
     def torch_function(self, func, args, kwargs):
         from . import ops
         return ops.dispatch(self, func, args, kwargs)

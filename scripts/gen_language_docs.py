@@ -149,7 +149,7 @@ HELION_DIFFERENCES = """\
   mean what Helion's mean; the rest of this list is what still differs.
 - **Missing `hl.*` names**: `hl.jagged_tile` (loop over `hl.tile(start, end)` with bounds read
   in the kernel instead), `hl.barrier`, `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
-  `hl.associative_scan`, `hl.cumsum` / `hl.cumprod`, `hl.split` / `hl.join`, `hl.subscript`,
+  `hl.associative_scan`, `hl.cumprod`, `hl.split` / `hl.join`, `hl.subscript`,
   `hl.inline_asm_elementwise`, `hl.inline_triton` / `hl.triton_kernel`, `hl.device_print`,
   `hl.breakpoint`, `hl.StackTensor`. `hl.constexpr` is an annotation only (host numbers are
   baked into the kernel anyway); `hl.specialize` returns its argument as an int.
@@ -180,6 +180,8 @@ HELION_DIFFERENCES = """\
   covers the dim: the kernel would otherwise keep one tile's part where the oracle has the whole.
 - **Batched matmuls** (`torch.bmm`, `torch.baddbmm`, `@` of 3-D tiles) run one batch element
   per program: the batch tile's block size is pinned to 1.
+- **`hl.cumsum` / `torch.cumsum` run along a whole dim** (a full slice `:`), never along a tile
+  of the grid or of a loop (each program holds one tile of those).
 - **Tile values reshape only by adding or dropping size-1 axes** (`.reshape`, `.view`,
   `.unsqueeze`, `.squeeze`, `v[:, None]`, `v[:, 0]` after a keepdim reduction); `.transpose` and
   `.permute` reorder dims. Tiles have no memory layout to reshape.
@@ -365,7 +367,7 @@ def language_md() -> str:
     out.append(f"#### `deuteron.language` (`hl`)\n\n{_doc(hl)}\n")
     for name in ("tile", "grid", "zeros", "full", "arange", "register_block_size",
                  "register_tunable", "specialize", "static_range", "load", "store",
-                 "atomic_add", "rand", "dot"):
+                 "atomic_add", "rand", "dot", "cumsum"):
         out.append(f"#### `hl.{_sig(name, getattr(hl, name))}`\n\n{_doc(getattr(hl, name))}\n")
     out.append("`hl.atomic_max`, `hl.atomic_min`, `hl.atomic_and`, `hl.atomic_or`, "
                "`hl.atomic_xor` and `hl.atomic_xchg` take the same arguments as "

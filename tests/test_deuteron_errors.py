@@ -26,7 +26,7 @@ def branch_on_data(x, out):
 @dt.kernel
 def unsupported_op(x, out):
     for t in dt.tile(x.shape[0]):
-        out[t] = torch.cumsum(x[t], 0)
+        out[t] = torch.cumprod(x[t], 0)
 
 
 @dt.kernel
@@ -53,7 +53,7 @@ def float_of_tile(x, out):
 def tensor_method(x, out):
     for t in dt.tile(x.shape[0]):
         v = x[t] * 2.0
-        out[t] = v.cumsum(0)
+        out[t] = v.cumprod(0)
 
 
 @dt.kernel
@@ -118,7 +118,7 @@ def loop_value_escapes(x):
     (sum_over_grid, (torch.randn(33, 20),), "x[tm, :].sum()", "a dim of the launch grid"),
     (dot_over_grid, (torch.randn(32, 32), torch.randn(32, 16), torch.empty(32, 16)),
      "x[tm, tk] @ y[tk, :]", "matmul contracting tk"),
-    (tensor_method, (torch.randn(10), torch.empty(10)), "v.cumsum(0)", ".cumsum()"),
+    (tensor_method, (torch.randn(10), torch.empty(10)), "v.cumprod(0)", ".cumprod()"),
     (odd_power, (torch.randn(10), torch.empty(10)), "x[t] ** 3", "x ** 3"),
     (partial_slice, (torch.randn(10), torch.empty(10)), "x[1:9:2]", "step"),
     (store_mismatch, (torch.randn(6, 7), torch.empty(6)), "out[tm] = x[tm, tn]",
@@ -126,7 +126,7 @@ def loop_value_escapes(x):
     (while_on_data, (torch.randn(10), torch.empty(10)), "while v > 1:", "control flow"),
     (softplus_in_loop, (torch.randn(10), torch.empty(10)), "softplus(x[t])", "unsupported torch op"),
     (branch_on_data, (torch.randn(10), torch.empty(10)), "if v > 0:", "control flow"),
-    (unsupported_op, (torch.randn(10), torch.empty(10)), "torch.cumsum", "torch.cumsum"),
+    (unsupported_op, (torch.randn(10), torch.empty(10)), "torch.cumprod", "torch.cumprod"),
     (mismatched, (torch.randn(10), torch.randn(12), torch.empty(10)), "x[tm] + y[tn]",
      "mismatched tile shapes"),
     (bad_matmul, (torch.randn(8, 8), torch.randn(8, 8), torch.empty(8, 8)), "@ y[tm, tn]",
@@ -184,7 +184,7 @@ def test_unsupported_method_is_also_an_attribute_error():
     def k(x, out):
         for t in dt.tile(x.shape[0]):
             v = x[t]
-            out[t] = v if not hasattr(v, "cumsum") else v.cumsum(0)
+            out[t] = v if not hasattr(v, "cumprod") else v.cumprod(0)
     x, out = torch.randn(12), torch.full((12,), float("nan"))
     k(x, out)
     torch.testing.assert_close(out, x)

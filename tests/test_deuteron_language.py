@@ -382,3 +382,41 @@ def test_torch_amax_over_dim_0_reduces_dim_0_only():
     """torch.amax(v, dim=0) once reduced every dim (`dim or None`)."""
     x = torch.randn(23, 41)
     _both(col_extremes, (x,), x.amax(0) + x.amin(0))
+
+
+@dt.kernel
+def prefix_sums(x, out):
+    for tm in hl.tile(x.shape[0]):
+        v = x[tm, :]
+        out[tm, :] = torch.cumsum(v, dim=1) + hl.cumsum(v * 2.0 + 1.0, 1, reverse=True)
+    return out
+
+
+def test_cumsum_forward_and_reverse_over_a_row():
+    x = torch.randn(13, 37)
+    want = x.cumsum(1) + (x * 2.0 + 1.0).flip(1).cumsum(1).flip(1)
+    _both(prefix_sums, (x, _nan(13, 37)), want, rtol=1e-4, atol=1e-4)
+
+
+@dt.kernel
+def int_cumsum(x):
+    out = torch.full(x.shape, -1, dtype=torch.int64)
+    for tm in hl.tile(x.shape[0]):
+        out[tm, :] = x[tm, :].cumsum(1)
+    return out
+
+
+def test_cumsum_of_ints_is_int64_like_torch():
+    x = torch.randint(-5, 5, (9, 21), dtype=torch.int32)
+    _both(int_cumsum, (x,), x.cumsum(1))
+
+
+def test_cumsum_over_a_grid_tile_is_refused():
+    @dt.kernel
+    def bad(x):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.shape[0]):
+            out[t] = torch.cumsum(x[t], 0)
+        return out
+    with pytest.raises(dt.TraceError, match="whole dim"):
+        bad(torch.randn(20))
