@@ -314,7 +314,7 @@ def language_md() -> str:
     dk = sys.modules["deuteron.kernel"]   # the module (dt.kernel is the decorator)
 
     secs = {}
-    for part in ("__init__", "blocks", "movement", "scans", "lowlevel"):
+    for part in ("__init__", "blocks", "movement", "scans", "lowlevel", "rng"):
         secs.update(_sections(os.path.join(ROOT, "newt", "language", part + ".py")))
     out = [HEADER, "# Language reference\n",
            "Every kernel-language name of newt (`import newt.language as nl`) and the public API "

@@ -379,28 +379,6 @@ def debug_barrier():
     """Synchronize all threads of the program (__syncthreads)."""
 
 
-# ----------------------------------------------------------------------------- random numbers
-
-@builtin
-def rand(seed, offset, n_rounds=10):
-    """Uniform fp32 in [0, 1) from Philox4x32 keyed by (seed, offset); same stream as Triton's."""
-
-
-@builtin
-def randn(seed, offset, n_rounds=10):
-    """Standard normal fp32 from Philox4x32 (Box-Muller)."""
-
-
-@builtin
-def randint(seed, offset, n_rounds=10):
-    """A uint32 from Philox4x32 (the first of the four outputs)."""
-
-
-@builtin
-def randint4x(seed, offset, n_rounds=10):
-    """Four uint32 streams from Philox4x32."""
-
-
 # ----------------------------------------------------------------------------- loops
 
 class range:
@@ -443,8 +421,9 @@ from .blocks import (  # noqa: E402,F401
 
 # ----------------------------------------------------------------------------- namespaces
 # (imported last: they refer to the functions above)
-from . import extra, lowlevel, movement, scans  # noqa: E402,F401
+from . import extra, lowlevel, movement, rng, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
+from .rng import rand, randint, randint4x, randn  # noqa: E402,F401
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
