@@ -75,8 +75,8 @@ def test_dlpack_object_runs_on_the_interpreter(interp):
 
 @pytest.mark.parametrize("bad, words", [
     (Pointer(torch.randn(4)), r"argument `y_ptr` is a Pointer \(data_ptr\(\) and dtype"),
-    ("not a tensor", r"argument `y_ptr` has type str"),
-    ([1.0, 2.0], r"argument `y_ptr` has type list"),
+    ("not a tensor", r"argument [`']y_ptr[`'] has type str"),
+    ([1.0, 2.0], r"argument [`']y_ptr[`'] has type list"),
 ])
 def test_interpreter_errors_name_the_argument(interp, bad, words):
     x = torch.randn(4)
