@@ -378,7 +378,7 @@ def _bad_launches(x):
         ("complex_tensor", lambda: k[(1,)](x.to(torch.complex64), x, 8, 2.0, BLOCK=16)),
         ("float_beyond_fp32", lambda: k[(1,)](x, x, 8, 1e39, BLOCK=16)),
         ("int_beyond_64_bits", lambda: k[(1,)](x, x, 2 ** 70, 2.0, BLOCK=16)),
-        ("zero_grid", lambda: k[(0,)](x, x, 8, 2.0, BLOCK=16)),
+        ("negative_grid", lambda: k[(-1,)](x, x, 8, 2.0, BLOCK=16)),
         ("four_dimensional_grid", lambda: k[(1, 1, 1, 1)](x, x, 8, 2.0, BLOCK=16)),
         ("bad_num_warps", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=16, num_warps=3)),
         ("bad_num_stages", lambda: k[(1,)](x, x, 8, 2.0, BLOCK=16, num_stages=0)),
