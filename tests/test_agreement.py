@@ -18,6 +18,7 @@ import newt.language as nl
 import newt.options
 import test_errors
 from test_errors import _err_line, _sig
+from test_runtime_launch import fake_lib_path, gpu  # noqa: F401  (fixtures: the stand-in GPU)
 from test_semantics_agree import PATHS, run
 
 CASES = []
@@ -409,5 +410,3 @@ def test_bad_launches_are_launch_errors_on_both_paths(gpu, name):
     finally:
         newt.options.flags.interpret = False
 
-
-from test_runtime_launch import fake_lib_path, gpu  # noqa: E402,F401  (the stand-in GPU)
