@@ -387,51 +387,8 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
 
 
 # ----------------------------------------------------------------------------- hints, debugging
-
-def multiple_of(input, values):
-    return input
-
-
-def max_contiguous(input, values):
-    return input
-
-
-def max_constancy(input, values):
-    return input
-
-
-def static_assert(cond, msg=""):
-    cond = unwrap(cond)
-    if isinstance(cond, Tensor):
-        raise CompilationError("static_assert needs a constexpr condition (use device_assert "
-                               "for runtime values)", _loc())
-    if not cond:
-        raise CompilationError(f"static_assert failed: {unwrap(msg)}", _loc())
-
-
-def static_print(*values):
-    print(*(unwrap(v) for v in values))
-
-
-def device_print(prefix, *args, hex=False):
-    pid = context.current.pid
-    for a in args:
-        t = to_tensor(a)
-        flat = t.data.reshape(-1).tolist()
-        for i, v in enumerate(flat):
-            v = f"0x{v & ((1 << t.dtype.bits) - 1):x}" if hex and isinstance(v, int) else v
-            idx = f" idx ({i})" if t.data.dim() else ""
-            print(f"pid ({pid[0]}, {pid[1]}, {pid[2]}){idx} {prefix}{v}")
-
-
-def device_assert(cond, msg=""):
-    c = to_tensor(cond)
-    if not bool((c.data != 0).all()):
-        raise AssertionError(unwrap(msg) or "device_assert failed")
-
-
-def debug_barrier():
-    pass
+from .hints import (debug_barrier, device_assert, device_print, max_constancy,  # noqa: E402,F401
+                    max_contiguous, multiple_of, static_assert, static_print)
 
 
 # Methods of kernel tensors that forward to the language function of the same name
