@@ -14,53 +14,8 @@ from .. import dtypes as D
 from ..ir.core import Block, BlockType, ScalarType
 from . import semantic
 from .semantic import error, is_number
+from .names import assigned_names, carryable, name_loads, within, written_first
 from .values import Tensor, leaves, rebuild
-
-
-def assigned_names(stmts) -> list:
-    """Names a list of statements may assign, in first-assignment order."""
-    seen: dict = {}
-    for s in stmts:
-        for n in ast.walk(s):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
-                seen.setdefault(n.id, n.lineno)
-    return list(seen)
-
-
-_LOADS: dict = {}
-
-
-def _loads(fn_node) -> dict:
-    """name -> the Name nodes that read it, in a function (cached per parsed function)."""
-    d = _LOADS.get(fn_node)   # keyed by the node itself: parsed sources are cached for good
-    if d is None:
-        d = _LOADS[fn_node] = {}
-        for n in ast.walk(fn_node):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
-                d.setdefault(n.id, []).append(n)
-    return d
-
-
-def _within(n, expr) -> bool:
-    return any(n is m for m in ast.walk(expr))
-
-
-def _written_first(body, name) -> bool:
-    """True when the first top-level statement of `body` that mentions `name` is a plain
-    assignment to it whose right-hand side does not read it."""
-    for s in body:
-        mentions = [n for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == name]
-        if not mentions:
-            continue
-        if not isinstance(s, (ast.Assign, ast.AnnAssign)) or s.value is None:
-            return False
-        return all(isinstance(n.ctx, ast.Store) for n in mentions)
-    return False
-
-
-def _carryable(v) -> bool:
-    return all(isinstance(x, Tensor) or is_number(x) for x in leaves(v)) and \
-        not (isinstance(v, (tuple, list)) and not v)
 
 
 class ControlFlow:
@@ -152,7 +107,7 @@ class ControlFlow:
                 v = ev if t_ret else tv
                 if v is pv or v is _MISSING:
                     continue
-                if not _carryable(v):
+                if not carryable(v):
                     self.scope[n] = v   # a compile-time value: no region owns it
                     continue
                 names.append((n, v, v))
@@ -168,7 +123,7 @@ class ControlFlow:
             if tv is ev:
                 self.scope[n] = tv
                 continue
-            if not (_carryable(tv) and _carryable(ev)):
+            if not (carryable(tv) and carryable(ev)):
                 if type(tv) is type(ev) and tv == ev:
                     self.scope[n] = tv
                     continue
@@ -258,9 +213,9 @@ class ControlFlow:
         for n in names:
             if n in exclude or n not in self.scope:
                 continue
-            if _written_first(body, n) and not self._read_later(node, n):
+            if written_first(body, n) and not self._read_later(node, n):
                 continue
-            (carried if _carryable(self.scope[n]) else fixed).append(n)
+            (carried if carryable(self.scope[n]) else fixed).append(n)
         return names, carried, fixed
 
     def _read_later(self, loop, name) -> bool:
@@ -268,10 +223,10 @@ class ControlFlow:
         loop count; inside an enclosing device loop, any read outside the body does."""
         end = (loop.end_lineno, loop.end_col_offset)
         start = (loop.lineno, loop.col_offset)
-        for n in _loads(self.src.node).get(name, ()):
+        for n in name_loads(self.src.node).get(name, ()):
             pos = (n.lineno, n.col_offset)
             inside = start <= pos <= end and not (isinstance(loop, ast.While) and
-                                                  _within(n, loop.test))
+                                                  within(n, loop.test))
             if inside:
                 continue
             if self.loop_depth or self.static_depth or pos > end:

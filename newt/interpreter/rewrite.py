@@ -22,7 +22,7 @@ from __future__ import annotations
 import ast
 import copy
 
-from ..frontend.control import assigned_names
+from ..frontend.names import assigned_names
 from ..frontend.source import get_source
 
 _AND, _OR, _NOT, _CARRY, _DEVICE = ("__newt_and", "__newt_or", "__newt_not", "__newt_carry",
