@@ -518,17 +518,8 @@ OPS = [
 
 
 def main():
-    from dt_ops_common import check
-    import newt
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cpu":
-        newt.options.flags.interpret = True
-    for op in OPS:
-        try:
-            check(op, device, small=device == "cpu")
-            print(f"{op.name}: matches torch")
-        except Exception as e:       # report every op, not the first failure
-            print(f"{op.name}: FAILED: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    from dt_ops_common import run_all
+    run_all(OPS)
 
 
 if __name__ == "__main__":

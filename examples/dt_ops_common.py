@@ -73,3 +73,18 @@ def check(op: Op, device, small=True, seed=0):
                                    w.float() if g.dtype != w.dtype else w,
                                    rtol=op.tol[0], atol=op.tol[1], equal_nan=False)
     return args, got
+
+
+def run_all(ops):
+    """Check every op against torch, on the GPU when there is one, else on the interpreter at
+    the small sizes; one line per op, every op reported (not only the first failure)."""
+    import newt
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cpu":
+        newt.options.flags.interpret = True
+    for op in ops:
+        try:
+            check(op, device, small=device == "cpu")
+            print(f"{op.name}: matches torch")
+        except Exception as e:
+            print(f"{op.name}: FAILED: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
