@@ -51,7 +51,8 @@ def _fuse_loop(loop) -> bool:
             dot = op_of(d, "dot")
             if dot is None or dot.parent is not body or not any(acc is c for c in carried):
                 continue
-            if not (acc.type == d.type == add.result.type and _is_zero(dot.operands[2])
+            if not (acc.type == d.type == add.result.type and d.dtype in (D.float32, D.int32)
+                    and _is_zero(dot.operands[2])
                     and uses.get(d.id, []) == [add]):
                 continue
             dot.operands[2] = acc
@@ -67,8 +68,11 @@ def _fuse_loop(loop) -> bool:
 
 def fuse_acc(fn, options):
     """1. `acc + dot(a, b)` of a carried acc -> `dot(a, b, acc)`."""
-    if any([_fuse_loop(loop) for loop in _dot_loops(fn)]):
-        remove_dead(fn)
+    for loop in _dot_loops(fn):
+        if _fuse_loop(loop):
+            # the zero accumulator the dot no longer reads; only in the body, so that the rest
+            # of the function stays as the fused spelling has it (the same code)
+            remove_dead(loop.regions[0])
     return fn
 
 
@@ -252,13 +256,13 @@ def _carry(loop, ld):
 
 def carry_pointers(fn, options):
     """2. Dot operand pointers recomputed from the induction variable -> incremented pointers."""
-    changed = False
     for loop in _dot_loops(fn):
         body = loop.regions[0]
         uses = body.uses()
+        changed = False
         for ld in [o for o in body.ops if o.opcode == "load"]:
             if is_block(ld.operands[0].type) and _feeds_dot(ld, uses):
                 changed |= _carry(loop, ld)
-    if changed:
-        remove_dead(fn)
+        if changed:
+            remove_dead(body)       # the per-iteration pointer math
     return fn
