@@ -160,3 +160,40 @@ def test_forms_benchmark_check_only_on_the_interpreter(monkeypatch, capsys):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     mf.main(["--check-only"])
     assert "every form matches torch" in capsys.readouterr().out
+
+
+def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx):
+    """The generated code of `kernel` run on the CPU (tests/test_dot_emulated.py's emulator),
+    64x64x32 tiles, 4 warps, 3 stages, on a NaN-poisoned output; returns how many of its TMA
+    maps feed the ring."""
+    from test_dot_emulated import _STAGES, _emulator, _load_maps
+    E = _emulator(monkeypatch, arch)
+    _STAGES[0] = 3
+    torch.manual_seed(0)
+    a = torch.randn(M, K).half()
+    b = torch.randn(K, N).half()
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    E.emulate(kernel, (-(-M // 64), -(-N // 64)), a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32,
+              num_warps=4, num_stages=3, **cx)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+    return _load_maps(E.build.last_maps)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("arch,form,M,N,K", [
+    # rows 16-byte aligned, M and K not multiples of the tiles: TMA boxes on sm_90a
+    ("sm_90a", "masked", 100, 80, 144),
+    ("sm_90a", "descriptor", 100, 80, 144),
+    # odd row strides: the cp.async ring's gathers; mma.sync on sm_80
+    ("sm_90a", "masked", 70, 45, 77),
+    ("sm_80", "masked", 70, 45, 77),
+    ("sm_80", "+=", 70, 45, 77),
+])
+def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
+    import matmul_forms as mf
+    kernel, cx = {"masked": (mf.mm_masked, {}), "descriptor": (mm_descriptor, {}),
+                  "+=": (mm_spelled, {"HOW": "+="})}[form]
+    tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx)
+    assert tma == (2 if arch == "sm_90a" and K % 16 == 0 else 0)
