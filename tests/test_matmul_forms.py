@@ -23,22 +23,24 @@ CFG = dict(BM=128, BN=128, BK=64)
 @newt.jit
 def mm_spelled(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr,
-               HOW: nl.constexpr):
+               HOW: nl.constexpr, ACC: nl.constexpr = nl.float32):
     offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
     offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
     offs_k = nl.arange(0, BK)
     a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
-    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    acc = nl.zeros((BM, BN), dtype=ACC)
     for k in range(0, nl.cdiv(K, BK)):
         a = nl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BK),
-                    other=0.0)
+                    other=0)
         b = nl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BK) & (offs_n[None, :] < N),
-                    other=0.0)
+                    other=0)
         if HOW == "fused":
             acc = nl.dot(a, b, acc)
         elif HOW == "+=":
             acc += nl.dot(a, b)
+        elif HOW == "scaled":
+            acc += nl.dot(a, b) * 2.0
         elif HOW == "acc + dot":
             acc = acc + nl.dot(a, b)
         else:
@@ -91,7 +93,7 @@ def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, **cx):
     units = {"stride_ak", "stride_cn", "stride_bk" if b_colmajor else "stride_bn"}
     sig, spec = {}, {}
     for p in inspect.signature(kernel.fn).parameters:
-        if p in cfg or p in cx or p in ("HOW", "WRAP_K", "GROUP_M"):
+        if p in cfg or p in cx or p in ("HOW", "WRAP_K", "GROUP_M", "ACC"):
             continue
         if p.endswith("ptr"):
             out32 = p == "c_ptr" and kernel.__name__ == "mm_splitk"
@@ -121,6 +123,13 @@ def test_every_acc_spelling_generates_the_fused_dots_code(arch):
     assert _ring(want) == ("ring(S=4, D=3, tma)" if arch == "sm_90a" else "ring(S=4, D=3)")
 
 
+def test_int8_acc_spelling_generates_the_fused_dots_code():
+    """int8 operands into an int32 accumulator: the same rewrite (exact in integers)."""
+    want = _compile(mm_spelled, "sm_80", "int8", HOW="fused", ACC=nl.int32)
+    got = _compile(mm_spelled, "sm_80", "int8", HOW="+=", ACC=nl.int32)
+    assert got.source == want.source and _ring(got) == "ring(S=4, D=3)"
+
+
 def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
     """The tutorial form (incremented pointers) against pointers recomputed from k over
     range(0, cdiv(K, BK)) and range(0, K, BK), and a tensor descriptor loaded at k * BK."""
@@ -131,6 +140,14 @@ def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
         ck = _compile(k, **cx)
         assert _ring(ck) == want, k.__name__
         assert ck.source.count("cp.async.bulk.tensor") or "newt_tma_load_2d" in ck.source
+
+
+def test_a_dot_left_without_a_ring_says_why():
+    """`acc += 2 * dot(a, b)` is not `dot(a, b, acc)` (its products are scaled): it keeps its
+    form, and the dot says which of the ring's facts it lacks."""
+    ck = _compile(mm_spelled, "sm_80", HOW="scaled")
+    assert _ring(ck) == "no ring"
+    assert "ring_why='the accumulator is not a value the loop carries'" in ck.ir
 
 
 def test_a_pointer_that_is_not_affine_in_the_loop_index_says_why():

@@ -266,3 +266,45 @@ def carry_pointers(fn, options):
         if changed:
             remove_dead(body)       # the per-iteration pointer math
     return fn
+
+
+# ----------------------------------------------------------------------------- 3. why no ring
+def explain_rings(fn, options):
+    """3. A loop's dot that dot_ring left without a ring says why, in attrs["ring_why"] (the
+    first fact of tc/dot_pipeline.py's conditions that does not hold)."""
+    from ...ir.schedule import plan_dot
+    for loop in _dot_loops(fn):
+        body = loop.regions[0]
+        uses = body.uses()
+        yld = body.ops[-1]
+        for dot in [o for o in body.ops if o.opcode == "dot" and not o.attrs.get("ring")]:
+            why = _no_ring(dot, body, uses, yld, plan_dot, options)
+            if why:
+                dot.attrs["ring_why"] = why
+    return fn
+
+
+def _no_ring(dot, body, uses, yld, plan_dot, options):
+    acc = dot.operands[2]
+    if not any(acc is c for c in body.args[1:]):
+        return "the accumulator is not a value the loop carries"
+    if dot.result.dtype not in (D.float32, D.int32):
+        return "the accumulator is not fp32 or int32"
+    if uses.get(acc.id, []) != [dot]:
+        return "the accumulator is read by another op in the loop"
+    j = body.args.index(acc) - 1
+    if uses.get(dot.result.id, []) != [yld] or yld.operands[j] is not dot.result:
+        return "the dot's result is used in the loop, not only carried to the next iteration"
+    if plan_dot(dot, options.num_threads).engine != "mma":
+        return "the dot does not run on tensor cores"
+    for role, v in zip("ab", dot.operands[:2]):
+        ld = op_of(v)
+        if ld is None or ld.opcode != "load" or ld.parent is not body:
+            return f"operand {role} is not a load in the loop body"
+        if uses.get(v.id, []) != [dot]:
+            return f"operand {role} is also read by another op"
+        if ld.attrs.get("volatile"):
+            return f"operand {role}'s load is volatile"
+        if ld.attrs.get("has_other") and not _is_zero(ld.operands[-1]):
+            return f"operand {role}'s masked load pads with a nonzero `other`"
+    return None
