@@ -143,22 +143,19 @@ def mm_batched(a_ptr, b_ptr, c_ptr, M, N, K, stride_az, stride_am, stride_ak, st
 def mm_splitk(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
               stride_cm, stride_cn, K_SLICE, BM: nl.constexpr, BN: nl.constexpr,
               BK: nl.constexpr):
-    """The K slice on grid axis 2; the fp32 tile added into C by nl.atomic_add."""
+    """The K slice on grid axis 2 (pointers recomputed from `k0 + k + arange`, masks on every
+    axis); the fp32 tile added into C by nl.atomic_add."""
     offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
     offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
     k0 = nl.program_id(2) * K_SLICE
-    offs_k = nl.arange(0, BK)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + (k0 + offs_k)[None, :] * stride_ak
-    b_ptrs = b_ptr + (k0 + offs_k)[:, None] * stride_bk + offs_n[None, :] * stride_bn
     acc = nl.zeros((BM, BN), dtype=nl.float32)
     for k in range(0, K_SLICE, BK):
-        a = nl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k0 - k),
-                    other=0.0)
-        b = nl.load(b_ptrs, mask=(offs_k[:, None] < K - k0 - k) & (offs_n[None, :] < N),
-                    other=0.0)
-        acc = nl.dot(a, b, acc)
-        a_ptrs += BK * stride_ak
-        b_ptrs += BK * stride_bk
+        offs_k = k0 + k + nl.arange(0, BK)
+        a = nl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+        b = nl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc += nl.dot(a, b)
     nl.atomic_add(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc,
                   mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 

@@ -136,7 +136,8 @@ def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
     import matmul_forms as mf
     want = _ring(_compile(mf.mm_tutorial))
     assert want == "ring(S=4, D=3, tma)"
-    for k, cx in ((mf.mm_masked, {}), (mm_descriptor, {}), (mm_range_k, {"WRAP_K": False})):
+    for k, cx in ((mf.mm_masked, {}), (mm_descriptor, {}), (mm_range_k, {"WRAP_K": False}),
+                  (mf.mm_splitk, {})):
         ck = _compile(k, **cx)
         assert _ring(ck) == want, k.__name__
         assert ck.source.count("cp.async.bulk.tensor") or "newt_tma_load_2d" in ck.source
@@ -179,7 +180,7 @@ def test_forms_benchmark_check_only_on_the_interpreter(monkeypatch, capsys):
     assert "every form matches torch" in capsys.readouterr().out
 
 
-def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx):
+def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, extra=(), dt=torch.float16):
     """The generated code of `kernel` run on the CPU (tests/test_dot_emulated.py's emulator),
     64x64x32 tiles, 4 warps, 3 stages, on a NaN-poisoned output; returns how many of its TMA
     maps feed the ring."""
@@ -189,9 +190,11 @@ def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx):
     torch.manual_seed(0)
     a = torch.randn(M, K).half()
     b = torch.randn(K, N).half()
-    c = torch.full((M, N), float("nan"), dtype=torch.float16)
-    E.emulate(kernel, (-(-M // 64), -(-N // 64)), a, b, c, M, N, K, a.stride(0), a.stride(1),
-              b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32,
+    # (split-K adds into C: zeros, and every element must receive its sum)
+    c = torch.full((M, N), 0.0 if extra else float("nan"), dtype=dt)
+    grid = (-(-M // 64), -(-N // 64), -(-K // extra[0]) if extra else 1)
+    E.emulate(kernel, grid, a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), *extra, BM=64, BN=64, BK=32,
               num_warps=4, num_stages=3, **cx)
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
     torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
@@ -207,10 +210,13 @@ def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx):
     ("sm_90a", "masked", 70, 45, 77),
     ("sm_80", "masked", 70, 45, 77),
     ("sm_80", "+=", 70, 45, 77),
+    # split-K: K slices of 64 on grid axis 2, recomputed from k0 + k + arange, atomic adds
+    ("sm_90a", "split-K", 100, 80, 208),
 ])
 def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
     import matmul_forms as mf
     kernel, cx = {"masked": (mf.mm_masked, {}), "descriptor": (mm_descriptor, {}),
-                  "+=": (mm_spelled, {"HOW": "+="})}[form]
-    tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx)
+                  "+=": (mm_spelled, {"HOW": "+="}), "split-K": (mf.mm_splitk, {})}[form]
+    extra = ((64,), torch.float32) if form == "split-K" else ((), torch.float16)
+    tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, *extra)
     assert tma == (2 if arch == "sm_90a" and K % 16 == 0 else 0)

@@ -212,11 +212,10 @@ def _step(lp, terms, loc):
     return total
 
 
-def _carry(loop, ld):
+def _carry(lp, ld):
     """Make the pointer of `ld` a carried, incremented block; False (with the reason in the
     load's attrs) when it is not affine in the induction variable."""
-    lp = _Loop(loop)
-    body, ptr = lp.body, ld.operands[0]
+    loop, body, ptr = lp.loop, lp.body, ld.operands[0]
     try:
         if not lp.defined_inside(ptr) or not isinstance(ptr.owner, Op):
             return False
@@ -254,15 +253,61 @@ def _carry(loop, ld):
     return True
 
 
+def _rebase_mask(lp, mask):
+    """Mask conjuncts `idx(k) < B` with idx advancing by a constant c per unit of k (from a loop
+    starting at 0) read `idx(0) < B - k * c`: the tutorial's form, the index the pointer's
+    copy in front of the loop (so the TMA planner sees the mask bound the loaded index)."""
+    if index_constant(lp.loop.operands[0]) != 0:
+        return
+    todo = [mask]
+    while todo:
+        v = todo.pop()
+        o = op_of(v)
+        if o is None or not lp.defined_inside(v):
+            continue
+        if o.opcode in ("broadcast", "reshape", "convert_layout") or (
+                o.opcode == "binary" and o.attrs["op"] == "and"):
+            todo.extend(o.operands)
+            continue
+        if not (o.opcode == "binary" and o.attrs["op"] == "lt"):
+            continue
+        x, y = o.operands
+        bound = _uniform(y)
+        try:
+            dx, dy = lp.deriv(x), lp.deriv(y)
+            if dy or bound is None or len(dx) != 1 or dx[0][1] is not None or not dx[0][0] \
+                    or bound.dtype != lp.iv.dtype:
+                continue
+            x0 = lp.hoist(x, lp.loop.operands[0])
+        except NoMatch:
+            continue
+        at = lp.body.ops.index(o)
+        made = []
+        for opcode, ins, t, attrs in (
+                ("constant", [], ScalarType(lp.iv.dtype), {"value": dx[0][0]}),
+                ("binary", [lp.iv, None], ScalarType(lp.iv.dtype), {"op": "mul"}),
+                ("binary", [bound, None], ScalarType(lp.iv.dtype), {"op": "sub"}),
+                ("splat", [None], y.type, {})):
+            ins = [made[-1] if i is None else i for i in ins]
+            new = Op(opcode, ins, [t], attrs, (), o.loc)
+            new.parent = lp.body
+            lp.body.ops.insert(at + len(made), new)
+            made.append(new.result)
+        o.operands = [x0, made[-1]]
+
+
 def carry_pointers(fn, options):
     """2. Dot operand pointers recomputed from the induction variable -> incremented pointers."""
     for loop in _dot_loops(fn):
         body = loop.regions[0]
         uses = body.uses()
         changed = False
+        lp = _Loop(loop)    # one copy of the index math in front of the loop for all loads
         for ld in [o for o in body.ops if o.opcode == "load"]:
             if is_block(ld.operands[0].type) and _feeds_dot(ld, uses):
-                changed |= _carry(loop, ld)
+                if _carry(lp, ld) and ld.attrs.get("has_mask"):
+                    _rebase_mask(lp, ld.operands[1])
+                    changed = True
         if changed:
             remove_dead(body)       # the per-iteration pointer math
     return fn
