@@ -220,3 +220,22 @@ def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
     extra = ((64,), torch.float32) if form == "split-K" else ((), torch.float16)
     tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, *extra)
     assert tma == (2 if arch == "sm_90a" and K % 16 == 0 else 0)
+
+
+def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
+    """The timed part of the benchmark (sweep, cuBLAS column, table) with a fake timer that
+    runs each call once: a typo there must not cost a GPU run to find."""
+    import matmul_forms as mf
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    monkeypatch.setattr(mf, "CONFIGS", [mf.SMALL])
+    calls = []
+
+    def one_call(fn):
+        fn()
+        calls.append(1)
+        return 1.0
+    sizes = {kind: (2 if kind == "batched" else 1, 64, 32, 64) for *_, kind, _ in mf.FORMS}
+    mf.table("cpu", {}, one_call, sizes)
+    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    assert [r[:36].strip() for r in rows] == [f[0] for f in mf.FORMS]
+    assert len(calls) == 2 * len(mf.FORMS)      # newt's one config and cuBLAS, per form
