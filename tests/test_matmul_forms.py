@@ -88,6 +88,24 @@ def mm_range_k(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, st
              acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
+@newt.jit
+def mm_nl_range(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    """nl.range with its own stage count, pointers from `k * BK + arange`, M/N/K masks."""
+    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
+    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in nl.range(0, nl.cdiv(K, BK), num_stages=3):
+        offs_k = k * BK + nl.arange(0, BK)
+        a = nl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+        b = nl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc = nl.dot(a, b) + acc
+    nl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+             acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
 def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, **cx):
     """Compiled as the launcher specializes row-major operands of sizes divisible by 16."""
     units = {"stride_ak", "stride_cn", "stride_bk" if b_colmajor else "stride_bn"}
@@ -141,6 +159,7 @@ def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
         ck = _compile(k, **cx)
         assert _ring(ck) == want, k.__name__
         assert ck.source.count("cp.async.bulk.tensor") or "newt_tma_load_2d" in ck.source
+    assert _ring(_compile(mm_nl_range)) == "ring(S=3, D=2, tma)"
 
 
 def test_a_dot_left_without_a_ring_says_why():
