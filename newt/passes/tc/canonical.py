@@ -181,11 +181,18 @@ def _uniform(v):
     return v
 
 
-def _feeds_dot(ld, uses) -> bool:
+def _loaded(v, body) -> bool:
+    """v is a load in `body` (or its transpose)."""
+    o = op_of(v, "trans", "permute")
+    o = op_of(o.operands[0] if o is not None else v, "load")
+    return o is not None and o.parent is body
+
+
+def _feeds_dot(ld, uses, dots) -> bool:
     users = uses.get(ld.result.id, [])
     return bool(users) and all(
-        u.opcode == "dot" or (u.opcode in ("trans", "permute") and all(
-            w.opcode == "dot" for w in uses.get(u.result.id, []))) for u in users)
+        any(u is d for d in dots) or (u.opcode in ("trans", "permute") and all(
+            any(w is d for d in dots) for w in uses.get(u.result.id, []))) for u in users)
 
 
 def _step(lp, terms, loc):
@@ -303,8 +310,14 @@ def carry_pointers(fn, options):
         uses = body.uses()
         changed = False
         lp = _Loop(loop)    # one copy of the index math in front of the loop for all loads
+        yld = body.ops[-1]
+        # only the loads of dots the ring can take (an accumulator carried from dot to dot):
+        # other loops holding dots (attention's) have passes of their own for their loads
+        rings = [o for o in body.ops if o.opcode == "dot"
+                 and _carried_acc_why(o, body, uses, yld) is None
+                 and all(_loaded(v, body) for v in o.operands[:2])]
         for ld in [o for o in body.ops if o.opcode == "load"]:
-            if is_block(ld.operands[0].type) and _feeds_dot(ld, uses):
+            if is_block(ld.operands[0].type) and _feeds_dot(ld, uses, rings):
                 if _carry(lp, ld) and ld.attrs.get("has_mask"):
                     _rebase_mask(lp, ld.operands[1])
                     changed = True
@@ -330,16 +343,9 @@ def explain_rings(fn, options):
 
 
 def _no_ring(dot, body, uses, yld, plan_dot, options):
-    acc = dot.operands[2]
-    if not any(acc is c for c in body.args[1:]):
-        return "the accumulator is not a value the loop carries"
-    if dot.result.dtype not in (D.float32, D.int32):
-        return "the accumulator is not fp32 or int32"
-    if uses.get(acc.id, []) != [dot]:
-        return "the accumulator is read by another op in the loop"
-    j = body.args.index(acc) - 1
-    if uses.get(dot.result.id, []) != [yld] or yld.operands[j] is not dot.result:
-        return "the dot's result is used in the loop, not only carried to the next iteration"
+    why = _carried_acc_why(dot, body, uses, yld)
+    if why:
+        return why
     if plan_dot(dot, options.num_threads).engine != "mma":
         return "the dot does not run on tensor cores"
     for role, v in zip("ab", dot.operands[:2]):
@@ -352,4 +358,20 @@ def _no_ring(dot, body, uses, yld, plan_dot, options):
             return f"operand {role}'s load is volatile"
         if ld.attrs.get("has_other") and not _is_zero(ld.operands[-1]):
             return f"operand {role}'s masked load pads with a nonzero `other`"
+    return None
+
+
+def _carried_acc_why(dot, body, uses, yld):
+    """Why a dot's accumulator is not carried from dot to dot (the ring's first condition), or
+    None when it is."""
+    acc = dot.operands[2]
+    if not any(acc is c for c in body.args[1:]):
+        return "the accumulator is not a value the loop carries"
+    if dot.result.dtype not in (D.float32, D.int32):
+        return "the accumulator is not fp32 or int32"
+    if uses.get(acc.id, []) != [dot]:
+        return "the accumulator is read by another op in the loop"
+    j = body.args.index(acc) - 1
+    if uses.get(dot.result.id, []) != [yld] or yld.operands[j] is not dot.result:
+        return "the dot's result is used in the loop, not only carried to the next iteration"
     return None
