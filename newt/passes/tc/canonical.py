@@ -2,23 +2,30 @@
 planner reads.
 
 Where it sits: the `fuse_acc` and `carry_pointers` entries of PASSES (newt/passes/__init__.py),
-after the core `masks` pass and before `reduce_pointers` / `dot_ring` (tc/dot_pipeline.py). Both
-rewrite IR; the decisions that follow (ring, TMA) are then the same as for the canonical
-spelling, and the generated code is too.
+after the core `masks` pass and before `reduce_pointers` / `dot_ring` (tc/dot_pipeline.py), and
+`ring_why` right after `dot_ring`. The first two rewrite IR; the decisions that follow (ring,
+TMA) are then those of the canonical spelling, and so is the generated code.
 
 1. `fuse_acc`: in a loop body, `acc + dot(a, b)` (either order; `acc += nl.dot(a, b)` and
-   `acc = acc + nl.dot(a, b)` both build it) where `acc` is a loop-carried value of the dot's
-   type and the dot's own accumulator is a zero block becomes `dot(a, b, acc)`. Exact: the dot
-   adds its products to the accumulator it is given, so the same sum of the same terms (the
-   order of the fp32 additions is the tensor core's in both spellings). The dot's result takes
-   the add's name.
-2. `carry_pointers`: a dot operand's pointer block recomputed from the induction variable each
-   step, `P(k) = base + (k * C + arange)[..] * stride + ...` (affine in k with a step uniform
-   over the block: the forms people write, and what tensor descriptors lower to), becomes the
-   tutorial's incremented pointer: a carried block starting at P(lower bound), advanced by
-   `step * dP/dk` (a loop-invariant scalar) per iteration. reduce_pointers then turns it into
-   the carried scalar offset the ring and TMA planners read. A pointer that depends on k in
-   another way keeps its form, with the reason in the load's attrs["canon_why"] (printed IR).
+   `acc = acc + nl.dot(a, b)` both build it) where `acc` is a loop-carried fp32 / int32 value of
+   the dot's type and the dot's own accumulator is a zero block becomes `dot(a, b, acc)`, as
+   Triton combines them: the same products summed, the running sum entering the tensor core's
+   additions instead of one addition after them (int32: the same bits; fp32: the same up to
+   rounding order). The dot's result takes the add's name.
+2. `carry_pointers`: an operand of a dot the ring can take (both operands loaded in the loop,
+   the accumulator carried from dot to dot) whose pointer block is recomputed from the
+   induction variable k each step, `P(k) = base + (k * C + arange)[..] * stride + ...` (affine
+   in k with a step uniform over the block: the forms people write, and what tensor descriptors
+   lower to), becomes the tutorial's incremented pointer: a carried block starting at P(lower
+   bound), advanced by `step * dP/dk` (a loop-invariant scalar) per iteration. reduce_pointers
+   then turns it into the carried scalar offset the ring and TMA planners read. The load's mask
+   conjuncts `idx(k) < B` are rebased to `idx(0) < B - k * c` (the tutorial's `offs_k < K - k *
+   BK`), idx(0) being the pointer's own copy of the index, so that the TMA planner sees the mask
+   bound the loaded index. A pointer that depends on k in another way keeps its form, with the
+   reason in the load's attrs["canon_why"] (printed IR). Other loops holding dots (attention's)
+   keep their loads for the passes made for them (tc/dot_loads.py, tc/ring_tma.py).
+3. `ring_why`: a loop's dot that dot_ring left without a ring says which fact it lacks, in
+   attrs["ring_why"].
 """
 from __future__ import annotations
 
@@ -329,7 +336,7 @@ def carry_pointers(fn, options):
 # ----------------------------------------------------------------------------- 3. why no ring
 def explain_rings(fn, options):
     """3. A loop's dot that dot_ring left without a ring says why, in attrs["ring_why"] (the
-    first fact of tc/dot_pipeline.py's conditions that does not hold)."""
+    first of tc/dot_pipeline.py's conditions that does not hold, checked in the same order)."""
     from ...ir.schedule import plan_dot
     for loop in _dot_loops(fn):
         body = loop.regions[0]
