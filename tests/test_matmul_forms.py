@@ -258,3 +258,11 @@ def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
     rows = capsys.readouterr().out.strip().splitlines()[1:]
     assert [r[:36].strip() for r in rows] == [f[0] for f in mf.FORMS]
     assert len(calls) == 2 * len(mf.FORMS)      # newt's one config and cuBLAS, per form
+    # the Triton twins are the same source with nl -> tl: it must parse and name no newt
+    import ast
+
+    import common
+    for _, k, *_ in mf.FORMS:
+        src = common.swap_to_triton(common.kernel_source(k))
+        ast.parse(src)
+        assert "nl." not in src and "newt" not in src, k.__name__
