@@ -266,3 +266,11 @@ def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
         src = common.swap_to_triton(common.kernel_source(k))
         ast.parse(src)
         assert "nl." not in src and "newt" not in src, k.__name__
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_every_form_on_the_gpu():
+    """Every form at the benchmark's tiles on the GPU: odd sizes (1000x1500x777) for the forms
+    that mask, NaN-poisoned outputs, against torch."""
+    import matmul_forms as mf
+    mf.check("cuda", small=False)
