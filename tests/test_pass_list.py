@@ -51,8 +51,10 @@ def test_debug_level_2_prints_the_ir_after_every_pass(monkeypatch, capsys):
     for name, _ in P.PASSES:
         assert f"// ===== newt IR after pass {name}: _mm" in err
     # each decision shows up after the pass that makes it, not before
-    for name, mark in (("layout", "dot_plan=mma:f16[128x128x64]"), ("tile_loads", "tile=a-tile"),
-                       ("recompute_index", "recompute_index}")):
+    # (the kernel's `acc += dot` on recomputed pointers is the TMA ring's: tc/canonical.py)
+    for name, mark in (("dot_ring", "ring_role="),
+                       ("dot_tma", "D=2, tma)"), ("layout", "layout=mma_acc("),
+                       ("store_tma", "tma_store")):
         before, after = err.split(f"after pass {name}: _mm", 1)
         assert mark not in before and mark in after, name
 

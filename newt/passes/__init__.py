@@ -6,11 +6,15 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     masks             masks the value ranges prove all-true are dropped (masks.py)
     scaled_reduce     max / min of a block times a positive constant: the reduction first
                       (scaled_reduce.py)
-  tensor cores, before layouts (tc/dot_pipeline.py, tc/trans_loads.py, tc/dot_fp8.py)
+  tensor cores, before layouts (tc/canonical.py, tc/dot_pipeline.py, tc/trans_loads.py,
+  tc/dot_fp8.py)
+    fuse_acc          acc + dot(a, b) of a carried acc -> dot(a, b, acc)
+    carry_pointers    dot operand pointers recomputed from the induction variable -> incremented
     reduce_pointers   pointer strength reduction in loops holding a dot
     trans_loads       dot(a, trans(load)) -> dot(a, load of the transpose)
     fp8_dots          fp8 dots wgmma cannot take run on fp16 tensor cores
     dot_ring          loads that feed only a dot go through an asynchronous shared-memory ring
+    ring_why          a loop's dot left without a ring says which fact is missing (tc/canonical.py)
     dot_tma           rings whose tiles are provably boxes are filled by TMA (tc/dot_tma.py)
     ring_drain        the ring's tiles consumed after its loop
   core
@@ -54,6 +58,7 @@ from .masks import drop_true_masks
 from .runs import mark_runs
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
+from .tc.canonical import carry_pointers, explain_rings, fuse_acc
 from .tc.dot_fp8 import lower_fp8_dots
 from .tc.dot_loads import plan_prefetch, plan_tile_loads
 from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
@@ -69,10 +74,13 @@ from .wide_index import mark_wide_indices
 PASSES = (
     ("masks", drop_true_masks),
     ("scaled_reduce", scale_reductions),
+    ("fuse_acc", fuse_acc),
+    ("carry_pointers", carry_pointers),
     ("reduce_pointers", reduce_pointers),
     ("trans_loads", load_transposed_operands),
     ("fp8_dots", lower_fp8_dots),
     ("dot_ring", plan_rings),
+    ("ring_why", explain_rings),
     ("dot_tma", plan_tma_rings),
     ("ring_drain", place_drains),
     ("wide_index", mark_wide_indices),

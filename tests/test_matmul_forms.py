@@ -1,0 +1,276 @@
+"""The ways people write a matmul loop take the path of the canonical one (newt/passes/tc/
+canonical.py), on the CPU: `acc += nl.dot(a, b)` and its spellings generate the same CUDA C++
+as `nl.dot(a, b, acc)`; pointers recomputed from the induction variable (and tensor descriptors,
+which lower to them) get the tutorial's ring and TMA decision; every form of benchmarks/
+matmul_forms.py compiles without spills and matches torch on the interpreter. GPU speed:
+`python benchmarks/matmul_forms.py`."""
+import inspect
+import os
+import re
+import sys
+
+import pytest
+import torch
+
+import newt
+import newt.language as nl
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+
+CFG = dict(BM=128, BN=128, BK=64)
+
+
+@newt.jit
+def mm_spelled(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+               stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr,
+               HOW: nl.constexpr, ACC: nl.constexpr = nl.float32):
+    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
+    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
+    offs_k = nl.arange(0, BK)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+    acc = nl.zeros((BM, BN), dtype=ACC)
+    for k in range(0, nl.cdiv(K, BK)):
+        a = nl.load(a_ptrs, mask=(offs_m[:, None] < M) & (offs_k[None, :] < K - k * BK),
+                    other=0)
+        b = nl.load(b_ptrs, mask=(offs_k[:, None] < K - k * BK) & (offs_n[None, :] < N),
+                    other=0)
+        if HOW == "fused":
+            acc = nl.dot(a, b, acc)
+        elif HOW == "+=":
+            acc += nl.dot(a, b)
+        elif HOW == "scaled":
+            acc += nl.dot(a, b) * 2.0
+        elif HOW == "acc + dot":
+            acc = acc + nl.dot(a, b)
+        else:
+            acc = nl.dot(a, b) + acc
+        a_ptrs += BK * stride_ak
+        b_ptrs += BK * stride_bk
+    nl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+             acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@newt.jit
+def mm_descriptor(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                  stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    pid_m, pid_n = nl.program_id(0), nl.program_id(1)
+    ad = nl.make_tensor_descriptor(a_ptr, [M, K], [stride_am, stride_ak], [BM, BK])
+    bd = nl.make_tensor_descriptor(b_ptr, [K, N], [stride_bk, stride_bn], [BK, BN])
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, nl.cdiv(K, BK)):
+        acc += nl.dot(ad.load([pid_m * BM, k * BK]), bd.load([k * BK, pid_n * BN]))
+    offs_m = pid_m * BM + nl.arange(0, BM)
+    offs_n = pid_n * BN + nl.arange(0, BN)
+    nl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+             acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@newt.jit
+def mm_range_k(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+               stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr,
+               WRAP_K: nl.constexpr):
+    """Masks on every axis, pointers from `k + arange` over range(0, K, BK); WRAP_K reads K
+    through `% K`, which is not affine in k: the pointer keeps its form and says why."""
+    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
+    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, K, BK):
+        offs_k = k + nl.arange(0, BK)
+        if WRAP_K:
+            offs_k = offs_k % K
+        a = nl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+        b = nl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc += nl.dot(a, b)
+    nl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+             acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+@newt.jit
+def mm_nl_range(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
+                stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+    """nl.range with its own stage count, pointers from `k * BK + arange`, M/N/K masks."""
+    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
+    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in nl.range(0, nl.cdiv(K, BK), num_stages=3):
+        offs_k = k * BK + nl.arange(0, BK)
+        a = nl.load(a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak,
+                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
+        b = nl.load(b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn,
+                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
+        acc = nl.dot(a, b) + acc
+    nl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn,
+             acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
+
+
+def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, **cx):
+    """Compiled as the launcher specializes row-major operands of sizes divisible by 16."""
+    units = {"stride_ak", "stride_cn", "stride_bk" if b_colmajor else "stride_bn"}
+    sig, spec = {}, {}
+    for p in inspect.signature(kernel.fn).parameters:
+        if p in cfg or p in cx or p in ("HOW", "WRAP_K", "GROUP_M", "ACC"):
+            continue
+        if p.endswith("ptr"):
+            out32 = p == "c_ptr" and kernel.__name__ == "mm_splitk"
+            sig[p] = "*" + ("fp32" if out32 else dt)
+            spec[p] = {"divisible_by_16": True}
+        else:
+            sig[p] = "i32"
+            spec[p] = {"equal_to_1": True} if p in units else {"divisible_by_16": True}
+    if "GROUP_M" in inspect.signature(kernel.fn).parameters:
+        cx.setdefault("GROUP_M", 8)
+    return newt.compile(kernel, sig, dict(cfg, **cx), arch=arch, num_warps=8, num_stages=4,
+                        specialization=spec)
+
+
+def _ring(ck):
+    m = re.search(r"ring=(ring\([^)]*\))", ck.ir)
+    return m.group(1) if m else "no ring"
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_every_acc_spelling_generates_the_fused_dots_code(arch):
+    want = _compile(mm_spelled, arch, HOW="fused")
+    for how in ("+=", "acc + dot", "dot + acc"):
+        got = _compile(mm_spelled, arch, HOW=how)
+        assert got.source == want.source, how
+        assert _ring(got) == _ring(want)
+    assert _ring(want) == ("ring(S=4, D=3, tma)" if arch == "sm_90a" else "ring(S=4, D=3)")
+
+
+def test_int8_acc_spelling_generates_the_fused_dots_code():
+    """int8 operands into an int32 accumulator: the same rewrite (exact in integers)."""
+    want = _compile(mm_spelled, "sm_80", "int8", HOW="fused", ACC=nl.int32)
+    got = _compile(mm_spelled, "sm_80", "int8", HOW="+=", ACC=nl.int32)
+    assert got.source == want.source and _ring(got) == "ring(S=4, D=3)"
+
+
+def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
+    """The tutorial form (incremented pointers) against pointers recomputed from k over
+    range(0, cdiv(K, BK)) and range(0, K, BK), and a tensor descriptor loaded at k * BK."""
+    import matmul_forms as mf
+    want = _ring(_compile(mf.mm_tutorial))
+    assert want == "ring(S=4, D=3, tma)"
+    for k, cx in ((mf.mm_masked, {}), (mm_descriptor, {}), (mm_range_k, {"WRAP_K": False}),
+                  (mf.mm_splitk, {})):
+        ck = _compile(k, **cx)
+        assert _ring(ck) == want, k.__name__
+        assert ck.source.count("cp.async.bulk.tensor") or "newt_tma_load_2d" in ck.source
+    assert _ring(_compile(mm_nl_range)) == "ring(S=3, D=2, tma)"
+
+
+def test_a_dot_left_without_a_ring_says_why():
+    """`acc += 2 * dot(a, b)` is not `dot(a, b, acc)` (its products are scaled): it keeps its
+    form, and the dot says which of the ring's facts it lacks."""
+    ck = _compile(mm_spelled, "sm_80", HOW="scaled")
+    assert _ring(ck) == "no ring"
+    assert "ring_why='the accumulator is not a value the loop carries'" in ck.ir
+
+
+def test_a_pointer_that_is_not_affine_in_the_loop_index_says_why():
+    ck = _compile(mm_range_k, WRAP_K=True)
+    assert "canon_why='`mod` of the induction variable is not a constant step'" in ck.ir
+    assert "cp.async: a pointer does not advance by a loop-invariant step" in ck.ir
+
+
+def _forms():
+    import matmul_forms as mf
+    return [(f[0], f[1], f[2], f[3]) for f in mf.FORMS]
+
+
+@pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
+def test_every_form_compiles_without_spills_and_takes_a_ring(arch):
+    for name, k, dt, bt in _forms():
+        ck = _compile(k, arch, "bf16" if dt == torch.bfloat16 else "fp16", bt)
+        assert ck.n_spills == 0 and ck.local_bytes == 0, (name, ck.n_spills, ck.local_bytes)
+        assert _ring(ck).startswith("ring(S=4, D=3"), (name, _ring(ck))
+
+
+def test_forms_benchmark_check_only_on_the_interpreter(monkeypatch, capsys):
+    """The benchmark's correctness pass (every form against torch at odd small sizes, NaN-
+    poisoned outputs) runs on the interpreter: a broken form fails here, not on the GPU."""
+    import matmul_forms as mf
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    mf.main(["--check-only"])
+    assert "every form matches torch" in capsys.readouterr().out
+
+
+def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, extra=(), dt=torch.float16):
+    """The generated code of `kernel` run on the CPU (tests/test_dot_emulated.py's emulator),
+    64x64x32 tiles, 4 warps, 3 stages, on a NaN-poisoned output; returns how many of its TMA
+    maps feed the ring."""
+    from test_dot_emulated import _STAGES, _emulator, _load_maps
+    E = _emulator(monkeypatch, arch)
+    _STAGES[0] = 3
+    torch.manual_seed(0)
+    a = torch.randn(M, K).half()
+    b = torch.randn(K, N).half()
+    # (split-K adds into C: zeros, and every element must receive its sum)
+    c = torch.full((M, N), 0.0 if extra else float("nan"), dtype=dt)
+    grid = (-(-M // 64), -(-N // 64), -(-K // extra[0]) if extra else 1)
+    E.emulate(kernel, grid, a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), *extra, BM=64, BN=64, BK=32,
+              num_warps=4, num_stages=3, **cx)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+    return _load_maps(E.build.last_maps)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("arch,form,M,N,K", [
+    # rows 16-byte aligned, M and K not multiples of the tiles: TMA boxes on sm_90a
+    ("sm_90a", "masked", 100, 80, 144),
+    ("sm_90a", "descriptor", 100, 80, 144),
+    # odd row strides: the cp.async ring's gathers; mma.sync on sm_80
+    ("sm_90a", "masked", 70, 45, 77),
+    ("sm_80", "masked", 70, 45, 77),
+    ("sm_80", "+=", 70, 45, 77),
+    # split-K: K slices of 64 on grid axis 2, recomputed from k0 + k + arange, atomic adds
+    ("sm_90a", "split-K", 100, 80, 208),
+])
+def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
+    import matmul_forms as mf
+    kernel, cx = {"masked": (mf.mm_masked, {}), "descriptor": (mm_descriptor, {}),
+                  "+=": (mm_spelled, {"HOW": "+="}), "split-K": (mf.mm_splitk, {})}[form]
+    extra = ((64,), torch.float32) if form == "split-K" else ((), torch.float16)
+    tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, *extra)
+    assert tma == (2 if arch == "sm_90a" and K % 16 == 0 else 0)
+
+
+def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
+    """The timed part of the benchmark (sweep, cuBLAS column, table) with a fake timer that
+    runs each call once: a typo there must not cost a GPU run to find."""
+    import matmul_forms as mf
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    monkeypatch.setattr(mf, "CONFIGS", [mf.SMALL])
+    calls = []
+
+    def one_call(fn):
+        fn()
+        calls.append(1)
+        return 1.0
+    sizes = {kind: (2 if kind == "batched" else 1, 64, 32, 64) for *_, kind, _ in mf.FORMS}
+    mf.table("cpu", {}, one_call, sizes)
+    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    assert [r[:36].strip() for r in rows] == [f[0] for f in mf.FORMS]
+    assert len(calls) == 2 * len(mf.FORMS)      # newt's one config and cuBLAS, per form
+    # the Triton twins are the same source with nl -> tl: it must parse and name no newt
+    import ast
+
+    import common
+    for _, k, *_ in mf.FORMS:
+        src = common.swap_to_triton(common.kernel_source(k))
+        ast.parse(src)
+        assert "nl." not in src and "newt" not in src, k.__name__
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_every_form_on_the_gpu():
+    """Every form at the benchmark's tiles on the GPU: odd sizes (1000x1500x777) for the forms
+    that mask, NaN-poisoned outputs, against torch."""
+    import matmul_forms as mf
+    mf.check("cuda", small=False)
