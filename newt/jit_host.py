@@ -24,6 +24,10 @@ def have_driver() -> bool:
         return False
 
 
+# Triton launch options accepted and ignored, on the compiled path and in the interpreter alike
+IGNORED_LAUNCH_OPTIONS = ("maxnreg", "enable_fp_fusion", "debug", "extern_libs")
+
+
 class HostAPI:
     __slots__ = ()
 
@@ -64,7 +68,11 @@ class HostAPI:
 
     def _launch_options(self, kwargs):
         """Remove the launch options newt accepts for Triton's sake from `kwargs`: num_ctas=1
-        (a cluster of more than one CTA is not supported)."""
+        (a cluster of more than one CTA is not supported), and the hints that do not change
+        newt's code: maxnreg, enable_fp_fusion, debug, extern_libs (newt's libdevice names map
+        to CUDA's own math functions, so no library is linked)."""
+        for k in IGNORED_LAUNCH_OPTIONS:
+            kwargs.pop(k, None)
         if "num_ctas" in kwargs:
             n = kwargs.pop("num_ctas")
             if n != 1:

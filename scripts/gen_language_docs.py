@@ -66,7 +66,9 @@ TRITON_DIFFERENCES = """\
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
 - **`num_ctas` must be 1**: thread-block clusters are not supported (a `LaunchError`
-  otherwise) ([newt/jit_host.py](../newt/jit_host.py)).
+  otherwise); the launch options `maxnreg`, `enable_fp_fusion`, `debug` and `extern_libs` are
+  accepted and ignored (newt's libdevice names are CUDA's own math functions, so no library is
+  linked) ([newt/jit_host.py](../newt/jit_host.py)).
 - **The profiler `newt.profiler` times scopes, not kernels**: proton's calls (`start`,
   `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
   per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer` reads

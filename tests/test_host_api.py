@@ -151,6 +151,23 @@ def test_num_ctas(gpu, monkeypatch):
         scale_kernel[(1,)](x, out, 100, 2.0, BLOCK=128, num_ctas=4)
 
 
+def test_ignored_launch_options(gpu, monkeypatch):
+    """maxnreg, enable_fp_fusion, debug and extern_libs (tutorial 07 passes libdevice's path)
+    are accepted and ignored on the compiled path and in the interpreter alike."""
+    x = torch.randn(100)
+    opts = dict(maxnreg=128, enable_fp_fusion=False, debug=False,
+                extern_libs={"libdevice": "/nowhere/libdevice.10.bc"})
+    out = torch.full((100,), float("nan"))
+    before = fake_state(gpu).launches
+    scale_kernel[(1,)](x, out, 100, 2.0, BLOCK=128, **opts)
+    assert fake_state(gpu).launches == before + 1
+    with pytest.raises(newt.LaunchError, match="unexpected keyword argument 'extern_lib'"):
+        scale_kernel[(1,)](x, out, 100, 2.0, BLOCK=128, extern_lib={})
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    scale_kernel[(1,)](x, out, 100, 3.0, BLOCK=128, **opts)
+    torch.testing.assert_close(out, x * 3.0)
+
+
 def test_warmup_without_a_device_and_run(gpu, monkeypatch):
     x, out = torch.randn(100), torch.empty(100)
     h = scale_kernel.warmup(x, out, 100, 2.0, BLOCK=64, grid=(2,), arch="sm_80", num_warps=2)

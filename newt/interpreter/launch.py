@@ -21,6 +21,7 @@ import torch
 from .. import dtypes as D
 from .. import language as L
 from ..errors import KernelError, LaunchError, NewtError
+from ..jit_host import IGNORED_LAUNCH_OPTIONS
 from ..options import Options
 from . import context, descriptors, extras, memory, ops, philox
 from .check import check
@@ -29,7 +30,7 @@ from .values import Tensor, const, unwrap
 from ..tensor_like import for_interpreter
 
 # Launch options accepted (and ignored) besides the kernel's own parameters
-_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg", "enable_fp_fusion", "debug")
+_OPTIONS = ("num_warps", "num_stages", "num_ctas", *IGNORED_LAUNCH_OPTIONS)
 
 
 # ----------------------------------------------------------------------------- loops
