@@ -26,10 +26,11 @@ import types
 
 from . import options
 from .errors import DriverError, LaunchError, NewtError
+from .arg_kinds import classify as _classify
 from .jit_host import HostAPI, descriptor_class
+from .kernel_identity import collect_sources
 from .language import constexpr as _constexpr
 
-_INT32 = (-2**31, 2**31)
 _flags = options.flags   # read per launch: one attribute, no module lookup chain
 _MethodType = types.MethodType
 
@@ -82,44 +83,6 @@ def _grid3(jf, grid, launcher):
                     and 0 < gx <= 2147483647 and 0 < gy <= 65535 and 0 < gz <= 65535:
                 return grid
     return jf._grid3(grid, launcher)
-
-
-def _classify(v, dns: bool):
-    """(key part, value passed) of a runtime argument that is not exactly a torch.Tensor."""
-    if v.__class__ is bool:
-        return ("i1",), v
-    if v.__class__ is int:
-        if _INT32[0] <= v < _INT32[1]:
-            t = "i32"
-        elif -2**63 <= v < 2**63:
-            t = "i64"
-        elif 0 <= v < 2**64:
-            t = "u64"
-        else:
-            return ("bad", "int out of 64-bit range"), v
-        # 0 is not "divisible by 16" here (Triton counts it): a zero row stride (a broadcast
-        # operand) must not be taken for a TMA-able one (passes/tc/dot_tma.py)
-        return ((t,) if dns else (t, v == 1, v % 16 == 0 and v != 0)), v
-    if v.__class__ is float:
-        return ("fp32",), v
-    if isinstance(v, _constexpr):
-        return _classify(v.value, dns)
-    import torch
-    if isinstance(v, torch.Tensor):  # subclasses (nn.Parameter, ...)
-        p = v.data_ptr()
-        if dns:
-            return (v.dtype, v.get_device()), p
-        return (v.dtype, v.get_device(), not p & 15, v.numel() >= 2**31), p
-    if isinstance(v, bool):
-        return ("i1",), bool(v)
-    if isinstance(v, int):
-        return _classify(int(v), dns)
-    if isinstance(v, float):
-        return ("fp32",), float(v)
-    if v is None:   # as in Triton: a None argument is the constexpr None (packed as an unused 0)
-        return (None,), 0
-    from .tensor_like import classify   # data_ptr() + dtype objects, DLPack objects
-    return classify(v, dns) or (("bad", type(v).__name__), None)
 
 
 def _launch_site() -> str | None:
@@ -549,7 +512,7 @@ def launch(_n_grid, {params}):
         if self._source_key is None:
             from .runtime.cache import digest
             parts: list = []
-            _collect_sources(self, set(), parts)
+            collect_sources(self, set(), parts)
             self._source_key = digest(*parts)
         return self._source_key
 
@@ -557,53 +520,6 @@ def launch(_n_grid, {params}):
 def _last_launched():
     from .runtime import driver
     return driver.last_launched
-
-
-def _code_names(code, out: set):
-    out.update(code.co_names)
-    for c in code.co_consts:
-        if isinstance(c, types.CodeType):
-            _code_names(c, out)
-
-
-def _code_identity(code) -> tuple:
-    """What a code object computes: bytecode, constants (nested code objects recursively), names.
-    Comments, blank lines and line numbers do not change it; any edit to an expression does."""
-    consts = tuple(_code_identity(c) if isinstance(c, types.CodeType) else repr(c)
-                   for c in code.co_consts)
-    return (code.co_code, consts, code.co_names, code.co_varnames, code.co_freevars,
-            code.co_argcount, code.co_kwonlyargcount)
-
-
-def _collect_sources(jf, seen: set, parts: list):
-    """Identity of a kernel for the disk cache, from its bytecode rather than its source text:
-    no file reading or tokenizing on the warm path (inspect.getsource costs milliseconds)."""
-    if id(jf) in seen:
-        return
-    seen.add(id(jf))
-    fn = jf.fn
-    parts.append((fn.__module__, fn.__qualname__, str(jf.signature), sys.version_info[:2],
-                  _code_identity(fn.__code__)))
-    names: set = set()
-    _code_names(fn.__code__, names)
-    scope = dict(fn.__globals__)
-    for n, c in zip(fn.__code__.co_freevars, fn.__closure__ or ()):
-        if _cell_ok(c):
-            scope[n] = c.cell_contents
-    for name in sorted(names | set(fn.__code__.co_freevars)):
-        v = scope.get(name)
-        if isinstance(v, JITFunction):
-            _collect_sources(v, seen, parts)
-        elif isinstance(v, _constexpr):
-            parts.append((name, repr(v.value)))
-        elif isinstance(v, (bool, int, float, str)):
-            parts.append((name, repr(v)))
-def _cell_ok(c) -> bool:
-    try:
-        c.cell_contents
-        return True
-    except ValueError:
-        return False
 
 
 def _is_constexpr_annotation(ann, fn) -> bool:

@@ -1,7 +1,7 @@
 """Kernel arguments that are not torch tensors but stand for one.
 
 Sits beside the launch path, off its fast branch: jit.py's generated launch function sends every
-argument that is not exactly a torch.Tensor or an int to `_classify`, which asks here last. Two
+argument that is not exactly a torch.Tensor or an int to `arg_kinds.classify`, which asks here last. Two
 kinds are taken, as Triton takes them:
 
     an object with `data_ptr()` and a torch `dtype`   launched as a pointer to that dtype, on the

@@ -8,7 +8,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt.jit import _classify
+from newt.arg_kinds import classify as _classify
 
 
 @newt.jit

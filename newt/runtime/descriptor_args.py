@@ -24,7 +24,7 @@ def specialize(name: str, p: str, desc, signature: dict, spec: dict, devices: di
     import torch
 
     from .. import dtypes
-    from ..jit import _classify
+    from ..arg_kinds import classify as _classify
     base = desc.base
     if not isinstance(base, torch.Tensor):
         raise LaunchError(f"kernel {name}: argument '{p}' is a TensorDescriptor whose base is a "

@@ -49,7 +49,7 @@ def specialize(jf, arguments: dict, *, allow_cpu: bool = False):
     import torch
 
     from .. import dtypes
-    from ..jit import _classify
+    from ..arg_kinds import classify as _classify
     from ..language import constexpr
     name = jf.__name__
     signature, constexprs, spec, devices = {}, {}, {}, {}
