@@ -29,6 +29,17 @@ def stage(em, op, x, buf: str):
     em.barrier()
 
 
+def unstage(em, r, buf: str, zero: str):
+    """Read the result `r` back from the shared buffer `buf` (flat, in `r`'s shape) into its
+    register layout; padding slots take `zero`."""
+    rl = r.attrs["layout"]
+    out = em.declare(r)
+    with em.slots(rl.nslots) as s:
+        v = rl.valid("tid", s)
+        rd = f"{buf}[{rl.flat('tid', s)}]"
+        em.emit(f"{out}[{s}] = {f'{v} ? {rd} : {zero}' if v else rd};")
+
+
 @handles("gather")
 def _gather(em, op):
     src, idx = op.operands
@@ -74,9 +85,4 @@ def _histogram(em, op):
         conds.append(f"{val} < {nb}u")
         em.emit(f"if ({' && '.join(conds)}) atomicAdd(&{bins}[{val}], 1);")
     em.barrier()
-    rl = r.attrs["layout"]
-    out = em.declare(r)
-    with em.slots(rl.nslots) as s:
-        v = rl.valid("tid", s)
-        rd = f"{bins}[{rl.flat('tid', s)}]"
-        em.emit(f"{out}[{s}] = {f'{v} ? {rd} : 0' if v else rd};")
+    unstage(em, r, bins, "0")

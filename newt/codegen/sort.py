@@ -9,7 +9,7 @@ their flat index at the end. The sorted axis has a power-of-two size n: log2(n) 
 from __future__ import annotations
 
 from .emitter import handles
-from .gather import stage
+from .gather import stage, unstage
 
 
 def less(dt, a: str, b: str) -> str:
@@ -43,9 +43,4 @@ def _sort(em, op):
                     em.emit(f"bool swap = {up} ? {less(dt, 'b', 'a')} : {less(dt, 'a', 'b')};")
                     em.emit(f"if (swap) {{ {buf}[i] = b; {buf}[i2] = a; }}")
             em.barrier()
-    rl = r.attrs["layout"]
-    out = em.declare(r)
-    with em.slots(rl.nslots) as s:
-        v = rl.valid("tid", s)
-        rd = f"{buf}[{rl.flat('tid', s)}]"
-        em.emit(f"{out}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")
+    unstage(em, r, buf, f"({ct})0")
