@@ -17,7 +17,7 @@ from .config import Config  # noqa: F401
 from .errors import TraceError  # noqa: F401
 from .kernel import Kernel, kernel  # noqa: F401
 from .language import (  # noqa: F401
-    tile, grid, zeros, full, arange, register_block_size, register_tunable, specialize,
+    tile, grid, zeros, full, arange, register_block_size, register_tunable, barrier, specialize,
     constexpr, static_range, load, store, atomic_add, atomic_max, atomic_min, atomic_and,
     atomic_or, atomic_xor, atomic_xchg, rand, dot, cumsum, tile_index, tile_begin, tile_end,
     tile_block_size, tile_id,

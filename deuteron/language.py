@@ -1,7 +1,7 @@
 """What users write inside `@dt.kernel` functions: `import deuteron.language as hl` holds every
 `hl.*` name deuteron supports, with Helion's meaning (`hl.tile`, `hl.grid`, `hl.zeros`, `hl.full`,
-`hl.arange`, `hl.register_block_size`, `hl.register_tunable`, `hl.specialize`, `hl.load` /
-`hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`,
+`hl.arange`, `hl.register_block_size`, `hl.register_tunable`, `hl.barrier`, `hl.specialize`,
+`hl.load` / `hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`,
 `hl.cumsum`, the tile attribute functions), plus dtypes, math names and `Config`.
 
 These names dispatch to the active run of a kernel: tracing (trace.Tracer: tiles are proxies,
@@ -98,13 +98,28 @@ def register_block_size(min_or_max, max_or_none=None):
 
 
 def register_tunable(name, fragment):
-    """A named value the config sets (`dt.Config(name=value)`), the fragment's default
-    otherwise (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
-    `BooleanFragment`)."""
+    """A named value the autotuner picks among the fragment's choices
+    (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,
+    `BooleanFragment`); `dt.Config(name=value)` sets it, the fragment's default otherwise."""
+    from .autotuner import fragment_default
     run = _run()
+    note = getattr(run, "note_tunable", None)
+    if note is not None:
+        note(name, fragment)
     cfg = getattr(run, "config", None)
-    default = fragment.default() if callable(getattr(fragment, "default", None)) else fragment
+    default = fragment_default(fragment)
     return cfg.tunable(name, default) if cfg is not None else default
+
+
+def barrier():
+    """Helion's grid-wide barrier between two `hl.tile` loops: every tile of the loop before it
+    finishes before any tile of the loop after it starts. Each top-level tile loop of a
+    deuteron kernel is a launch of its own on one stream, which already orders them, so the
+    barrier only checks where it stands (between loops, not inside one)."""
+    run = _run()
+    check = getattr(run, "barrier", None)
+    if check is not None:
+        check()
 
 
 def specialize(value):

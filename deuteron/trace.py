@@ -162,6 +162,7 @@ class Tracer:
         self.parents = {}                 # id(loop items) -> enclosing items list
         self._mode = None
         self.config = None                # the config this run launches with (None: trace only)
+        self.tunables: dict = {}          # hl.register_tunable: name -> fragment, first use wins
 
     def close(self):
         """Leave the body mode if a loop body raised (the generator was never resumed)."""
@@ -283,6 +284,17 @@ class Tracer:
         self.programs.append(prog)
         self.program, self.current_block = None, None
         self.on_program(prog)
+
+    def note_tunable(self, name, fragment):
+        """An hl.register_tunable: the search explores its fragment's choices (space.py)."""
+        self.tunables.setdefault(str(name), fragment)
+
+    def barrier(self):
+        """hl.barrier: the loops are launches in stream order already; it must stand between
+        them (Helion's rule), not inside one."""
+        if self.program is not None:
+            raise TraceError("hl.barrier() must stand between two hl.tile loops, not inside "
+                             "one", user_loc())
 
     def register_block_size(self, lo, hi=None):
         """A config slot of its own: this run's value comes from the config (a default when

@@ -145,6 +145,90 @@ def test_register_tunable_reads_the_config():
                                x * 4)
 
 
+def test_register_tunable_is_searched():
+    """The search space holds the fragment's choices (the default in the default config) and
+    the pattern search steps through them: with a timer that favours unroll=8, the search ends
+    there, and each config it tried computed its own unroll's result (the oracle agrees)."""
+    from deuteron.autotune import search as dsearch
+    from deuteron.autotune.space import Space
+    x = torch.randn(77)
+    sp = Space(tunable_scale.trace(x))
+    assert sp.knobs == {"unroll": ([1, 2, 4, 8], 2)}
+    assert sp.default().tunable("unroll", None) == 2
+    stepped = {c.tunable("unroll", None) for c in sp.neighbors(sp.default())}
+    assert {1, 4} <= stepped
+    assert {c.tunable("unroll", None) for c in sp.sample(__import__("random").Random(0), 20)} \
+        == {1, 2, 4, 8}
+
+    def evaluate(cfgs):
+        return {c: dsearch.Result("ok", 10.0 - c.tunable("unroll", 0) - c.num_warps / 100)
+                for c in cfgs}
+    best, _ = dsearch.search(sp, evaluate, "quick", seed=3)
+    assert best.tunable("unroll", None) == 8
+    torch.testing.assert_close(tunable_scale.run((x,), {}, best), x * 8)
+
+
+def test_fragment_choices():
+    from deuteron.autotuner import (BooleanFragment, EnumFragment, IntegerFragment,
+                                    fragment_choices)
+    assert fragment_choices(PowerOfTwoFragment(16, 512, 64)) == [16, 32, 64, 128, 256, 512]
+    assert fragment_choices(IntegerFragment(1, 5, 3)) == [1, 2, 3, 4, 5]
+    wide = fragment_choices(IntegerFragment(1, 1000, 7))
+    assert len(wide) <= 17 and 1 in wide and 1000 in wide and 7 in wide
+    assert fragment_choices(EnumFragment(("a", "b"))) == ["a", "b"]
+    assert fragment_choices(BooleanFragment()) == [False, True]
+    assert fragment_choices(5) == [5]
+
+
+@dt.kernel
+def split_k_barrier(a, b):
+    """Split-K in two loops with hl.barrier between them: partial products per K slice, then
+    their sum (deterministic, unlike the atomic form); the slice count is a tunable."""
+    m, k = a.shape
+    n = b.shape[1]
+    split = hl.register_tunable("split_k", PowerOfTwoFragment(1, 8, 2))
+    bk = 1 << max(0, (-(-k // split) - 1).bit_length())     # K per slice: a power of two
+    slices = -(-k // bk)
+    part = torch.full((slices, m, n), float("nan"), dtype=torch.float32)
+    out = torch.full((m, n), float("nan"), dtype=torch.float32)
+    for tm, tn, ks in hl.tile([m, n, k], block_size=[None, None, bk]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for tk in hl.tile(ks.begin, ks.end):
+            acc = acc + a[tm, tk] @ b[tk, tn]
+        part[ks.id, tm, tn] = acc
+    hl.barrier()
+    for tm, tn in hl.tile([m, n]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for i in hl.static_range(slices):
+            acc = acc + part[i, tm, tn]
+        out[tm, tn] = acc
+    return out
+
+
+def test_split_k_with_barrier_and_tunable():
+    a, b = torch.randn(37, 101), torch.randn(101, 29)
+    want = a @ b
+    for split in (1, 2, 4):
+        cfg = dt.Config(block_sizes=[16] * len(split_k_barrier.trace(a, b).tunable),
+                        split_k=split)
+        torch.testing.assert_close(split_k_barrier.run((a, b), {}, cfg), want,
+                                   rtol=1e-4, atol=1e-4)
+
+
+@dt.kernel
+def barrier_inside(x):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.shape[0]):
+        hl.barrier()
+        out[t] = x[t]
+    return out
+
+
+def test_barrier_inside_a_loop_is_an_error():
+    with pytest.raises(dt.TraceError, match="between two hl.tile loops"):
+        barrier_inside(torch.randn(10))
+
+
 @dt.kernel
 def mixed_addmm(x, y, out):
     for tm, tn in hl.tile([x.shape[0], y.shape[1]]):

@@ -7,7 +7,8 @@ Choices are pruned by what is known to matter, so the search stays small:
   - row kernels (a full slice `:` in the body): rows per program 1..64, one row the default;
   - other tiles: powers of two up to the extent (at most 4096 elements per program dim);
   - num_warps 4/8 with a dot, 1..16 otherwise; num_stages only where a device loop exists;
-  - group size (program ordering) only for 2-D grids with a dot.
+  - group size (program ordering) only for 2-D grids with a dot;
+  - each `hl.register_tunable`: its fragment's choices (autotuner.py), its default first.
 Configs that cannot be good are left out before anything compiles (`valid`):
   - a dot's shared-memory ring over 200 KB, or more than 128 fp32 accumulators per thread;
   - without a dot, more elements per thread than registers hold: at most 32 per thread up to 8
@@ -27,6 +28,7 @@ import torch
 
 from .. import ir
 from ..ir import next_pow2
+from ..autotuner import fragment_choices, fragment_default
 from ..config import Config
 
 
@@ -84,6 +86,9 @@ class Space:
         self.warps = [4, 8] if self.has_dot else [1, 2, 4, 8, 16]
         self.stages = ([2, 3, 4, 5] if self.has_dot else [1, 2, 3]) if self.has_loops else [3]
         self.groups = [1, 4, 8, 16] if self.grouped else [8]
+        frags = getattr(tracer, "tunables", {})
+        # name -> (choices, default): the registered tunables, stepped like a block size
+        self.knobs = {n: (fragment_choices(f), fragment_default(f)) for n, f in sorted(frags.items())}
         self.spilled: list[Config] = []
         # per program: the lowest register pressure any config reaches (1.0 = at the bound)
         self._floor = {}
@@ -192,7 +197,11 @@ class Space:
             while not self.valid(cfg) and cfg.num_warps > 1:
                 cfg = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2)
         stages = 3 if 3 in self.stages else self.stages[len(self.stages) // 2]
-        return dataclasses.replace(cfg, num_stages=stages)
+        return self._with_knobs(dataclasses.replace(cfg, num_stages=stages),
+                                {n: d for n, (_, d) in self.knobs.items()})
+
+    def _with_knobs(self, cfg: Config, values: dict) -> Config:
+        return dataclasses.replace(cfg, tunables=tuple(sorted(values.items()))) if values else cfg
 
     # tensor-core matmul tilings that run well on sm_80/sm_90 (BM, BN, BK, warps, stages): the
     # pattern search moves one field at a time and cannot walk from 128x128 at 4 warps to
@@ -229,6 +238,7 @@ class Space:
                 break
             cfg = Config(tuple(rng.choice(ch) for ch in self.block_choices), rng.choice(self.warps),
                          rng.choice(self.stages), rng.choice(self.groups))
+            cfg = self._with_knobs(cfg, {n: rng.choice(ch) for n, (ch, _) in self.knobs.items()})
             if cfg not in seen and self.valid(cfg):
                 seen.add(cfg)
                 out.append(cfg)
@@ -252,11 +262,15 @@ class Space:
                           ("group_size", self.groups)):
             for v in step(ch, getattr(cfg, field)):
                 out.append(dataclasses.replace(cfg, **{field: v}))
+        values = dict(cfg.tunables)
+        for name, (ch, default) in self.knobs.items():
+            for v in step(ch, values.get(name, default)):
+                out.append(self._with_knobs(cfg, {**values, name: v}))
         return [c for c in out if self.valid(c)]
 
     def size(self) -> int:
         return math.prod(len(c) for c in self.block_choices) * len(self.warps) * len(
-            self.stages) * len(self.groups)
+            self.stages) * len(self.groups) * math.prod(len(c) for c, _ in self.knobs.values())
 
 
 def _pressure(elems: int, num_warps: int) -> float:
