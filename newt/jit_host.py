@@ -48,7 +48,7 @@ class HostAPI:
             sig, cx, spec, _ = specialize.specialize(self, arguments, allow_cpu=True)
             return CompiledHandle(specialize.get_binary(
                 self, sig, cx, spec, arch=arch or "sm_90a", num_warps=num_warps,
-                num_stages=num_stages))
+                num_stages=num_stages), kernel=self)
         key, _ = self.binder()(*args, **kwargs)
         launcher = self.cache.get(key)
         if launcher is None:

@@ -43,6 +43,7 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 12: *v = 65536; break;               /* registers per block */
     case 13: *v = 1980000; break;             /* clock rate, kHz */
     case 16: *v = 132; break;
+    case 39: *v = 2048; break;                /* threads per multiprocessor */
     case 75: *v = 9; break;
     case 76: *v = 0; break;
     case 97: *v = 232448; break;

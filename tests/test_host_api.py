@@ -44,10 +44,11 @@ def test_current_target_and_device_without_a_gpu(monkeypatch):
 def test_device_properties_through_the_driver(gpu, monkeypatch):
     props = newt.runtime.driver.active.utils.get_device_properties(0)
     assert set(props) == {"max_shared_mem", "max_num_regs", "multiprocessor_count", "warpSize",
-                          "sm_clock_rate", "mem_clock_rate", "mem_bus_width"}
+                          "sm_clock_rate", "mem_clock_rate", "mem_bus_width",
+                          "max_threads_per_sm"}
     assert props["max_shared_mem"] == 232448 and props["multiprocessor_count"] == 132
     assert props["warpSize"] == 32 and props["max_num_regs"] == 65536
-    assert props["sm_clock_rate"] == 1980000
+    assert props["sm_clock_rate"] == 1980000 and props["max_threads_per_sm"] == 2048
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     assert newt.runtime.driver.active.get_current_target().arch == 90
@@ -177,6 +178,37 @@ def test_warmup_without_a_device_and_run(gpu, monkeypatch):
     assert fake_state(gpu).launches == before and h2.metadata.arch == "sm_90a"
     scale_kernel.run(x, out, 100, 2.0, BLOCK=64, grid=(2,))
     assert fake_state(gpu).launches == before + 1
+
+
+def test_device_properties_without_a_driver(monkeypatch):
+    """A program sizing its grid from the device's properties runs on the interpreter: without
+    a CUDA driver the answer is the default target's (sm_90a) figures."""
+    from newt.runtime import driver as drv
+
+    def no_driver():
+        raise drv.DriverError("no CUDA driver here")
+    monkeypatch.setattr(drv, "lib", no_driver)
+    props = newt.runtime.driver.active.utils.get_device_properties(None)
+    assert props["multiprocessor_count"] == 132 and props["max_num_regs"] == 65536
+    assert props["max_shared_mem"] == 232448 and props["warpSize"] == 32
+
+
+def test_warmup_handle_launches_on_the_interpreter(monkeypatch):
+    """Triton's occupancy recipe: warm up, read n_regs and shared, then launch the handle with
+    every argument in order (constexprs included). Without a GPU the handle's launch runs the
+    kernel on the interpreter."""
+    from newt.runtime import driver as drv
+
+    def no_driver():
+        raise drv.DriverError("no CUDA driver here")
+    monkeypatch.setattr(drv, "lib", no_driver)
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    x = torch.randn(7, 30)
+    out = torch.full_like(x, float("nan"))
+    h = rows_kernel.warmup(out, x, 7, 30, BLOCK=32, num_stages=2, num_warps=2, grid=(1,))
+    assert h.n_regs > 0 and h.metadata.shared >= 0
+    h[(7, 1, 1)](out, x, 7, 30, 32, 2)
+    torch.testing.assert_close(out, x - x.max(1, keepdim=True).values)
 
 
 def test_src():

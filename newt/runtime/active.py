@@ -31,7 +31,14 @@ _PROPERTIES = {
     "sm_clock_rate": 13,           # kHz
     "mem_clock_rate": 36,          # kHz
     "mem_bus_width": 37,           # bits
+    "max_threads_per_sm": 39,      # MAX_THREADS_PER_MULTIPROCESSOR
 }
+
+# without a device: the figures of an H100 SXM / H200 (sm_90a, what newt.compile builds for by
+# default), so that a program sizing its launch from them runs on the interpreter unchanged
+SM90_PROPERTIES = {"max_shared_mem": 232448, "max_num_regs": 65536, "multiprocessor_count": 132,
+                   "warpSize": 32, "sm_clock_rate": 1980000, "mem_clock_rate": 2619000,
+                   "mem_bus_width": 5120, "max_threads_per_sm": 2048}
 
 
 def _has_gpu() -> bool:
@@ -45,10 +52,15 @@ class Utils:
     def get_device_properties(self, device) -> dict:
         """The device's limits under Triton's keys: max_shared_mem (bytes a block may opt in
         to), max_num_regs (per block), multiprocessor_count, warpSize, sm_clock_rate and
-        mem_clock_rate (kHz), mem_bus_width (bits)."""
+        mem_clock_rate (kHz), mem_bus_width (bits), max_threads_per_sm. Without a CUDA driver:
+        SM90_PROPERTIES, the target newt.compile builds for by default."""
         import ctypes
 
         from . import driver
+        try:
+            driver.lib()
+        except driver.DriverError:
+            return dict(SM90_PROPERTIES)
         index = device.index if hasattr(device, "index") else int(device)
         dev = driver.Device.get(0 if index is None else index)
         cu = driver.lib()

@@ -63,11 +63,18 @@ class KernelInfo:
 
 
 class CompiledHandle(KernelInfo):
-    """A compiled kernel not loaded on any device (warmup without a GPU)."""
-    __slots__ = ("binary", "name")
+    """A compiled kernel not loaded on any device (warmup without a GPU). `handle[grid](*args)`
+    launches the @jit function it came from with those arguments (constexprs included, in
+    order, as Triton's compiled kernels take them): on the interpreter when NEWT_INTERPRET=1."""
+    __slots__ = ("binary", "name", "kernel")
 
-    def __init__(self, binary):
-        self.binary, self.name = binary, binary.meta["name"]
+    def __init__(self, binary, kernel=None):
+        self.binary, self.name, self.kernel = binary, binary.meta["name"], kernel
+
+    def __getitem__(self, grid):
+        if self.kernel is None:
+            raise TypeError(f"{self!r} was compiled without a device and cannot launch")
+        return self.kernel[grid]
 
     def __repr__(self):
         return f"CompiledHandle({self.name}, {self.binary.meta.get('arch', '')})"
