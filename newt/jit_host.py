@@ -28,6 +28,14 @@ def have_driver() -> bool:
 IGNORED_LAUNCH_OPTIONS = ("maxnreg", "enable_fp_fusion", "debug", "extern_libs")
 
 
+def check_num_ctas(kernel_name: str, n):
+    """num_ctas: any positive int (each program runs as one CTA); the interpreter checks the
+    same."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise LaunchError(f"kernel {kernel_name}: num_ctas={n!r}: a positive int (CTAs per "
+                          "program) is expected")
+
+
 class HostAPI:
     __slots__ = ()
 
@@ -67,16 +75,13 @@ class HostAPI:
         return "".join(lines[first:])
 
     def _launch_options(self, kwargs):
-        """Remove the launch options newt accepts for Triton's sake from `kwargs`: num_ctas=1
-        (a cluster of more than one CTA is not supported), and the hints that do not change
-        newt's code: maxnreg, enable_fp_fusion, debug, extern_libs (newt's libdevice names map
-        to CUDA's own math functions, so no library is linked)."""
+        """Remove the launch options newt accepts for Triton's sake from `kwargs`: num_ctas
+        (Triton's CTAs per program, a thread-block cluster that shares one program's block; the
+        program's results do not depend on it, and newt runs each program as one CTA), and the
+        hints that do not change newt's code: maxnreg, enable_fp_fusion, debug, extern_libs
+        (newt's libdevice names map to CUDA's own math functions, so no library is linked)."""
         for k in IGNORED_LAUNCH_OPTIONS:
             kwargs.pop(k, None)
         if "num_ctas" in kwargs:
-            n = kwargs.pop("num_ctas")
-            if n != 1:
-                raise LaunchError(f"kernel {self.__name__}: num_ctas={n!r}: thread-block "
-                                  "clusters are not supported; newt launches one CTA per "
-                                  "program (num_ctas=1)")
+            check_num_ctas(self.__name__, kwargs.pop("num_ctas"))
 

@@ -65,9 +65,10 @@ TRITON_DIFFERENCES = """\
 - **`nl.sum` of bool or of unsigned ints narrower than 32 bits accumulates in uint32**, of signed
   ones in int32, and returns that type (Triton's rule); fp16/bf16 sums accumulate in fp32 and
   are cast back to the input type.
-- **`num_ctas` must be 1**: thread-block clusters are not supported (a `LaunchError`
-  otherwise); the launch options `maxnreg`, `enable_fp_fusion`, `debug` and `extern_libs` are
-  accepted and ignored (newt's libdevice names are CUDA's own math functions, so no library is
+- **`num_ctas` is accepted and each program runs as one CTA**: Triton spreads one program's
+  block over a cluster of `num_ctas` CTAs, which changes its speed, not its results; newt does
+  not launch clusters. The launch options `maxnreg`, `enable_fp_fusion`, `debug` and
+  `extern_libs` are accepted and ignored (newt's libdevice names are CUDA's own math functions, so no library is
   linked) ([newt/jit_host.py](../newt/jit_host.py)).
 - **The profiler `newt.profiler` times scopes, not kernels**: proton's calls (`start`,
   `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
@@ -417,7 +418,7 @@ def _libdevice_md() -> list:
 LAUNCH_ERRORS = [
     ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
     ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
-    ("num_ctas other than 1", "newt/jit_host.py", "clusters are not supported"),
+    ("num_ctas not a positive int", "newt/jit_host.py", "CTAs per program"),
     ("descriptor parameter given something else", "newt/jit.py", "took a TensorDescriptor of"),
     ("grid dimension out of range", "newt/jit.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),

@@ -21,7 +21,7 @@ import torch
 from .. import dtypes as D
 from .. import language as L
 from ..errors import KernelError, LaunchError, NewtError
-from ..jit_host import IGNORED_LAUNCH_OPTIONS
+from ..jit_host import IGNORED_LAUNCH_OPTIONS, check_num_ctas
 from ..options import Options
 from . import context, descriptors, extras, memory, ops, philox
 from .check import check
@@ -322,9 +322,7 @@ def launch(jitfn, grid, args, kwargs):
         Options(num_warps=meta["num_warps"], num_stages=meta["num_stages"])
     except ValueError as e:
         raise LaunchError(f"kernel {jitfn.__name__}: {e}") from None
-    if opts.get("num_ctas", 1) != 1:
-        raise LaunchError(f"kernel {jitfn.__name__}: num_ctas={opts['num_ctas']!r}: thread-block "
-                          "clusters are not supported (num_ctas=1)")
+    check_num_ctas(jitfn.__name__, opts.get("num_ctas", 1))
     check(jitfn, bound.arguments)   # the compiler's acceptance rule: one frontend for both
     grid = _grid(grid, meta, jitfn.__name__)
     if 0 in grid:   # nothing to run, as Triton (and the compiled path)
