@@ -10,17 +10,15 @@ first launches do.
 """
 from __future__ import annotations
 
-import torch
-
 
 class CaptureError(RuntimeError):
     """A call that cannot run inside a CUDA graph capture; nothing was launched."""
 
 
-def refuse_tuning_in_capture(kernel, device: torch.device):
-    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-        raise CaptureError(
-            f"deuteron kernel {kernel.__name__}: this call would autotune (no tuned config for "
-            "these shapes yet), and a CUDA graph capture cannot hold the timing runs. Warm it "
-            "up first: call it once with the same shapes before capturing (or pin a config "
-            "with @dt.kernel(config=...)). Nothing was launched; the capture is still valid.")
+def refuse_tuning_in_capture(kernel):
+    """Called while a capture runs (kernel.capturing) by a call that would autotune."""
+    raise CaptureError(
+        f"deuteron kernel {kernel.__name__}: this call would autotune (no tuned config for "
+        "these shapes yet), and a CUDA graph capture cannot hold the timing runs. Warm it up "
+        "first: call it once with the same shapes before capturing (a warm-up call), or pin a "
+        "config with @dt.kernel(config=...). Nothing was launched; the capture is still valid.")

@@ -75,8 +75,10 @@ class Autotuner(_Wrapper):
         self._defaults = [(n, p.default) for n, p in self.jit.signature.parameters.items()
                           if p.default is not p.empty]
         self.configs = list(configs) or [Config({})]
+        # a key name that is not a parameter is skipped, as Triton skips it (its tutorial 08
+        # misspells one); the names of tensors to reset or restore must exist
         self.keys = list(key)
-        for k in self.keys + list(reset_to_zero or []) + list(restore_value or []):
+        for k in list(reset_to_zero or []) + list(restore_value or []):
             if k not in self.arg_names:
                 raise ValueError(f"autotune of {self.__name__}: {k!r} is not a parameter "
                                  f"({', '.join(self.arg_names)})")

@@ -111,11 +111,18 @@ def test_conflicting_meta_parameter(gpu):
         k[(1,)](x, x, 8, BLOCK=32)
 
 
-def test_bad_key_name():
+def test_key_names_and_reset_names(gpu):
+    """A key name that is not a parameter is skipped, as Triton skips it (the key is made of
+    the others); a tensor to reset or restore must be a parameter."""
+    cu, fc = gpu
+    k = make(CONFIGS, ["n", "m_misspelled"], cu, {128: 3.0, 256: 1.0, 64: 2.0}, [])
+    x, out = torch.randn(100), torch.full((100,), float("nan"))
+    k[(1,)](x, out, 100)
+    assert k.keys == ["n", "m_misspelled"] and len(k.cache) == 1
     with pytest.raises(ValueError, match="'m' is not a parameter"):
-        @newt.autotune(CONFIGS, key=["m"])
+        @newt.autotune(CONFIGS, key=["n"], reset_to_zero=["m"])
         @newt.jit
-        def k(x_ptr, n, BLOCK: nl.constexpr):
+        def k2(x_ptr, n, BLOCK: nl.constexpr):
             pass
 
 

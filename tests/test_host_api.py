@@ -41,6 +41,18 @@ def test_current_target_and_device_without_a_gpu(monkeypatch):
     assert active.get_active_torch_device() == torch.device("cpu")
 
 
+def test_active_device_on_the_interpreter_is_the_cpu(monkeypatch):
+    """With a GPU present, NEWT_INTERPRET=1 still makes the active device the CPU: the
+    interpreter takes CPU tensors, so a program creating its tensors there runs unchanged."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    active = newt.runtime.driver.active
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    assert active.get_active_torch_device() == torch.device("cpu")
+    monkeypatch.setattr(newt.options.flags, "interpret", False)
+    assert active.get_active_torch_device() == torch.device("cuda", 0)
+
+
 def test_device_properties_through_the_driver(gpu, monkeypatch):
     props = newt.runtime.driver.active.utils.get_device_properties(0)
     assert set(props) == {"max_shared_mem", "max_num_regs", "multiprocessor_count", "warpSize",

@@ -74,7 +74,9 @@ def test_dlpack_object_runs_on_the_interpreter(interp):
 
 
 @pytest.mark.parametrize("bad, words", [
-    (Pointer(torch.randn(4)), r"argument `y_ptr` is a Pointer \(data_ptr\(\) and dtype"),
+    # on the CPU (a pointer object without a device is taken as a CUDA pointer, as Triton does)
+    (Pointer(torch.randn(4), torch.device("cpu")),
+     r"argument `y_ptr` is a Pointer \(data_ptr\(\) and dtype"),
     ("not a tensor", r"argument [`']y_ptr[`'] has type str"),
     ([1.0, 2.0], r"argument [`']y_ptr[`'] has type list"),
 ])

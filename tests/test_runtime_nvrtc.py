@@ -91,8 +91,11 @@ def test_missing_library_names_places(monkeypatch):
 
 
 _NO_BUILTINS = r'''
-import ctypes, sys
+import ctypes, ctypes.util, sys
 from newt.errors import NVRTCError
+if ctypes.util.find_library("nvrtc-builtins"):   # the system's loader finds it anyway
+    print("BUILTINS ON THE LOADER PATH")
+    sys.exit(0)
 from newt.runtime import nvrtc
 lib = ctypes.CDLL(sys.argv[1], mode=ctypes.RTLD_GLOBAL)
 nvrtc._declare(lib)
@@ -121,5 +124,7 @@ def test_missing_builtins_library_names_the_fix(tmp_path):
                          text=True, env=env, cwd=os.path.dirname(os.path.dirname(newt.__file__)),
                          timeout=120)
     msg = out.stdout
+    if "BUILTINS ON THE LOADER PATH" in msg:
+        pytest.skip("this machine's loader finds libnvrtc-builtins by name (a CUDA install)")
     assert "libnvrtc-builtins" in msg and "pip install nvidia-cuda-nvrtc" in msg, out
     assert "LD_LIBRARY_PATH" in msg and "__global__" not in msg, msg

@@ -108,10 +108,13 @@ class ActiveDriver:
         return GPUTarget("cuda", major * 10 + minor, 32)
 
     def get_active_torch_device(self):
-        """torch.device("cuda", current index); the CPU when there is no CUDA device (where
-        kernels run on the interpreter)."""
+        """torch.device("cuda", current index); the CPU when kernels run on the interpreter
+        (NEWT_INTERPRET=1, which takes CPU tensors) or there is no CUDA device, so that a
+        program creating its tensors on this device runs in either mode unchanged."""
         import torch
-        if not _has_gpu():
+
+        from ..options import flags
+        if flags.interpret or not _has_gpu():
             return torch.device("cpu")
         return torch.device("cuda", self.get_current_device())
 
