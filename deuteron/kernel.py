@@ -22,6 +22,8 @@ import textwrap
 
 import torch
 
+from newt import compile_names
+
 from . import language
 from . import settings as dsettings
 from .autotune import cache as dcache
@@ -118,6 +120,7 @@ class Kernel:
         self.autotune_effort, self.static_shapes = autotune_effort, static_shapes
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
+        self.compile_name = compile_names.assign(self, fn.__name__)   # for torch.compile
         self._loop_vars = _loop_vars(fn)
         self._chosen: dict = {}        # cache key string -> Config (this process)
         self._jit: dict = {}           # generated source -> @newt.jit function

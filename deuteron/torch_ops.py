@@ -7,8 +7,8 @@ kernel:
 
     deuteron::call(key, tensors, ints, floats) -> Tensor[]
 
-`key` names a registry entry made at trace time (the kernel, where each argument goes, the
-constant arguments). A kernel whose function assigns into one of its parameters (`x[t] = ...`)
+`key` names a registry entry made at trace time (the kernel by its newt.compile_names name, where
+each argument goes, the constant arguments). A kernel whose function assigns into one of its parameters (`x[t] = ...`)
 traces as `deuteron::call_inplace` instead, its tensors declared mutated: torch functionalizes a
 mutating custom op only when it returns nothing, so such a kernel may return its arguments but
 no new tensors. The real implementation calls the kernel as eager code does. The fake one runs the
@@ -21,18 +21,20 @@ from __future__ import annotations
 
 import torch
 
+from newt import compile_names
+
 _REGISTRY: dict = {}     # key -> [kernel, layout, kwarg names, results structure or None]
 _KEYS: dict = {}
 
 
 @torch.compiler.assume_constant_result
-def _register(kernel, layout: tuple, kwarg_names: tuple) -> str:
-    spec = (id(kernel), layout, kwarg_names)
+def _register(kernel_name: str, layout: tuple, kwarg_names: tuple) -> str:
+    spec = (kernel_name, layout, kwarg_names)
     key = _KEYS.get(spec)
     if key is None:
-        key = f"{kernel.__name__}/{len(_REGISTRY)}"
+        key = f"{kernel_name}/{len(_REGISTRY)}"
         _KEYS[spec] = key
-        _REGISTRY[key] = [kernel, layout, kwarg_names, None]
+        _REGISTRY[key] = [kernel_name, layout, kwarg_names, None]
     return key
 
 
@@ -43,7 +45,8 @@ def _structure(key) -> tuple:
 
 
 def _arguments(key, tensors, ints, floats):
-    kernel, layout, kwarg_names, _ = _REGISTRY[key]
+    kernel_name, layout, kwarg_names, _ = _REGISTRY[key]
+    kernel = compile_names.lookup(kernel_name)
     values = []
     for kind, v in layout:
         values.append(tensors[v] if kind == "t" else ints[v] if kind == "i" else
@@ -74,13 +77,14 @@ def _flatten(key, result, tensors):
 
 
 @torch.compiler.assume_constant_result
-def _writes_arguments(kernel) -> bool:
+def _writes_arguments(kernel_name: str) -> bool:
     """Whether the kernel's function assigns into one of its parameters (`x[t] = ...`): such a
     call traces as the mutating op. Read from the source once: dynamo needs the answer before
     the op is called."""
     import ast
     import inspect
     import textwrap
+    kernel = compile_names.lookup(kernel_name)
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.fn)))
     except (OSError, TypeError, SyntaxError):
@@ -131,13 +135,13 @@ def call_inplace_op(key: str, tensors: list[torch.Tensor], ints: list[int],
     """A kernel that stores into its arguments: torch's functionalization takes a mutating op
     only when it returns nothing, so such a kernel may return its arguments, not new tensors."""
     if _run(key, tensors, ints, floats):
-        raise TypeError(f"deuteron kernel {_REGISTRY[key][0].__name__}: {_IN_PLACE_RESULTS}")
+        raise TypeError(f"deuteron kernel {_REGISTRY[key][0]}: {_IN_PLACE_RESULTS}")
 
 
 @call_inplace_op.register_fake
 def _call_inplace_fake(key, tensors, ints, floats):
     if _fake(key, tensors, ints, floats):
-        raise TypeError(f"deuteron kernel {_REGISTRY[key][0].__name__}: {_IN_PLACE_RESULTS}")
+        raise TypeError(f"deuteron kernel {_REGISTRY[key][0]}: {_IN_PLACE_RESULTS}")
 
 
 _IN_PLACE_RESULTS = ("inside torch.compile a kernel that stores into its arguments may return "
@@ -180,8 +184,8 @@ def traced_call(kernel, *args, **kwargs):
     for n in names:
         values.append(kwargs[n])
     layout, tensors, ints, floats = _split(kernel.__name__, values)
-    key = _register(kernel, layout, names)
-    if _writes_arguments(kernel):
+    key = _register(kernel.compile_name, layout, names)
+    if _writes_arguments(kernel.compile_name):
         torch.ops.deuteron.call_inplace(key, tensors, ints, floats)
         outs = []
     else:

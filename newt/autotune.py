@@ -13,7 +13,7 @@ import math
 
 from torch import Tensor as _Tensor
 
-from . import options
+from . import compile_names, options
 from .errors import CompilationError, LaunchError, NVRTCError
 
 
@@ -71,6 +71,7 @@ class Autotuner(_Wrapper):
         self.fn = fn
         self.jit = _innermost(fn)
         self.__name__ = getattr(self.jit, "__name__", "kernel")
+        self.compile_name = compile_names.assign(self, self.__name__)   # for torch.compile
         self.arg_names = list(self.jit.arg_names)
         self._defaults = [(n, p.default) for n, p in self.jit.signature.parameters.items()
                           if p.default is not p.empty]
@@ -254,6 +255,7 @@ class Heuristics(_Wrapper):
         self.fn, self.values = fn, dict(values)
         self.jit = _innermost(fn)
         self.__name__ = getattr(self.jit, "__name__", "kernel")
+        self.compile_name = compile_names.assign(self, self.__name__)   # for torch.compile
         self.arg_names = list(self.jit.arg_names)
 
     def expand(self, args, kwargs) -> dict:

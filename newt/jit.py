@@ -24,7 +24,7 @@ import sys
 import textwrap
 import types
 
-from . import options
+from . import compile_names, options
 from .errors import DriverError, LaunchError, NewtError
 from .arg_kinds import classify as _classify
 from .jit_host import HostAPI, descriptor_class
@@ -136,6 +136,7 @@ class JITFunction(HostAPI):
     def __init__(self, fn, *, do_not_specialize=(), debug=None, **_triton_kwargs):
         self.fn = fn
         functools.update_wrapper(self, fn)
+        self.compile_name = compile_names.assign(self, fn.__name__)   # for torch.compile
         self.signature = inspect.signature(fn)
         self.arg_names = list(self.signature.parameters)
         self.constexpr_names = {

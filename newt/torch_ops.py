@@ -7,7 +7,8 @@ JITFunction.__getitem__ (and at `traced_run` instead of JITFunction.run, `traced
 `newt::launch(key, tensors, ints, floats, grid)`:
 
     key       a string naming a registry entry made at trace time (`_register`, a constant to
-              dynamo): the kernel, the parameter layout, the constexprs, num_warps, num_stages
+              dynamo): the kernel (by its compile_names name: traced code hands no object to
+              such a function), the parameter layout, the constexprs, num_warps, num_stages
     tensors   the tensor arguments, each once; declared mutated (a kernel may store into any)
     ints      int and bool arguments (SymInts under dynamic shapes)
     floats    float arguments
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from . import compile_names, dtypes
 from .errors import LaunchError
 
 _REGISTRY: dict = {}    # key -> (launchable, layout, constexprs, num_warps, num_stages, grid)
@@ -32,39 +34,54 @@ _KEYS: dict = {}        # (id of the launchable, spec) -> key
 
 
 @torch.compiler.assume_constant_result
-def _register(obj, layout: tuple, names: tuple, num_warps, num_stages, grid, *values) -> str:
+def _register(obj_name: str, layout: tuple, names: tuple, num_warps, num_stages, grid,
+              *values) -> str:
     """The registry key of one launch spelling; runs for real at trace time (dynamo records the
     returned string as a constant), so the graph holds only the string. The constexprs come as
     `names` and separate `values`: dynamo hands an object (an nl dtype) over as itself only
     when it is an argument of its own, not inside a tuple."""
-    constexprs = tuple(zip(names, values))
-    spec = (id(obj), layout, constexprs, num_warps, num_stages, grid)
+    constexprs = tuple(zip(names, (_decoded(v) for v in values)))
+    spec = (obj_name, layout, constexprs, num_warps, num_stages, grid)
     key = _KEYS.get(spec)
     if key is None:
-        key = f"{getattr(obj, '__name__', type(obj).__name__)}/{len(_REGISTRY)}"
+        key = f"{obj_name}/{len(_REGISTRY)}"
         _KEYS[spec] = key
-        _REGISTRY[key] = (obj, layout, constexprs, num_warps, num_stages, grid)
+        _REGISTRY[key] = (obj_name, layout, constexprs, num_warps, num_stages, grid)
     return key
 
 
+_DTYPE = "newt.dtype"     # an nl dtype constexpr crosses into _register as (_DTYPE, its name)
+
+
+def _encoded(v):
+    # some torch releases (2.11) hand no user object to an assume_constant_result function
+    return (_DTYPE, v.name) if isinstance(v, dtypes.dtype) else v
+
+
+def _decoded(v):
+    return dtypes.from_name(v[1]) if type(v) is tuple and len(v) == 2 and v[0] == _DTYPE else v
+
+
 @torch.compiler.assume_constant_result
-def _signature_of(jf) -> tuple:
+def _signature_of(jf_name: str) -> tuple:
     """(parameter names, ((name, default), ...), constexpr names, names with a default) of a
     kernel, as constants.
     Defaults other than plain Python scalars (an nl dtype) stay out of the traced code, which
     could not hand them back as constants; the launch inside the op fills them in itself."""
-    params = jf.signature.parameters
+    params = compile_names.lookup(jf_name).signature.parameters
     plain = (int, float, bool, str, type(None))
     defaults = tuple((n, p.default) for n, p in params.items()
                      if p.default is not p.empty and type(p.default) in plain)
-    return (tuple(params), defaults, tuple(n for n in params if n in jf.constexpr_names),
+    constexpr_names = compile_names.lookup(jf_name).constexpr_names
+    return (tuple(params), defaults, tuple(n for n in params if n in constexpr_names),
             tuple(n for n, p in params.items() if p.default is not p.empty))
 
 
 @torch.library.custom_op("newt::launch", mutates_args=("tensors",))
 def launch_op(key: str, tensors: list[torch.Tensor], ints: list[int], floats: list[float],
               grid: list[int]) -> None:
-    obj, layout, constexprs, num_warps, num_stages, fixed_grid = _REGISTRY[key]
+    obj_name, layout, constexprs, num_warps, num_stages, fixed_grid = _REGISTRY[key]
+    obj = compile_names.lookup(obj_name)
     arguments = dict(constexprs)
     for name, kind, i in layout:
         if kind == "t":
@@ -97,7 +114,7 @@ def _split(name: str, values: dict, names, constexpr_names, obj):
         if n in constexpr_names:
             if isinstance(v, torch.Tensor):
                 raise LaunchError(f"kernel {name}: constexpr argument `{n}` is a tensor")
-            constexprs.append((n, v))
+            constexprs.append((n, _encoded(v)))
         elif isinstance(v, torch.Tensor):
             for i, t in enumerate(tensors):
                 if t is v:
@@ -126,7 +143,7 @@ def _split(name: str, values: dict, names, constexpr_names, obj):
 
 
 def _bind(jf, args, kwargs):
-    names, defaults, constexpr_names, optional = _signature_of(jf)
+    names, defaults, constexpr_names, optional = _signature_of(jf.compile_name)
     if len(args) > len(names):
         raise LaunchError(f"kernel {jf.__name__}() takes {len(names)} arguments but "
                           f"{len(args)} were given")
@@ -164,7 +181,8 @@ def compiled_launch(jf, grid, args, kwargs):
         grid = grid(meta)
     layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
                                                       constexpr_names, jf)
-    key = _register(jf, layout, tuple(n for n, _ in constexprs), num_warps, num_stages, None,
+    key = _register(jf.compile_name, layout, tuple(n for n, _ in constexprs), num_warps,
+                    num_stages, None,
                     *[v for _, v in constexprs])
     torch.ops.newt.launch(key, tensors, ints, floats, _grid_list(grid))
 
@@ -193,14 +211,14 @@ def wrapper_launch(wrapper, grid, args, kwargs):
     layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
                                                       constexpr_names, wrapper)
     fixed = grid if callable(grid) else None
-    key = _register(wrapper, layout, tuple(n for n, _ in constexprs), num_warps, num_stages,
-                    fixed, *[v for _, v in constexprs])
+    key = _register(wrapper.compile_name, layout, tuple(n for n, _ in constexprs), num_warps,
+                    num_stages, fixed, *[v for _, v in constexprs])
     torch.ops.newt.launch(key, tensors, ints, floats, [] if callable(grid) else _grid_list(grid))
 
 
 def _bind_partial(jf, args, kwargs):
     """Like _bind, but the parameters a config or heuristic supplies may be absent."""
-    names, defaults, constexpr_names, _ = _signature_of(jf)
+    names, defaults, constexpr_names, _ = _signature_of(jf.compile_name)
     values = {}
     for n, d in defaults:
         values[n] = d
