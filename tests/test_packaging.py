@@ -6,10 +6,12 @@ the system's site-packages, so torch is not downloaded again; the build uses the
 setuptools (no network)."""
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tarfile
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -68,12 +70,20 @@ def test_wheel_and_sdist_build_install_and_run_the_example(tmp_path):
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
     py = str(venv / "bin" / "python")
-    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)])
+    if sys.prefix != sys.base_prefix:
+        # this interpreter is itself a venv's (torch lives there, not in the system's): the
+        # new one sees its packages through a .pth line (appended after its own site-packages,
+        # so the wheel's newt still comes first)
+        purelib = _run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"])
+        (Path(purelib.strip()) / "parent_env.pth").write_text(
+            "\n".join(site.getsitepackages()) + "\n")
+    # without PYTHONPATH: a checkout on it (its egg-info) would count as installed already
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    _run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)], env=env)
     away = tmp_path / "elsewhere"
     away.mkdir()
     example = away / "vector_add.py"
     shutil.copy(src / "examples" / "01_vector_add.py", example)
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["NEWT_CACHE_DIR"] = str(tmp_path / "cache")
     where = _run([py, "-c", "import newt, deuteron; print(newt.__file__); print(deuteron.__file__)"],
                  cwd=away, env=env)
