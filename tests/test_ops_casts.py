@@ -114,3 +114,59 @@ def test_scalar_argument_types(target, device):
     out = poison(4, torch.int64, device)
     scalar_args_kernel[(1,)](out, 2 ** 40, -123456, True, 2.5)
     check(out, torch.tensor([2 ** 40 + 1, -246912, 1, 10]))
+
+
+def _round_half_even(q) -> int:
+    """A Fraction to the nearest integer, ties to even."""
+    f = q.numerator // q.denominator
+    r = q - f
+    return f + (1 if r > 0.5 or (r == 0.5 and f % 2) else 0)
+
+
+def _rounded_once(v, mant_bits):
+    """The exact rounding of the number v (int or float) to a binary float with `mant_bits`
+    fraction bits, normal range: the reference, computed in rationals."""
+    import fractions
+    import math
+    q = fractions.Fraction(v)
+    if q == 0:
+        return 0.0
+    e = math.frexp(abs(float(q)))[1] - 1      # floor(log2 |v|) (exact for these values)
+    if abs(q) < fractions.Fraction(2) ** e:
+        e -= 1
+    step = fractions.Fraction(2) ** (e - mant_bits)
+    return float(_round_half_even(q / step) * step)
+
+
+def _near_ties(src, mant, n):
+    """Values an ulp-fraction off a tie of a float with `mant` fraction bits: through fp32
+    they land on the tie."""
+    if src is torch.float64:
+        k = torch.randint(0, 1 << mant, (n,), dtype=torch.float64)
+        e = torch.randint(-8, 9, (n,)).double()
+        sign = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).double()
+        off = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).double() * 2.0 ** -35
+        # 1 + (2k + 1) * 2**-(mant + 1): the tie between 1 + k * 2**-mant and the next value
+        return sign * (1 + (2 * k + 1) * 2.0 ** -(mant + 1) + off) * 2.0 ** e
+    # 64-bit integers: bf16 ties at 2**40 scale, off by one (fp32 drops the 1)
+    k = torch.randint(0, 1 << 7, (n,), dtype=torch.int64)
+    off = torch.where(torch.rand(n) < 0.5, -1, 1).to(torch.int64)
+    return (1 << 40) + (2 * k + 1) * (1 << 32) + off
+
+
+@pytest.mark.parametrize("src", [torch.float64, torch.int64], ids=name)
+@pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16], ids=name)
+def test_wide_to_16_bit_rounds_once(target, device, src, dst):
+    """fp64 / int64 -> fp16 / bf16 rounds the value once (not through fp32 first), on values a
+    hair off a 16-bit tie; torch's CPU conversion rounds twice on these, the reference here is
+    computed in rationals."""
+    if src is torch.int64 and dst is torch.float16:
+        pytest.skip("int64 values in fp16's range are exact in fp32: nothing to round twice")
+    n = 301
+    mant = 10 if dst is torch.float16 else 7
+    x = _near_ties(src, mant, n)
+    ref = torch.tensor([_rounded_once(v, mant) for v in x.tolist()], dtype=torch.float64)
+    out = poison(n, dst, device)
+    cast_kernel[(newt.cdiv(n, 128),)](x.to(device), out, n, DST=nl_dtype(dst), USE_FN=False,
+                                      BLOCK=128)
+    assert torch.equal(out.cpu().double(), ref)
