@@ -6,6 +6,7 @@ import torch
 
 import newt
 import newt.language as nl
+from lang_helpers import where  # noqa: F401  (fixture: interp, emu, cuda)
 from ops_helpers import ALL, check, from_i64, is_unsigned, name, nl_dtype, poison, rand, to_i64
 
 
@@ -148,25 +149,43 @@ def _near_ties(src, mant, n):
         off = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).double() * 2.0 ** -35
         # 1 + (2k + 1) * 2**-(mant + 1): the tie between 1 + k * 2**-mant and the next value
         return sign * (1 + (2 * k + 1) * 2.0 ** -(mant + 1) + off) * 2.0 ** e
-    # 64-bit integers: bf16 ties at 2**40 scale, off by one (fp32 drops the 1)
+    # integers: bf16 ties, off by one (fp32 drops the 1); int32 at 2**24, 64-bit at 2**40
     k = torch.randint(0, 1 << 7, (n,), dtype=torch.int64)
     off = torch.where(torch.rand(n) < 0.5, -1, 1).to(torch.int64)
-    return (1 << 40) + (2 * k + 1) * (1 << 32) + off
+    e = 24 if src is torch.int32 else 40
+    x = (1 << e) + (2 * k + 1) * (1 << (e - 8)) + off
+    return x.to(torch.int32) if src is torch.int32 else x
 
 
-@pytest.mark.parametrize("src", [torch.float64, torch.int64], ids=name)
+@pytest.mark.parametrize("src", [torch.float64, torch.int64, torch.uint64, torch.int32],
+                         ids=name)
 @pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16], ids=name)
-def test_wide_to_16_bit_rounds_once(target, device, src, dst):
-    """fp64 / int64 -> fp16 / bf16 rounds the value once (not through fp32 first), on values a
-    hair off a 16-bit tie; torch's CPU conversion rounds twice on these, the reference here is
+def test_wide_to_16_bit_rounds_once(where, src, dst):
+    """fp64 / int64 / uint64 / int32 -> fp16 / bf16 rounds the value once (not through fp32 first), on
+    values a hair off a 16-bit tie, in the interpreter, in the generated code (emulated on the
+    CPU, and on the GPU); torch's CPU conversion rounds twice on these, so the reference is
     computed in rationals."""
-    if src is torch.int64 and dst is torch.float16:
-        pytest.skip("int64 values in fp16's range are exact in fp32: nothing to round twice")
+    if src is not torch.float64 and dst is torch.float16:
+        pytest.skip("integers in fp16's range are exact in fp32: nothing to round twice")
     n = 301
     mant = 10 if dst is torch.float16 else 7
     x = _near_ties(src, mant, n)
-    ref = torch.tensor([_rounded_once(v, mant) for v in x.tolist()], dtype=torch.float64)
-    out = poison(n, dst, device)
-    cast_kernel[(newt.cdiv(n, 128),)](x.to(device), out, n, DST=nl_dtype(dst), USE_FN=False,
-                                      BLOCK=128)
+    if src is torch.uint64:   # above 2**63: the bit pattern is negative as an int64
+        x = ((x << 23) | (1 << 63)).view(torch.uint64)
+        vals = [v + (1 << 64) if v < 0 else v for v in x.view(torch.int64).tolist()]
+    else:
+        vals = x.tolist()
+    ref = torch.tensor([_rounded_once(v, mant) for v in vals], dtype=torch.float64)
+    out = where.t(poison(n, dst, "cpu"))
+    where(cast_kernel, (newt.cdiv(n, 128),), where.t(x), out, n, DST=nl_dtype(dst),
+          USE_FN=False, BLOCK=128)
     assert torch.equal(out.cpu().double(), ref)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_wide_to_16_bit_casts_compile_to_one_rounding(arch):
+    for src in ("fp64", "i64", "u64", "i32"):
+        k = newt.compile(cast_kernel, {"x_ptr": f"*{src}", "out_ptr": "*bf16", "n": "i32"},
+                         {"DST": nl.bfloat16, "USE_FN": False, "BLOCK": 256}, arch=arch)
+        assert "nt_odd_f32(" in k.source.split("extern \"C\"")[1], src
+        assert k.n_spills == 0 and k.local_bytes == 0

@@ -265,8 +265,8 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if src.is_bool():
         return Tensor(x.data.to(canon_torch(dt)), dt)
     if dt.is_floating():
-        if dt in (D.float16, D.bfloat16) and (src is D.float64 or (src.is_int()
-                                                                and src.bits >= 32)):
+        if dt.bits < 32 and (src is D.float64 or (dt is D.bfloat16 and src.is_int()
+                                                  and src.bits >= 32)):
             return Tensor(to_float(_odd_fp32(x.data, src), dt), dt)   # rounded once
         if src is D.uint64:   # rounded once to fp64 / fp32, as cvt.rn does; narrower via fp32
             wide = torch.float64 if dt is D.float64 else torch.float32
@@ -301,9 +301,10 @@ def _fp8_arith(dt):
 
 def _odd_fp32(v: torch.Tensor, src) -> torch.Tensor:
     """fp64 or 32/64-bit integer data as fp32 rounded to odd: truncated toward zero, its last
-    bit set when anything was dropped. Rounding that to fp16 / bf16 (to nearest) rounds the
-    original value once: through fp32 rounded to nearest, a value just off a 16-bit tie could
-    land on the tie and go the wrong way (torch's CPU conversion from fp64 does that)."""
+    bit set when anything was dropped. Rounding that to fp16 / bf16 / fp8 (to nearest) rounds
+    the original value once: through fp32 rounded to nearest, a value just off a 16-bit tie
+    could land on the tie and go the wrong way (torch's CPU conversion from fp64 does that).
+    Integers matter for bf16 only: those in fp16's and fp8's ranges are exact in fp32."""
     if src.is_int():   # 32-bit integers are exact in fp64; 64-bit ones rounded to odd there
         v = _int64_odd(v, src) if src.bits == 64 else v.to(torch.float64)
     f = v.to(torch.float32)
