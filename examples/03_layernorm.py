@@ -84,7 +84,11 @@ def layernorm_bwd_dx_kernel(dx_ptr, dy_ptr, dw_part_ptr, db_part_ptr, x_ptr, w_p
     db = dy
     while nl.atomic_cas(lock, 0, 1, sem="acquire") == 1:
         pass
-    if nl.load(count) == 0:
+    first = nl.load(count) == 0
+    # every thread has read the count before thread 0 sets it (newt's passes place this barrier
+    # themselves, passes/thread_order.py; Triton needs it written)
+    nl.debug_barrier()
+    if first:
         nl.store(count, 1)   # the first of its group: the partial row holds garbage, not sums
     else:
         dw += nl.load(dw_part_ptr + part, mask=mask, other=0.0)
