@@ -22,6 +22,7 @@ import torch
 from .. import dtypes as D
 from ..language import constexpr as _constexpr
 from . import context, intdiv
+from .rounding import odd_fp32
 
 _MIN64 = -(1 << 63)
 
@@ -267,7 +268,7 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if dt.is_floating():
         if dt.bits < 32 and (src is D.float64 or (dt is D.bfloat16 and src.is_int()
                                                   and src.bits >= 32)):
-            return Tensor(to_float(_odd_fp32(x.data, src), dt), dt)   # rounded once
+            return Tensor(to_float(odd_fp32(x.data, src), dt), dt)   # rounded once
         if src is D.uint64:   # rounded once to fp64 / fp32, as cvt.rn does; narrower via fp32
             wide = torch.float64 if dt is D.float64 else torch.float32
             return Tensor(to_float(x.data.view(torch.uint64).to(wide), dt), dt)
@@ -297,36 +298,6 @@ def _fp8_arith(dt):
         raise TypeError(f"arithmetic on {dt.name} values: cast them to nl.float16 or "
                         f"nl.float32 first (fp8 blocks support loads, stores, casts, nl.where "
                         f"and nl.dot)")
-
-
-def _odd_fp32(v: torch.Tensor, src) -> torch.Tensor:
-    """fp64 or 32/64-bit integer data as fp32 rounded to odd: truncated toward zero, its last
-    bit set when anything was dropped. Rounding that to fp16 / bf16 / fp8 (to nearest) rounds
-    the original value once: through fp32 rounded to nearest, a value just off a 16-bit tie
-    could land on the tie and go the wrong way (torch's CPU conversion from fp64 does that).
-    Integers matter for bf16 only: those in fp16's and fp8's ranges are exact in fp32."""
-    if src.is_int():   # 32-bit integers are exact in fp64; 64-bit ones rounded to odd there
-        v = _int64_odd(v, src) if src.bits == 64 else v.to(torch.float64)
-    f = v.to(torch.float32)
-    inexact = (f.to(torch.float64) != v) & ~torch.isnan(v)
-    bits = f.view(torch.int32)
-    away = inexact & (f.to(torch.float64).abs() > v.abs())
-    bits = torch.where(away, bits - 1, bits)
-    return torch.where(inexact, bits | 1, bits).view(torch.float32)
-
-
-def _int64_odd(v: torch.Tensor, src) -> torch.Tensor:
-    """64-bit integers as fp64 rounded to odd (53 bits kept, the last set if any was dropped)."""
-    neg = (v < 0) if src is not D.uint64 else torch.zeros_like(v, dtype=torch.bool)
-    # magnitudes as unsigned 64-bit patterns held in int64 (|MIN| and uint64 >= 2**63 wrap)
-    mag = torch.where(neg, -v, v)
-    out = torch.empty(v.shape, dtype=torch.float64)
-    for i, (m, n) in enumerate(zip(mag.reshape(-1).tolist(), neg.reshape(-1).tolist())):
-        m &= (1 << 64) - 1
-        s = max(0, m.bit_length() - 53)
-        q = (m >> s) | (1 if m & ((1 << s) - 1) else 0)
-        out.view(-1)[i] = (-1.0 if n else 1.0) * float(q) * 2.0 ** s
-    return out
 
 
 def to_float(v: torch.Tensor, dt) -> torch.Tensor:
