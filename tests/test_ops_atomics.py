@@ -241,3 +241,55 @@ def test_interpreter_stops_a_spin_on_a_lock_left_held_by_an_earlier_program():
         assert int(total.item()) == 1
     finally:
         newt.options.flags.interpret = old
+
+
+@newt.jit
+def sem_kernel(lock_ptr, x_ptr, old_ptr, SEM: nl.constexpr, SCOPE: nl.constexpr,
+               BLOCK: nl.constexpr):
+    got = nl.atomic_cas(lock_ptr, 0, 5, SEM, SCOPE)            # sem, scope by position
+    offs = nl.arange(0, BLOCK)
+    old = nl.atomic_xchg(x_ptr + offs, offs + got, mask=offs < BLOCK - 1, sem=SEM, scope=SCOPE)
+    nl.store(old_ptr + offs, old)
+
+
+_SEMS = ["acquire", "release", "acq_rel", "relaxed"]
+
+
+@pytest.mark.parametrize("scope", ["gpu", "cta", "sys"])
+@pytest.mark.parametrize("sem", _SEMS)
+def test_cas_and_xchg_take_every_sem_and_scope(target, device, sem, scope):
+    B = 64
+    lock = torch.zeros(1, dtype=torch.int32, device=device)
+    x = rand(B, torch.int32, device)
+    init = x.clone().cpu()
+    old = poison(B, torch.int32, device)
+    sem_kernel[(1,)](lock, x, old, sem, scope, BLOCK=B)
+    assert int(lock.item()) == 5
+    check(old, torch.where(torch.arange(B) < B - 1, init, 0))
+    check(x, torch.where(torch.arange(B) < B - 1, torch.arange(B, dtype=torch.int32), init))
+
+
+@pytest.mark.parametrize("sem", _SEMS)
+def test_sem_and_scope_reach_the_ptx(sem):
+    k = newt.compile(sem_kernel, {"lock_ptr": "*i32", "x_ptr": "*i32", "old_ptr": "*i32"},
+                     {"SEM": sem, "SCOPE": "cta", "BLOCK": 64})
+    assert f"atom.{sem}.cta.global.cas.b32" in k.ptx
+    assert f"atom.{sem}.cta.global.exch.b32" in k.ptx
+
+
+def test_unknown_sem_is_rejected_at_its_line_on_both_paths():
+    """The compiler (here through newt.compile: no GPU needed) and the interpreter reject it
+    with the same CompilationError at the same line."""
+    sig = {"lock_ptr": "*i32", "x_ptr": "*i32", "old_ptr": "*i32"}
+    with pytest.raises(newt.CompilationError, match="sem must be one of") as compiled:
+        newt.compile(sem_kernel, sig, {"SEM": "seq_cst", "SCOPE": "gpu", "BLOCK": 64})
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        x = torch.zeros(64, dtype=torch.int32)
+        with pytest.raises(newt.CompilationError, match="sem must be one of") as interpreted:
+            sem_kernel[(1,)](x, x, x, "seq_cst", "gpu", BLOCK=64)
+    finally:
+        newt.options.flags.interpret = old
+    for e in (compiled, interpreted):
+        assert "nl.atomic_cas(lock_ptr, 0, 5, SEM, SCOPE)" in str(e.value)
