@@ -293,3 +293,24 @@ def test_unknown_sem_is_rejected_at_its_line_on_both_paths():
         newt.options.flags.interpret = old
     for e in (compiled, interpreted):
         assert "nl.atomic_cas(lock_ptr, 0, 5, SEM, SCOPE)" in str(e.value)
+
+
+@newt.jit
+def xchg_spin_kernel(lock_ptr, out_ptr, n):
+    # a scalar exchange that changes the lock each time, then one that finds it taken: the
+    # first kind is progress, so only a long run of the second would be a spin
+    for i in range(n):
+        nl.atomic_xchg(lock_ptr, i + 1)
+    nl.store(out_ptr, nl.atomic_xchg(lock_ptr, n))
+
+
+def test_interpreter_counts_a_changing_scalar_exchange_as_progress():
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        lock = torch.zeros(1, dtype=torch.int32)
+        out = torch.full((1,), -1, dtype=torch.int32)
+        xchg_spin_kernel[(2,)](lock, out, 1500)
+        assert int(lock.item()) == 1500 and int(out.item()) == 1500
+    finally:
+        newt.options.flags.interpret = old

@@ -214,7 +214,7 @@ def _rmw(what, pointer, val, mask, combine):
     flat = p.buf.flat
     if offs.numel() == 0:
         return Tensor(result, elem)
-    before = flat[offs]     # (a copy: indexing with a tensor copies)
+    before = flat[offs].clone()   # (a 0-d offset indexes a view: the write would show)
     if torch.unique(offs).numel() == offs.numel():
         old = Tensor(from_storage(before, elem), elem)
         new = combine(old, Tensor(vals, elem))
