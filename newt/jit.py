@@ -378,6 +378,11 @@ def launch(_n_grid, {params}):
         if kinds is not None:
             self._kinds = kinds
         self._meta_of = ns["meta"]
+        # Python itself reports an argument given twice (positionally and by keyword), before
+        # any newt code runs: named after the kernel, its TypeError names the kernel and the
+        # parameter ("k() got multiple values for argument 'BLOCK'"). A LaunchError would
+        # need a wrapper around every launch.
+        ns["launch"].__qualname__ = ns["launch"].__name__ = self.__name__
         self._launch_fn = ns["launch"]
         self._bound = (_MISSING, None)
         return self._launch_fn

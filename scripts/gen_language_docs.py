@@ -141,6 +141,20 @@ TRITON_DIFFERENCES = """\
   which ones a kernel stores into), so the compiler keeps each launch where it is; an
   `@newt.autotune` kernel tunes inside the op, so its grid must be a tuple or a function
   defined outside the compiled function ([newt/torch_ops.py](../newt/torch_ops.py)).
+- **Scalar accesses keep program order between a program's threads**: a scalar store or
+  atomic runs on thread 0 and a scalar load on every thread, so where one of them and another
+  thread's access to the same tensor could pass each other (`if nl.load(flag) == 0:
+  nl.store(flag, 1)`) newt places a barrier
+  ([newt/passes/thread_order.py](../newt/passes/thread_order.py)); Triton leaves that to a
+  `tl.debug_barrier()` in the source.
+- **fp64 -> fp16 / bf16 / fp8, and 32- and 64-bit integers -> bf16, round once** (through fp32
+  rounded to odd, [newt/codegen/header.py](../newt/codegen/header.py)), as a direct `cvt.rn`
+  does, in the generated code and the interpreter; torch's CPU `.to()` rounds fp64 twice
+  (through fp32), so it differs from newt on values a hair off a 16-bit tie.
+- **An argument given both positionally and by keyword** is Python's `TypeError` on the
+  compiled path (`k() got multiple values for argument 'BLOCK'`, as with a Triton kernel),
+  raised before any newt code runs; the interpreter binds the arguments itself and raises a
+  `LaunchError` naming the launching line.
 - **The interpreter refuses objects that have only `data_ptr()` and a dtype** (it cannot know
   their size): it takes torch tensors and DLPack objects; the compiled path takes all three,
   as Triton does ([newt/tensor_like.py](../newt/tensor_like.py)).

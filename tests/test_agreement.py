@@ -410,3 +410,21 @@ def test_bad_launches_are_launch_errors_on_both_paths(gpu, name):
     finally:
         newt.options.flags.interpret = False
 
+
+
+def test_an_argument_given_twice_names_the_kernel_and_the_parameter(gpu):
+    """Positionally and by keyword: on the compiled path Python reports it before any newt code
+    runs (as for a Triton kernel), with the kernel's name; the interpreter binds the arguments
+    itself and says the same in a LaunchError."""
+    x = torch.randn(16)
+    for _ in range(2):   # the first launch (generating the launch function) and a later one
+        with pytest.raises(TypeError, match=r"^_launched\(\) got multiple values for argument "
+                                            r"'BLOCK'"):
+            _launched[(1,)](x, x, 8, 2.0, 16, BLOCK=16)
+        _launched[(1,)](x, x, 8, 2.0, BLOCK=16)
+    newt.options.flags.interpret = True
+    try:
+        msg = _launch_error(lambda: _launched[(1,)](x, x, 8, 2.0, 16, BLOCK=16))
+        assert "multiple values for argument 'BLOCK'" in msg and "_launched" in msg
+    finally:
+        newt.options.flags.interpret = False

@@ -162,3 +162,155 @@ def test_masked_atomic_leaves_rest(target, device):
     masked_atomic_kernel[(1,)](acc, 10, BLOCK=64)
     check(acc[:10], torch.arange(10.0) + 1)
     assert bool(acc[10:].isnan().all())
+
+
+@newt.jit
+def cas_values_kernel(x_ptr, cmp_ptr, val_ptr, old_ptr, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    old = nl.atomic_cas(x_ptr + offs, nl.load(cmp_ptr + offs), nl.load(val_ptr + offs))
+    nl.store(old_ptr + offs, old)
+
+
+@pytest.mark.parametrize("dt", [torch.float32, torch.float64, torch.float16], ids=name)
+def test_cas_of_floats_compares_bits_and_returns_the_old_value(target, device, dt):
+    """atom.cas compares bits: -0.0 is not 0.0, a NaN matches its own bits. The old values come
+    back even where the swap wrote (the interpreter once returned the new value there)."""
+    B = 16
+    x = rand(B, dt, device)
+    cmp = x.clone()
+    cmp[1::3] = rand(len(cmp[1::3]), dt, device) + 8        # these do not match
+    x[2], cmp[2] = -0.0, 0.0
+    x[5], cmp[5] = 0.0, -0.0
+    x[8], cmp[8] = float("nan"), float("nan")
+    val = rand(B, dt, device)
+    init = x.clone().cpu()
+    old = poison(B, dt, device)
+    cas_values_kernel[(1,)](x, cmp, val, old, BLOCK=B)
+    kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}[init.element_size()]
+    same = init.view(kind) == cmp.cpu().view(kind)
+    assert bool(same[8]) and not bool(same[2]) and not bool(same[5])
+    assert torch.equal(old.cpu().view(kind), init.view(kind))
+    assert torch.equal(x.cpu().view(kind), torch.where(same, val.cpu(), init).view(kind))
+
+
+@newt.jit
+def held_lock_kernel(lock_ptr, total_ptr, HOW: nl.constexpr, LEAVE: nl.constexpr = 0):
+    if HOW == "cas":
+        while nl.atomic_cas(lock_ptr, 0, 1, sem="acquire") == 1:
+            pass
+    elif HOW == "xchg":
+        while nl.atomic_xchg(lock_ptr, 1, sem="acquire", scope="gpu") == 1:
+            pass
+    else:
+        while nl.load(lock_ptr, volatile=True) != 0:
+            pass
+    nl.store(total_ptr, nl.load(total_ptr) + 1)
+    nl.atomic_xchg(lock_ptr, LEAVE, sem="release")      # LEAVE=1: never released
+
+
+@pytest.mark.parametrize("how", ["cas", "xchg", "flag"])
+def test_interpreter_stops_a_spin_on_a_lock_no_program_can_release(how):
+    """Programs run one at a time in the interpreter: a lock held when the kernel starts (or by a
+    program that ended without releasing it) can never be released, so the spin raises an
+    error naming its line instead of hanging."""
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        lock = torch.ones(1, dtype=torch.int32)
+        total = torch.zeros(1, dtype=torch.int32)
+        with pytest.raises(newt.KernelError, match="never end") as e:
+            held_lock_kernel[(3,)](lock, total, HOW=how)
+        assert "test_ops_atomics.py" in str(e.value) and "while nl." in str(e.value)
+        assert int(total.item()) == 0
+        # a lock released by each program before the next: every program gets it
+        lock.zero_()
+        held_lock_kernel[(5,)](lock, total, HOW=how)
+        assert int(total.item()) == 5 and int(lock.item()) == 0
+    finally:
+        newt.options.flags.interpret = old
+
+
+def test_interpreter_stops_a_spin_on_a_lock_left_held_by_an_earlier_program():
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        lock = torch.zeros(1, dtype=torch.int32)
+        total = torch.zeros(1, dtype=torch.int32)
+        with pytest.raises(newt.KernelError, match=r"program id \(1, 0, 0\)"):
+            held_lock_kernel[(4,)](lock, total, HOW="cas", LEAVE=1)
+        assert int(total.item()) == 1
+    finally:
+        newt.options.flags.interpret = old
+
+
+@newt.jit
+def sem_kernel(lock_ptr, x_ptr, old_ptr, SEM: nl.constexpr, SCOPE: nl.constexpr,
+               BLOCK: nl.constexpr):
+    got = nl.atomic_cas(lock_ptr, 0, 5, SEM, SCOPE)            # sem, scope by position
+    offs = nl.arange(0, BLOCK)
+    old = nl.atomic_xchg(x_ptr + offs, offs + got, mask=offs < BLOCK - 1, sem=SEM, scope=SCOPE)
+    nl.store(old_ptr + offs, old)
+
+
+_SEMS = ["acquire", "release", "acq_rel", "relaxed"]
+
+
+@pytest.mark.parametrize("scope", ["gpu", "cta", "sys"])
+@pytest.mark.parametrize("sem", _SEMS)
+def test_cas_and_xchg_take_every_sem_and_scope(target, device, sem, scope):
+    B = 64
+    lock = torch.zeros(1, dtype=torch.int32, device=device)
+    x = rand(B, torch.int32, device)
+    init = x.clone().cpu()
+    old = poison(B, torch.int32, device)
+    sem_kernel[(1,)](lock, x, old, sem, scope, BLOCK=B)
+    assert int(lock.item()) == 5
+    check(old, torch.where(torch.arange(B) < B - 1, init, 0))
+    check(x, torch.where(torch.arange(B) < B - 1, torch.arange(B, dtype=torch.int32), init))
+
+
+@pytest.mark.parametrize("sem", _SEMS)
+def test_sem_and_scope_reach_the_ptx(sem):
+    k = newt.compile(sem_kernel, {"lock_ptr": "*i32", "x_ptr": "*i32", "old_ptr": "*i32"},
+                     {"SEM": sem, "SCOPE": "cta", "BLOCK": 64})
+    assert f"atom.{sem}.cta.global.cas.b32" in k.ptx
+    assert f"atom.{sem}.cta.global.exch.b32" in k.ptx
+
+
+def test_unknown_sem_is_rejected_at_its_line_on_both_paths():
+    """The compiler (here through newt.compile: no GPU needed) and the interpreter reject it
+    with the same CompilationError at the same line."""
+    sig = {"lock_ptr": "*i32", "x_ptr": "*i32", "old_ptr": "*i32"}
+    with pytest.raises(newt.CompilationError, match="sem must be one of") as compiled:
+        newt.compile(sem_kernel, sig, {"SEM": "seq_cst", "SCOPE": "gpu", "BLOCK": 64})
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        x = torch.zeros(64, dtype=torch.int32)
+        with pytest.raises(newt.CompilationError, match="sem must be one of") as interpreted:
+            sem_kernel[(1,)](x, x, x, "seq_cst", "gpu", BLOCK=64)
+    finally:
+        newt.options.flags.interpret = old
+    for e in (compiled, interpreted):
+        assert "nl.atomic_cas(lock_ptr, 0, 5, SEM, SCOPE)" in str(e.value)
+
+
+@newt.jit
+def xchg_spin_kernel(lock_ptr, out_ptr, n):
+    # a scalar exchange that changes the lock each time, then one that finds it taken: the
+    # first kind is progress, so only a long run of the second would be a spin
+    for i in range(n):
+        nl.atomic_xchg(lock_ptr, i + 1)
+    nl.store(out_ptr, nl.atomic_xchg(lock_ptr, n))
+
+
+def test_interpreter_counts_a_changing_scalar_exchange_as_progress():
+    old = newt.options.flags.interpret
+    newt.options.flags.interpret = True
+    try:
+        lock = torch.zeros(1, dtype=torch.int32)
+        out = torch.full((1,), -1, dtype=torch.int32)
+        xchg_spin_kernel[(2,)](lock, out, 1500)
+        assert int(lock.item()) == 1500 and int(out.item()) == 1500
+    finally:
+        newt.options.flags.interpret = old

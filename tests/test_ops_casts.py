@@ -6,6 +6,7 @@ import torch
 
 import newt
 import newt.language as nl
+from lang_helpers import where  # noqa: F401  (fixture: interp, emu, cuda)
 from ops_helpers import ALL, check, from_i64, is_unsigned, name, nl_dtype, poison, rand, to_i64
 
 
@@ -114,3 +115,77 @@ def test_scalar_argument_types(target, device):
     out = poison(4, torch.int64, device)
     scalar_args_kernel[(1,)](out, 2 ** 40, -123456, True, 2.5)
     check(out, torch.tensor([2 ** 40 + 1, -246912, 1, 10]))
+
+
+def _round_half_even(q) -> int:
+    """A Fraction to the nearest integer, ties to even."""
+    f = q.numerator // q.denominator
+    r = q - f
+    return f + (1 if r > 0.5 or (r == 0.5 and f % 2) else 0)
+
+
+def _rounded_once(v, mant_bits):
+    """The exact rounding of the number v (int or float) to a binary float with `mant_bits`
+    fraction bits, normal range: the reference, computed in rationals."""
+    import fractions
+    import math
+    q = fractions.Fraction(v)
+    if q == 0:
+        return 0.0
+    e = math.frexp(abs(float(q)))[1] - 1      # floor(log2 |v|) (exact for these values)
+    if abs(q) < fractions.Fraction(2) ** e:
+        e -= 1
+    step = fractions.Fraction(2) ** (e - mant_bits)
+    return float(_round_half_even(q / step) * step)
+
+
+def _near_ties(src, mant, n):
+    """Values an ulp-fraction off a tie of a float with `mant` fraction bits: through fp32
+    they land on the tie."""
+    if src is torch.float64:
+        k = torch.randint(0, 1 << mant, (n,), dtype=torch.float64)
+        e = torch.randint(-8, 9, (n,)).double()
+        sign = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).double()
+        off = torch.where(torch.rand(n) < 0.5, -1.0, 1.0).double() * 2.0 ** -35
+        # 1 + (2k + 1) * 2**-(mant + 1): the tie between 1 + k * 2**-mant and the next value
+        return sign * (1 + (2 * k + 1) * 2.0 ** -(mant + 1) + off) * 2.0 ** e
+    # integers: bf16 ties, off by one (fp32 drops the 1); int32 at 2**24, 64-bit at 2**40
+    k = torch.randint(0, 1 << 7, (n,), dtype=torch.int64)
+    off = torch.where(torch.rand(n) < 0.5, -1, 1).to(torch.int64)
+    e = 24 if src is torch.int32 else 40
+    x = (1 << e) + (2 * k + 1) * (1 << (e - 8)) + off
+    return x.to(torch.int32) if src is torch.int32 else x
+
+
+@pytest.mark.parametrize("src", [torch.float64, torch.int64, torch.uint64, torch.int32],
+                         ids=name)
+@pytest.mark.parametrize("dst", [torch.float16, torch.bfloat16], ids=name)
+def test_wide_to_16_bit_rounds_once(where, src, dst):
+    """fp64 / int64 / uint64 / int32 -> fp16 / bf16 rounds the value once (not through fp32 first), on
+    values a hair off a 16-bit tie, in the interpreter, in the generated code (emulated on the
+    CPU, and on the GPU); torch's CPU conversion rounds twice on these, so the reference is
+    computed in rationals."""
+    if src is not torch.float64 and dst is torch.float16:
+        pytest.skip("integers in fp16's range are exact in fp32: nothing to round twice")
+    n = 301
+    mant = 10 if dst is torch.float16 else 7
+    x = _near_ties(src, mant, n)
+    if src is torch.uint64:   # above 2**63: the bit pattern is negative as an int64
+        x = ((x << 23) | (1 << 63)).view(torch.uint64)
+        vals = [v + (1 << 64) if v < 0 else v for v in x.view(torch.int64).tolist()]
+    else:
+        vals = x.tolist()
+    ref = torch.tensor([_rounded_once(v, mant) for v in vals], dtype=torch.float64)
+    out = where.t(poison(n, dst, "cpu"))
+    where(cast_kernel, (newt.cdiv(n, 128),), where.t(x), out, n, DST=nl_dtype(dst),
+          USE_FN=False, BLOCK=128)
+    assert torch.equal(out.cpu().double(), ref)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_wide_to_16_bit_casts_compile_to_one_rounding(arch):
+    for src in ("fp64", "i64", "u64", "i32"):
+        k = newt.compile(cast_kernel, {"x_ptr": f"*{src}", "out_ptr": "*bf16", "n": "i32"},
+                         {"DST": nl.bfloat16, "USE_FN": False, "BLOCK": 256}, arch=arch)
+        assert "nt_odd_f32(" in k.source.split("extern \"C\"")[1], src
+        assert k.n_spills == 0 and k.local_bytes == 0

@@ -131,11 +131,21 @@ def cast_expr(src, dst, x: str, bitcast=False, src_wide=False, dst_wide=False) -
         if src.is_floating() and src.bits < 32 and dst.bits > src.bits and dst.name != "float64":
             return x               # fp16/bf16 -> fp32, fp8 -> fp16/bf16/fp32: already exact
         if dst.bits < 32:
-            inner = x if src.name == "float32" or (src.is_floating() and src.bits < 32) \
-                else f"(float)({x})"
-            return round_to(dst, inner)
+            return round_to(dst, _to_f32_once(src, dst, x))
         return f"({rt})({x})"
     return f"({rt})({x})"                             # float->int truncates, int->int wraps
+
+
+def _to_f32_once(src, dst, x: str) -> str:
+    """The fp32 a narrower float `dst` is rounded from, such that the value is rounded once:
+    from fp32 and narrower types as they are; from fp64 rounded to odd (header: nt_odd_f32);
+    integers as fp32 for fp16 and fp8 (every integer in their range is exact in fp32) and
+    rounded to odd for bf16, whose range holds integers fp32 rounds."""
+    if src.name == "float32" or src.bits < 32 or (src.is_int() and dst.name != "bfloat16"):
+        return x if src.is_floating() else f"(float)({x})"
+    if src.is_int() and src.bits == 64:
+        return f"nt_odd_f32(nt_odd_{'u' if src.kind == 'uint' else 'i'}64({x}))"
+    return f"nt_odd_f32((double)({x}))"
 
 
 def _bitcast(src, dst, x):

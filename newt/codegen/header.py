@@ -149,6 +149,26 @@ NT_INLINE u32 nt_f_e5m2(float x) {
 NT_INLINE float nt_r8e4(float f) { return nt_e4m3_f(nt_f_e4m3(f)); }   // round to fp8 e4m3
 NT_INLINE float nt_r8e5(float f) { return nt_e5m2_f(nt_f_e5m2(f)); }   // round to fp8 e5m2
 
+// fp64 (and 64-bit integers) to fp32 rounded to odd: truncated toward zero, the last bit set
+// when anything was dropped. Rounded from there to fp16 / bf16 / fp8 the value is rounded once,
+// as __double2half does (fp32 keeps more than two bits beyond theirs); rounded to nearest
+// twice, a value a hair off a 16-bit tie can land on the tie and then go the wrong way.
+NT_INLINE float nt_odd_f32(double d) {
+  float f = (float)d;
+  if ((double)f != d && d == d) {
+    u32 b = __float_as_uint(f);
+    if (fabs((double)f) > fabs(d)) b -= 1u;          // rounded away from zero: step back
+    f = __uint_as_float(b | 1u);
+  }
+  return f;
+}
+NT_INLINE double nt_odd_u64(u64 m) {                  // to fp64, rounded to odd
+  const int s = (m >> 53) ? 11 - __clzll((i64)m) : 0;
+  const u64 q = (m >> s) | (u64)((m & ((1ull << s) - 1)) != 0);
+  return (double)q * (double)(1ull << s);
+}
+NT_INLINE double nt_odd_i64(i64 x) { return x < 0 ? -nt_odd_u64(0ull - (u64)x) : nt_odd_u64((u64)x); }
+
 // exp as Triton computes it for fp32: ex2.approx (no ftz) of x*log2(e)
 NT_INLINE float nt_exp(float x) { return nt_ex2_full(x * 1.4426950408889634f); }
 NT_INLINE float nt_sigmoid(float x) { return 1.0f / (1.0f + nt_exp(-x)); }

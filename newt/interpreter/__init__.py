@@ -9,6 +9,7 @@ a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
     launch.py   arguments, grid, rebinding the kernel's globals, the program loop; a kernel
                 line that raises gives a newt.KernelError naming it
     values.py   the value type (torch tensor + dtype), promotion, arithmetic, casts
+    rounding.py casts to fp16 / bf16 / fp8 that round once (through fp32 rounded to odd)
     ops.py      language functions: creation, math, shapes, reductions, dot, debugging
     intdiv.py   integer `//` and `%` as the generated code defines them (MIN // -1, x // 0)
     memory.py   pointers, load/store with masks and bounds checks, atomics
@@ -19,6 +20,9 @@ a time, with Triton's semantics; newt/jit.py calls it under NEWT_INTERPRET=1.
 
 Where the interpreter is more defined than the GPU (say so when comparing):
   - programs run sequentially (x fastest), so races and atomics ordering never show;
+  - a spin on memory no program can change any more (a lock held by a program that has ended,
+    a flag a later program would set) raises an error naming the line after SPIN_LIMIT
+    unchanged tries (memory.py), where the GPU would hang;
   - a masked load without `other` gives 0 (undefined on the GPU);
   - an unmasked access outside its tensor raises OutOfBoundsError (an IndexError) instead of
     reading garbage;

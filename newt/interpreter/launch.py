@@ -342,6 +342,7 @@ def launch(jitfn, grid, args, kwargs):
         values = values[:len(values) - len(keywords)]   # (keyword-only parameters come last)
         for z, y, x in itertools.product(*(builtins.range(g) for g in reversed(grid))):
             prog.pid = (x, y, z)
+            memory.new_program()
             try:
                 fn(*values, **keywords)
             except AssertionError as e:

@@ -8,6 +8,13 @@ arithmetic; produces loaded values and writes through to the caller's torch tens
 Masked-off lanes never touch memory. An active lane outside the buffer raises IndexError naming
 the kernel, the source line, the program id, the offending offset and the argument, where the
 GPU would read garbage or fault.
+
+Spin loops: a program waiting for memory that another program changes (a spin lock taken with
+atomic_cas or atomic_xchg, a flag read with a volatile load) runs correctly here when the other
+program ran earlier, since programs run one at a time. When it did not (the lock is still held by
+a program that has ended, the flag is set by a later program) nothing can change the memory, so
+the loop would never end; the same access then keeps coming back with nothing written in
+between, and after SPIN_LIMIT such repeats it raises an error naming the line instead of hanging.
 """
 from __future__ import annotations
 
@@ -54,6 +61,47 @@ def reinterpret_pointer(p: Tensor, dt) -> Tensor:
     buf = Buffer.__new__(Buffer)
     buf.flat, buf.name, buf.shape = p.buf.flat.view(raw_torch(dst)), p.buf.name, p.buf.shape
     return Tensor(p.data, dt, buf)
+
+
+# ----------------------------------------------------------------------------- spin loops
+
+SPIN_LIMIT = 1000   # repeats of one unproductive access (see the module docstring)
+
+
+class _Spin:
+    """The current program's last access that read without writing, and how often it repeated
+    unchanged: the same access, the same offsets, no memory written since."""
+    writes = 0          # memory writes so far (a store, an atomic that changed a value)
+    last = None         # (what, storage, offsets, writes at the time)
+    repeats = 0
+
+
+def new_program():
+    """Called by launch.py before each program: repeats never carry over between programs."""
+    _Spin.last, _Spin.repeats = None, 0
+
+
+def _wrote():
+    _Spin.writes += 1
+
+
+def _waited(what, p, offs):
+    """An access that changed nothing (a failed compare-and-swap, an exchange with the value
+    already there, a volatile load): count it, and stop a loop that can never end."""
+    last = _Spin.last
+    if (last is not None and last[0] == what and last[1] == p.buf.flat.data_ptr()
+            and last[3] == _Spin.writes and torch.equal(last[2], offs)):
+        _Spin.repeats += 1
+        if _Spin.repeats >= SPIN_LIMIT:
+            raise RuntimeError(
+                f"{what} has read the same unchanged memory of argument `{p.buf.name}` "
+                f"{SPIN_LIMIT} times in a row with nothing written in between: this program "
+                "waits for another to change it, but the interpreter runs programs one at a "
+                "time, so a lock held by a program that has ended (or a flag a later program "
+                "sets) never changes and the loop would never end (on the GPU it would hang "
+                "too unless a program running alongside changes it)")
+        return
+    _Spin.last, _Spin.repeats = (what, p.buf.flat.data_ptr(), offs.clone(), _Spin.writes), 0
 
 
 def _check_pointer(p, what):
@@ -110,10 +158,14 @@ def load(pointer, mask=None, other=None, boundary_check=(), padding_option="", c
     offs = p.data.expand(shape)
     if m is None:
         _bounds_check(p, offs, "load")
+        if volatile:
+            _waited("nl.load(volatile=True)", p, offs)
         return Tensor(from_storage(p.buf.flat[offs], elem), elem)
     m = m.expand(shape)
     sel = offs[m]
     _bounds_check(p, sel, "load")
+    if volatile:
+        _waited("nl.load(volatile=True)", p, sel)
     fill = o if o is not None else const(0, elem).data
     out = fill.expand(shape).clone()
     out[m] = from_storage(p.buf.flat[sel], elem)
@@ -136,6 +188,7 @@ def store(pointer, value, mask=None, boundary_check=(), cache_modifier="", evict
         offs, data = offs[m], data[m]
     _bounds_check(p, offs, "store")
     p.buf.flat[offs.reshape(-1)] = data.reshape(-1)
+    _wrote()
 
 
 # ----------------------------------------------------------------------------- atomics
@@ -161,19 +214,32 @@ def _rmw(what, pointer, val, mask, combine):
     flat = p.buf.flat
     if offs.numel() == 0:
         return Tensor(result, elem)
+    before = flat[offs].clone()   # (a 0-d offset indexes a view: the write would show)
     if torch.unique(offs).numel() == offs.numel():
-        old = Tensor(from_storage(flat[offs], elem), elem)
+        old = Tensor(from_storage(before, elem), elem)
         new = combine(old, Tensor(vals, elem))
         flat[offs] = to_storage(new.data, elem)
         result[m] = old.data
-        return Tensor(result, elem)
-    olds = []
-    for o, x in zip(offs.tolist(), vals.unbind(0) if vals.dim() else [vals]):
-        old = Tensor(from_storage(flat[o], elem), elem)
-        flat[o] = to_storage(combine(old, Tensor(x, elem)).data, elem)
-        olds.append(old.data)
-    result[m] = torch.stack(olds)
+    else:
+        olds = []
+        for o, x in zip(offs.tolist(), vals.unbind(0) if vals.dim() else [vals]):
+            # (a clone: flat[o] is a view, which the write below would change under `old`)
+            old = Tensor(from_storage(flat[o].clone(), elem), elem)
+            flat[o] = to_storage(combine(old, Tensor(x, elem)).data, elem)
+            olds.append(old.data)
+        result[m] = torch.stack(olds)
+    if not _same_bits(before, flat[offs]):
+        _wrote()
+    elif what == "nl.atomic_xchg":     # a test-and-set lock that is held: a spin
+        _waited(what, p, offs)
     return Tensor(result, elem)
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.dtype.is_floating_point:
+        kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        a, b = a.view(kind), b.view(kind)
+    return torch.equal(a, b)
 
 
 def _max(a, b):
@@ -215,17 +281,26 @@ def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
 
 
 def atomic_cas(pointer, cmp, val, sem=None, scope=None):
-    """Where `*p == cmp` write `val`; returns the old values. Lanes run in element order."""
+    """Where `*p == cmp` write `val`; returns the old values. Lanes run in element order. The
+    comparison is of the bits, as the GPU's atom.cas compares them (so -0.0 does not match 0.0
+    and a NaN matches the same NaN). `sem` and `scope` (checked by the frontend) order memory
+    between programs running at once; here programs run one at a time, so every order holds."""
     p = _check_pointer(pointer, "nl.atomic_cas")
     elem = p.dtype.element_ty
     c, v = _as_elem(cmp, elem), _as_elem(val, elem)
     shape = _broadcast(p.data, c.data, v.data)
     offs, cs, vs = (t.expand(shape).reshape(-1) for t in (p.data, c.data, v.data))
     _bounds_check(p, offs, "nl.atomic_cas")
-    flat, olds = p.buf.flat, []
+    flat, olds, swapped = p.buf.flat, [], False
     for o, ci, vi in zip(offs.tolist(), cs.unbind(0), vs.unbind(0)):
-        old = from_storage(flat[o], elem)
-        if bool(old == ci):
+        old = from_storage(flat[o].clone(), elem)    # (a view would see the write below)
+        if _same_bits(flat[o], to_storage(ci, elem)):
             flat[o] = to_storage(vi, elem)
+            swapped = True
         olds.append(old)
+    if swapped:
+        _wrote()
+    else:
+        _waited("nl.atomic_cas", p, offs)
     return Tensor(torch.stack(olds).reshape(shape), elem)
+

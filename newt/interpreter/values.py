@@ -22,6 +22,7 @@ import torch
 from .. import dtypes as D
 from ..language import constexpr as _constexpr
 from . import context, intdiv
+from .rounding import odd_fp32
 
 _MIN64 = -(1 << 63)
 
@@ -265,6 +266,9 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if src.is_bool():
         return Tensor(x.data.to(canon_torch(dt)), dt)
     if dt.is_floating():
+        if dt.bits < 32 and (src is D.float64 or (dt is D.bfloat16 and src.is_int()
+                                                  and src.bits >= 32)):
+            return Tensor(to_float(odd_fp32(x.data, src), dt), dt)   # rounded once
         if src is D.uint64:   # rounded once to fp64 / fp32, as cvt.rn does; narrower via fp32
             wide = torch.float64 if dt is D.float64 else torch.float32
             return Tensor(to_float(x.data.view(torch.uint64).to(wide), dt), dt)

@@ -158,7 +158,9 @@ def atomic_xchg(pointer, val, mask=None, sem=None, scope=None):
 
 @builtin
 def atomic_cas(pointer, cmp, val, sem=None, scope=None):
-    """Atomically: `old = *pointer; if old == cmp: *pointer = val`; returns `old`."""
+    """Atomically: `old = *pointer; if old == cmp: *pointer = val`; returns `old`. The values
+    are compared as bits, as PTX's atom.cas does: -0.0 does not match 0.0, a NaN matches the
+    same NaN. `sem` and `scope` as for the other atomics."""
 
 
 @builtin

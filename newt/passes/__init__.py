@@ -38,6 +38,8 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
   core
     accesses          each block load's and store's vector accesses (accesses.py)
+    thread_order      barriers where a scalar access could pass another thread's access to
+                      the same tensor (thread_order.py)
     smem              reduction plans and the shared-memory regions (smem.py)
   tensor cores
     persistent        a TMA-ring matmul as one CTA per SM looping over program ids
@@ -69,6 +71,7 @@ from .tc.persistent import plan_persistent
 from .tc.ring_tma import plan_ring_tma
 from .tc.store_tma import plan_store_tma
 from .tc.trans_loads import load_transposed_operands
+from .thread_order import order_threads
 from .wide_index import mark_wide_indices
 
 PASSES = (
@@ -99,6 +102,7 @@ PASSES = (
     ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),
     ("accesses", plan_accesses),
+    ("thread_order", order_threads),
     ("smem", plan_shared_memory),
     ("persistent", plan_persistent),
     ("occupancy", plan_occupancy),
