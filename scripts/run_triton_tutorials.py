@@ -14,8 +14,9 @@ names the code uses stay Triton's and mean newt's:
 then run in its own process (from the temporary folder, with this checkout's newt first on the
 path) under a timeout. A table follows: each tutorial, pass / fail / timeout, its time, and
 the line that says why it failed (the exception the traceback ends with). The exit status is
-the number of tutorials that did not pass. `--interpret` sets NEWT_INTERPRET=1 (CPU tensors,
-for the tutorials that create them on the active torch device); `--keep` keeps the copies.
+the number of tutorials that did not pass (a timeout says what the tutorial printed last).
+`--interpret` sets NEWT_INTERPRET=1 (CPU tensors, for the tutorials that create them on the
+active torch device); `--keep` keeps the copies; `--logs DIR` keeps each one's output.
 """
 from __future__ import annotations
 
@@ -66,8 +67,15 @@ def _why(stderr: str, stdout: str) -> str:
     return rest[-1] if rest else ""
 
 
-def run_one(path: str, workdir: str, timeout: float, env: dict) -> tuple[str, float, str]:
-    """(result, seconds, why) of one tutorial copied into `workdir`."""
+def _text(b) -> str:
+    return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
+
+
+def run_one(path: str, workdir: str, timeout: float, env: dict,
+            logs: str | None = None) -> tuple[str, float, str]:
+    """(result, seconds, why) of one tutorial copied into `workdir`; with `logs`, its output
+    is written to LOGS/<name>.log. A tutorial that times out says what it printed last (its
+    checks usually print before its benchmarks start)."""
     dst = os.path.join(workdir, os.path.basename(path))
     with open(path, encoding="utf-8") as f:
         text = f.read()
@@ -77,12 +85,25 @@ def run_one(path: str, workdir: str, timeout: float, env: dict) -> tuple[str, fl
     try:
         r = subprocess.run([sys.executable, dst], cwd=workdir, env=env, capture_output=True,
                            text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return "timeout", time.monotonic() - t0, f"still running after {timeout:g} s"
+    except subprocess.TimeoutExpired as e:
+        out = _text(e.stdout)
+        _log(logs, path, out, _text(e.stderr))
+        last = [ln.strip() for ln in out.splitlines() if ln.strip()][-1:]
+        return "timeout", time.monotonic() - t0, f"still running after {timeout:g} s" + (
+            f"; last printed: {last[0]}" if last else "")
     secs = time.monotonic() - t0
+    _log(logs, path, r.stdout, r.stderr)
     if r.returncode == 0:
         return "pass", secs, ""
     return "fail", secs, _why(r.stderr, r.stdout)
+
+
+def _log(logs, path, out, err):
+    if logs:
+        os.makedirs(logs, exist_ok=True)
+        name = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(logs, name + ".log"), "w", encoding="utf-8") as f:
+            f.write(out + ("\n--- stderr ---\n" + err if err else ""))
 
 
 def main(argv=None) -> int:
@@ -93,6 +114,7 @@ def main(argv=None) -> int:
                     help="run only files whose name contains this (repeatable)")
     ap.add_argument("--interpret", action="store_true", help="run with NEWT_INTERPRET=1")
     ap.add_argument("--keep", action="store_true", help="keep the rewritten copies")
+    ap.add_argument("--logs", help="write each tutorial's output to LOGS/<name>.log")
     args = ap.parse_args(argv)
     files = sorted(os.path.join(args.path, n) for n in os.listdir(args.path)
                    if n.endswith(".py") and (not args.only or any(k in n for k in args.only)))
@@ -109,7 +131,7 @@ def main(argv=None) -> int:
         for path in files:
             name = os.path.basename(path)
             print(f"running {name} ...", flush=True)
-            rows.append((name, *run_one(path, workdir, args.timeout, env)))
+            rows.append((name, *run_one(path, workdir, args.timeout, env, args.logs)))
     finally:
         if args.keep:
             print(f"copies kept in {workdir}")

@@ -41,6 +41,7 @@ print("working...")
 raise ValueError("boom at step 2")
 '''
 SLOW = '''import time
+print("checks passed", flush=True)
 import triton
 time.sleep(60)
 '''
@@ -75,5 +76,7 @@ def test_runs_and_reports(tmp_path):
     assert rows["02-bad.py"].split()[1] == "fail"
     assert rows["02-bad.py"].endswith("ValueError: boom at step 2")
     assert (tut / "01-good.py").read_text() == GOOD      # the originals are untouched
-    r = _run(tut, "-k", "slow", "--timeout", "2")
+    r = _run(tut, "-k", "slow", "--timeout", "5", "--logs", str(tmp_path / "logs"))
     assert r.returncode == 1 and "03-slow.py  timeout" in r.stdout and "0 of 1 pass" in r.stdout
+    assert "last printed: checks passed" in r.stdout
+    assert "checks passed" in (tmp_path / "logs" / "03-slow.log").read_text()
