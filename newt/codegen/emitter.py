@@ -90,6 +90,13 @@ class Emitter:
         # program_id(0) as a C expression when it is not blockIdx.x (codegen/tc/persistent.py)
         self.pid_x: str | None = None
         self.last_loc = None   # (file, line) of the last source comment (Options.debug)
+        # the C names codegen declared for a plan object of the IR (a ring, a persistent plan,
+        # a prefetch), by id: codegen's memory of this compile, kept out of the IR
+        self.memo: dict[int, dict] = {}
+
+    def state(self, obj) -> dict:
+        """This compile's C names for the plan object `obj` (see `memo`)."""
+        return self.memo.setdefault(id(obj), {})
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -265,7 +272,7 @@ class Emitter:
 
     def smem(self, op, ctype: str, offset_bytes: int = 0) -> str:
         """A typed pointer into the op's scratch region of the arena."""
-        off = op.attrs["smem"] + offset_bytes
+        off = op.attrs["smem"].offset + offset_bytes
         return f"(({ctype}*)(nt_smem + {off}))"
 
 

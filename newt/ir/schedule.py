@@ -118,19 +118,20 @@ def dot_bytes(op, plan) -> int:
     return a_tile_bytes(op, plan) + plan.K * plan.N * plan.esize
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class StagedTile:
-    """A tile staged into shared memory once and read by several dots (printed in the IR)."""
-
-    def __init__(self, M, K, esize):
-        self.M, self.K, self.esize = M, K, esize
-        self.offset = None          # byte offset in the dot area (smem.py)
+    """A tile staged into shared memory once and read by several dots (printed in the IR; its
+    region is the dot_stage_a op's attrs["smem"], and the dots' attrs["smem_a"])."""
+    M: int
+    K: int
+    esize: int
 
     @property
     def nbytes(self):
         return self.M * self.K * self.esize
 
     def __str__(self):
-        return f"staged[{self.M}x{self.K}]@{self.offset}"
+        return f"staged[{self.M}x{self.K}]"
 
 
 class TileRef:

@@ -38,11 +38,12 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
   core
     accesses          each block load's and store's vector accesses (accesses.py)
-    smem              reduction plans and the shared-memory regions (smem.py)
   tensor cores
     persistent        a TMA-ring matmul as one CTA per SM looping over program ids
                       (tc/persistent.py)
   core
+    smem              reduction plans and every shared-memory region: the scratch arena, the
+                      dot area, rings, barriers, staging (smem.py, tc/regions.py)
     occupancy         the blocks per SM asked of ptxas (smem.py)
 
 Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so the printed IR
@@ -99,8 +100,8 @@ PASSES = (
     ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),
     ("accesses", plan_accesses),
-    ("smem", plan_shared_memory),
     ("persistent", plan_persistent),
+    ("smem", plan_shared_memory),
     ("occupancy", plan_occupancy),
 )
 

@@ -23,9 +23,10 @@ from __future__ import annotations
 from ...ir.core import Op, is_block
 from ...ir.layouts import CyclicLayout
 from ...ir.pointers import static_groups
-from ...ir.schedule import acc_layout, acc_out_bytes
+from ...ir.schedule import acc_layout
+from ...ir.shared_memory import OWN
 from . import store_tma
-from .dot import late_region, planned_base
+from .dot import own_base, planned_base
 from .dot_ptx import add_helpers
 from .mma import FRAG_PACK
 from ..emitter import handles
@@ -227,15 +228,9 @@ def _acc_out(em, op):
         return
     N = plan.N
     pitch = N + 8                      # words per staged row (see the module docstring)
-    nbytes = acc_out_bytes(op)
-    ring = op.attrs.get("ring")
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
-        base = ring.state["base"]
-    elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
-        base = planned_base(em, op.attrs["smem_offset"])
-    else:
-        base = late_region(em, nbytes)
+    region = op.attrs["smem"]          # the loop's ring or the dot area (passes/tc/regions.py)
+    base = own_base(region) if region.where == OWN else planned_base(em, region)
     ct = em.ctype(x)
     buf = em.fresh("accx")
     n = em.name(x)

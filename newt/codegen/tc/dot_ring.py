@@ -30,7 +30,7 @@ from ...ir.layouts import CyclicLayout, coords_of
 from ...ir.pointers import split_ptr
 from ...ir.schedule import uses_wgmma
 from . import persistent
-from .dot import Tile, late_region
+from .dot import Tile, own_region
 from .dot_ptx import add_helpers
 from .mma import emit_mma_sync, emit_wgmma
 from .dot_loop import pin_registers, trip_count
@@ -237,7 +237,7 @@ def _tiles(ring, plan, stage: str, b_kmajor: bool):
 @handles("dot_ring_load")
 def _ring_load(em, op):
     ring = op.attrs["ring"]
-    st = ring.state
+    st = em.state(ring)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if ring.tma is not None:   # boxes by TMA: the first load issues the whole stage
         if op.attrs.get("ring_first"):
@@ -247,12 +247,12 @@ def _ring_load(em, op):
             if ring.persist is not None:   # (setup: before the program loop)
                 return persistent.consume_produce(
                     em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
-            setup(em, ring, lambda line: emit_before_loop(em, op, line))
+            setup(em, ring, op.attrs["smem"], lambda line: emit_before_loop(em, op, line))
             emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             emit_producer(em, ring, it)
         return
     if "base" not in st:
-        st["base"] = late_region(em, ring.stages * ring.stage_bytes)
+        st["base"] = own_region(em, op.attrs["smem"])   # (passes/tc/regions.py)
     iv, lb, _, step = _loop_names(em, op)
     if op.attrs.get("ring_first") or "it" not in st:
         it = em.fresh("ring_it")
@@ -373,7 +373,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     lay = dot.result.attrs["layout"]
     b_kmajor = ring.b_kmajor and not plan.swap     # a swapped dot's B tile is an N-major box
     n = em.name(dot.operands[2])
-    stage = f"({ring.state['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
+    stage = f"({em.state(ring)['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
     ta, tb = _tiles(ring, plan, stage, b_kmajor)
     if plan.swap:
         from .dot_swap import wgmma_swapped
@@ -387,7 +387,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
 def emit_ring_dot(em, op, use_wg):
     ring = op.attrs["ring"]
     em.alias(op.result, op.operands[2])    # accumulate in place into the carried value
-    it = ring.state["it"]
+    it = em.state(ring)["it"]
     D = ring.defer
     if ring.tma is not None:
         assert use_wg and ring.early, "TMA rings are planned for wgmma, consumption first"
@@ -408,7 +408,7 @@ def _ring_drain(em, op):
     dot = op.attrs["dot"].x
     ring = dot.attrs["ring"]
     _, lb, ub, step = _loop_names(em, dot)
-    # the ring's region was declared inside the loop body (late_region): declare its symbol here
+    # the ring's region was declared inside the loop body (own_region): declare its symbol here
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     D = ring.defer
     n = em.fresh("ring_n")

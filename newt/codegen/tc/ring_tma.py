@@ -21,7 +21,7 @@ with cp.async: both proxies' ordering is the wgmma wait plus that barrier.
 """
 from __future__ import annotations
 
-from .dot import late_region, dot_tiles
+from .dot import dot_tiles, own_region
 from .dot_ptx import add_helpers
 from .dot_tma import map_param
 from ...ir.schedule import tile_boxes
@@ -61,9 +61,9 @@ def prologue(em, pre):
     """Before the loop (after dot_tile_prefetch's barrier): the ring's mbarriers."""
     _helpers_for(em, pre)
     R = pre.attrs["loads"].x[0].attrs["tile"].dot.attrs["tile_ring"]
-    # R mbarriers in a region of their own after the planned ones (one 1024-byte slack more)
+    # R mbarriers in a region of their own (passes/tc/regions.py)
     sym = em.fresh("ring_bar")
-    em.emit(f"const u32 {sym} = {late_region(em, 8 * R)};")
+    em.emit(f"const u32 {sym} = {own_region(em, pre.attrs['smem'])};")
     pre.attrs["tma_bars"] = sym
     em.emit("newt_fence_proxy_async();   // staged tiles (st.shared) are read by wgmma")
     em.emit(f"if (tid == 0) {{ for (int s = 0; s < {R}; ++s) "
