@@ -44,6 +44,10 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
   core
     smem              reduction plans and every shared-memory region: the scratch arena, the
                       dot area, rings, barriers, staging (smem.py, tc/regions.py)
+  tensor cores
+    dot_stores        the epilogue's stores of a staged accumulator stored group by group
+                      (tc/dot_stores.py)
+  core
     occupancy         the blocks per SM asked of ptxas (smem.py)
 
 Each pass records its decisions in Value.attrs / Op.attrs / Function.attrs, so the printed IR
@@ -64,6 +68,7 @@ from .tc.dot_fp8 import lower_fp8_dots
 from .tc.dot_loads import plan_prefetch, plan_tile_loads
 from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
 from .tc.dot_rows import fuse_rows, plan_operands
+from .tc.dot_stores import claim_dot_stores
 from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, recompute_index,
                                    scale_in_fragment)
 from .tc.persistent import plan_persistent
@@ -102,6 +107,7 @@ PASSES = (
     ("accesses", plan_accesses),
     ("persistent", plan_persistent),
     ("smem", plan_shared_memory),
+    ("dot_stores", claim_dot_stores),
     ("occupancy", plan_occupancy),
 )
 

@@ -227,7 +227,7 @@ def emit_dot(em, op):
             from .dot_loads import emit_ahead_tiles
             emit_ahead_tiles(em, issue.x, op.parent.parent)
         if rot is not None:
-            cur, nxt = rot.x.attrs["rotated_names"]
+            cur, nxt = em.state(rot.x)["rotated"]
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     wait = None if defer is not None else 0

@@ -244,7 +244,7 @@ def _ring_load(em, op):
             iv, lb, _, step = _loop_names(em, op)
             st["it"] = it = em.fresh("ring_it")
             em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
-            if ring.persist is not None:   # (setup: before the program loop)
+            if persistent.runs(em, ring):   # (setup: before the program loop)
                 return persistent.consume_produce(
                     em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             setup(em, ring, op.attrs["smem"], lambda line: emit_before_loop(em, op, line))
@@ -419,7 +419,7 @@ def _ring_drain(em, op):
     # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
     # path "the loop ran, the drain did not" and wait before every later read of the
     # accumulator, serializing every wgmma of the kernel
-    if ring.persist is not None:
+    if persistent.runs(em, ring):
         return persistent.drain(em, ring, lambda: pin_registers(em, acc, nslots))
     if ring.tma is not None:
         emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait), f"({n} - 1)",

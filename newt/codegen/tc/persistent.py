@@ -36,6 +36,12 @@ def plan_of(em):
     return em.fn.attrs.get("persistent")
 
 
+def runs(em, ring) -> bool:
+    """`ring` runs on across the programs of a persistent kernel."""
+    plan = plan_of(em)
+    return plan is not None and plan.ring is ring
+
+
 @contextlib.contextmanager
 def renamed(em, names: dict):
     """Value id -> C name overrides for the ops emitted inside (restored after)."""

@@ -54,7 +54,7 @@ def _stage(em, pre, it):
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     R = pre.attrs["loads"].x[0].attrs["tile"].dot.attrs["tile_ring"]
     j = f"((({it}) - {lb}) / {step})"
-    return f"({pre.attrs['tma_bars']} + 8u * (u32)({j} % {R}))", f"(u32)(({j} / {R}) & 1)"
+    return f"({em.state(pre)['bars']} + 8u * (u32)({j} % {R}))", f"(u32)(({j} / {R}) & 1)"
 
 
 def prologue(em, pre):
@@ -64,10 +64,10 @@ def prologue(em, pre):
     # R mbarriers in a region of their own (passes/tc/regions.py)
     sym = em.fresh("ring_bar")
     em.emit(f"const u32 {sym} = {own_region(em, pre.attrs['smem'])};")
-    pre.attrs["tma_bars"] = sym
+    em.state(pre)["bars"] = sym
     em.emit("newt_fence_proxy_async();   // staged tiles (st.shared) are read by wgmma")
     em.emit(f"if (tid == 0) {{ for (int s = 0; s < {R}; ++s) "
-            f"newt_mbar_init({pre.attrs['tma_bars']} + 8u * s, 1); newt_fence_mbar_init(); }}")
+            f"newt_mbar_init({em.state(pre)['bars']} + 8u * s, 1); newt_fence_mbar_init(); }}")
     em.barrier()
 
 

@@ -116,5 +116,4 @@ def plan_persistent(fn, options):
             loop.attrs["persistent_why"] = str(e)
             continue
         loop.attrs["persistent"] = fn.attrs["persistent"] = plan
-        ring.persist = plan
     return fn
