@@ -47,10 +47,12 @@ class DotPlan:
     K: int
     esize: int
     swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/tc/dot_tma.py)
+    wgmma: bool = False    # the instruction: wgmma.mma_async, else mma.sync (passes/tc/dot.py,
+    #                        record_instructions)
 
     def __str__(self):
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
-            (" swapped" if self.swap else "")
+            (" swapped" if self.swap else "") + (" wgmma" if self.wgmma else "")
 
 
 def acc_out_bytes(op) -> int:

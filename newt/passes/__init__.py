@@ -36,6 +36,7 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     ring_tma          attention's rings by TMA boxes
     recompute_index   fragment index math inside loops recomputed, not hoisted
     store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
+    tc_instr          each tensor-core dot's instruction: wgmma or mma.sync (tc/dot.py)
   core
     accesses          each block load's and store's vector accesses (accesses.py)
   tensor cores
@@ -64,6 +65,7 @@ from .runs import mark_runs
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
 from .tc.canonical import carry_pointers, explain_rings, fuse_acc
+from .tc.dot import record_instructions
 from .tc.dot_fp8 import lower_fp8_dots
 from .tc.dot_loads import plan_prefetch, plan_tile_loads
 from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
@@ -104,6 +106,7 @@ PASSES = (
     ("ring_tma", plan_ring_tma),
     ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),
+    ("tc_instr", record_instructions),
     ("accesses", plan_accesses),
     ("persistent", plan_persistent),
     ("smem", plan_shared_memory),

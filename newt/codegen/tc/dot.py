@@ -40,7 +40,7 @@ from __future__ import annotations
 
 from ...ir.layouts import AccLayout, CyclicLayout, coords_of
 from ...ir.pointers import b_tile_kmajor
-from ...ir.schedule import a_tile_bytes, b_tile_bytes, uses_wgmma
+from ...ir.schedule import a_tile_bytes, b_tile_bytes
 from ..emitter import handles
 from .dot_ptx import PRELUDE, add_helpers
 from .mma import emit_mma_sync, emit_wgmma, emit_wgmma_rs
@@ -173,7 +173,7 @@ def emit_dot(em, op):
     lay = r.attrs["layout"]
     assert isinstance(lay, AccLayout) or plan.swap, lay
     a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
-    use_wg = uses_wgmma(em.options.arch, em.T, plan, a_src)
+    use_wg = plan.wgmma                 # (passes/tc/dot.py: record_instructions)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot

@@ -28,7 +28,6 @@ import re
 
 from ...ir.layouts import CyclicLayout, coords_of
 from ...ir.pointers import split_ptr
-from ...ir.schedule import uses_wgmma
 from . import persistent
 from .dot import Tile, own_region
 from .dot_ptx import add_helpers
@@ -378,7 +377,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     if plan.swap:
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
-    if uses_wgmma(em.options.arch, em.T, plan):
+    if plan.wgmma:
         emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
     else:
         emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
@@ -413,7 +412,7 @@ def _ring_drain(em, op):
     D = ring.defer
     n = em.fresh("ring_n")
     em.emit(f"const int {n} = {trip_count(lb, ub, step)};")
-    use_wg = uses_wgmma(em.options.arch, em.T, dot.attrs["dot_plan"])
+    use_wg = dot.attrs["dot_plan"].wgmma
     acc = em.name(dot.operands[2])
     nslots = dot.result.attrs["layout"].nslots
     # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
