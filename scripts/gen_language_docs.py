@@ -430,11 +430,11 @@ def _libdevice_md() -> list:
 # Launch-time errors (newt.LaunchError): (situation, file, a fragment of the message the code
 # raises). tests/test_docs.py checks every fragment is still in its file.
 LAUNCH_ERRORS = [
-    ("grid is not 1-3 ints", "newt/jit.py", "grid must have 1 to 3 dimensions"),
-    ("grid holds a non-int", "newt/jit.py", "must be an int, got"),
+    ("grid is not 1-3 ints", "newt/launch_grid.py", "grid must have 1 to 3 dimensions"),
+    ("grid holds a non-int", "newt/launch_grid.py", "must be an int, got"),
     ("num_ctas not a positive int", "newt/jit_host.py", "CTAs per program"),
     ("descriptor parameter given something else", "newt/jit.py", "took a TensorDescriptor of"),
-    ("grid dimension out of range", "newt/jit.py", "is outside"),
+    ("grid dimension out of range", "newt/launch_grid.py", "is outside"),
     ("wrong number or names of arguments", "newt/jit.py", "bad arguments for kernel"),
     ("constexpr parameter not given", "newt/runtime/specialize.py", "is a constexpr and needs a"),
     ("constexpr not hashable", "newt/runtime/specialize.py", "must be hashable"),

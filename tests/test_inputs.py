@@ -7,7 +7,7 @@ import torch
 
 import newt
 import newt.language as nl
-from newt.jit import _classify
+from newt.arg_kinds import classify as _classify
 from newt.runtime import specialize
 
 HAS_CUDA = torch.cuda.is_available()

@@ -14,7 +14,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAX_LINES = 450
 # files over the limit that are still to be split (each must stay over it: the list only shrinks)
-KNOWN_LONG = {"newt/jit.py"}
+KNOWN_LONG: set = set()
 FORBIDDEN = {"ir": ("passes", "codegen", "runtime"),
              "passes": ("codegen", "runtime"),
              "codegen": ("passes", "runtime")}

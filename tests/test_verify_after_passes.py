@@ -45,6 +45,8 @@ def _matmul_cases():
 @pytest.mark.parametrize("dt,cfg,M,N,K,act", _matmul_cases(), ids=str)
 def test_matmul_benchmark_kernels_verify_after_passes(arch, dt, cfg, M, N, K, act):
     BM, BN, BK, W, S = cfg
+    if arch == "sm_80" and (BM + BN) * BK * dt.itemsize * S > 166912:
+        S = 3   # the H100 configs' rings (192 KB) pass sm_80's 163 KB: refused, as by Triton
     t = torch.empty(16, dtype=dt)
     tc = torch.empty(16, dtype=torch.float16) if dt == bench_matmul.FP8 else t
     bs = (1, K) if dt == bench_matmul.FP8 else (N, 1)

@@ -4,7 +4,8 @@
 
 The kernel is `extern "C" __global__ void __launch_bounds__(T) name(params)`, with one
 parameter per runtime Param (in order), blockIdx.{x,y,z} as program ids, 32*num_warps threads
-and one dynamic shared-memory arena `nt_smem` (sized by passes/smem.py). One module per
+and one dynamic shared memory `nt_smem` (every region placed by passes/smem.py:
+newt/ir/shared_memory.py). One module per
 hardware concern holds op handlers (marked `@handles`); the `register` call below lists them
 all, so the handler table does not depend on which modules happen to be imported.
 
@@ -20,6 +21,7 @@ from . import (atomics, control, debug, elementwise, gather, inline_asm, libdevi
 from .tc import dot, dot_epilogue, dot_loads, dot_ring, dot_rows, store_tma
 from .emitter import Emitter, register
 from .header import HEADER
+from ..ir.shared_memory import OWN
 
 # every op handler, by module (each marks its functions with @handles)
 register(atomics, control, debug, elementwise, memory, reduce, shapes,
@@ -41,7 +43,8 @@ def generate(fn, options) -> tuple[str, str]:
     if n_maps:   # first thing: the descriptor fetch overlaps the kernel's index math
         em.emit("if (tid == 0) { " + " ".join(f"newt_tma_prefetch(&nt_tmap{k});"
                                               for k in range(n_maps)) + " }")
-    if fn.attrs.get("smem_bytes", 0):
+    smem = fn.attrs.get("smem")      # (regions of their own declare the name they use)
+    if smem is not None and any(r.where != OWN for r in smem.regions):
         em.emit("extern __shared__ __align__(16) unsigned char nt_smem[];")
     for p in fn.params:
         if p.value is not None and p.name in eq1:

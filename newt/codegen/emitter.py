@@ -90,6 +90,16 @@ class Emitter:
         # program_id(0) as a C expression when it is not blockIdx.x (codegen/tc/persistent.py)
         self.pid_x: str | None = None
         self.last_loc = None   # (file, line) of the last source comment (Options.debug)
+        # the C names codegen declared for a plan object of the IR (a ring, a persistent plan,
+        # a prefetch), by id: codegen's memory of this compile, kept out of the IR
+        self.memo: dict[int, dict] = {}
+        # ids of the stores marked dot_store (passes/tc/dot_stores.py) once their dot_acc_out
+        # was emitted: handled by dot_epilogue.py's `dot_store` from then on
+        self.claims: set[int] = set()
+
+    def state(self, obj) -> dict:
+        """This compile's C names for the plan object `obj` (see `memo`)."""
+        return self.memo.setdefault(id(obj), {})
 
     # ------------------------------------------------------------------ text
     def emit(self, line: str):
@@ -196,7 +206,7 @@ class Emitter:
             self.op(op)
 
     def op(self, op):
-        h = HANDLERS.get(op.opcode)
+        h = HANDLERS.get("dot_store" if id(op) in self.claims else op.opcode)
         if h is None:
             raise self.error(op, f"codegen: op `{op.opcode}` is not supported")
         loc = op.loc
@@ -248,7 +258,7 @@ class Emitter:
     _RECOMPUTING = {"binary", "unary", "cast", "select", "fma", "addptr"}
 
     def _use_needs(self, u, v) -> bool:
-        c = u.opcode
+        c = "dot_store" if id(u) in self.claims else u.opcode
         if c in ("load", "store"):
             from .memory import recomputable
             return not recomputable(self, v)
@@ -265,7 +275,7 @@ class Emitter:
 
     def smem(self, op, ctype: str, offset_bytes: int = 0) -> str:
         """A typed pointer into the op's scratch region of the arena."""
-        off = op.attrs["smem"] + offset_bytes
+        off = op.attrs["smem"].offset + offset_bytes
         return f"(({ctype}*)(nt_smem + {off}))"
 
 

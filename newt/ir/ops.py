@@ -96,9 +96,8 @@ TERMINATORS = {"yield", "condition", "return"}
 # | dot_row_bcast     | passes/tc/dot_rows.py, fragment_epilogue.py | row: a row vector read in the fragment layout |
 # | dot_frag_icomp    | passes/tc/fragment_epilogue.py | x: index math recomputed in the fragment layout |
 # | tma_store         | passes/tc/store_tma.py    | ptr, value [, mask]: the epilogue's store by TMA boxes (attrs tma_store) |
-# | dot_store         | codegen/tc/dot_epilogue.py | a store of a staged accumulator (renamed where it is emitted) |
 PASS_OPCODES = {
     "dot_ring_load", "dot_ring_drain", "dot_acc_out", "dot_async_wait", "dot_tile_load",
     "dot_tile_prefetch", "dot_stage_a", "dot_row_reduce", "dot_row_bcast", "dot_frag_icomp",
-    "tma_store", "dot_store",
+    "tma_store",
 }

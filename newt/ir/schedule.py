@@ -11,16 +11,17 @@ codegen (newt/codegen/tc/) follows them and never imports the passes:
     RingBox      attention's K / V tiles by boxes of N-D maps (tc/ring_tma.py: attrs["tma"])
     StoreBox     the epilogue's store by TMA boxes (tc/store_tma.py: attrs["tma_store"])
     PersistPlan  one CTA per SM over the programs (tc/persistent.py: fn.attrs["persistent"])
-    StagedTile   a loop-invariant A tile staged once (tc/dot_rows.py: attrs["staged"])
+    StagedTile   a loop-invariant A tile staged once (tc/dot_rows.py: attrs["a_tile"])
     TileRef      which dot tile a dot_tile_load fills (tc/dot_loads.py: attrs["tile"])
     TmaBox       one box shape and swizzle (tile_boxes), shared with runtime/tensormap.py
 
 Each knows its shared-memory bytes (`smem_bytes`, `nbytes`); `dot_bytes` and `acc_out_bytes`
 give a synchronous dot's tiles and an accumulator's staging, `smem_limit` the arch's limit.
-RingPlan and PersistPlan still carry a `state` dict in which codegen keeps the C names it
-declared (per compile), and smaller decisions remain plain attrs keys (a_src / b_src,
-b_kmajor, tile_ring, smem_offset, cp_wait, ring_issue, ring_ready, wg_defer, rotate,
-recompute_index), listed where each pass sets them.
+Where they are placed is the shared-memory pass's (newt/ir/shared_memory.py). The plans are
+frozen: a pass that refines one records a changed copy (passes/tc/facts.py), and codegen keeps
+the C names it declares for them in its own Emitter.state, not in the IR. Smaller decisions
+remain plain attrs keys (a_src / b_src, b_kmajor, tile_ring, cp_wait, ring_issue, ring_ready,
+wg_defer, rotate, recompute_index), listed where each pass sets them.
 """
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ _FP8_KIND = {"float8e4nv": "e4m3", "float8e5": "e5m2"}
 FP8_KINDS = ("e4m3", "e5m2", "e4m3_e5m2", "e5m2_e4m3")
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True)
 class DotPlan:
     engine: str            # "mma" | "fma"
     kind: str              # "f16" | "bf16" | "tf32" | "s8" | FP8_KINDS | "fma"
@@ -46,10 +47,12 @@ class DotPlan:
     K: int
     esize: int
     swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/tc/dot_tma.py)
+    wgmma: bool = False    # the instruction: wgmma.mma_async, else mma.sync (passes/tc/dot.py,
+    #                        record_instructions)
 
     def __str__(self):
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
-            (" swapped" if self.swap else "")
+            (" swapped" if self.swap else "") + (" wgmma" if self.wgmma else "")
 
 
 def acc_out_bytes(op) -> int:
@@ -118,19 +121,20 @@ def dot_bytes(op, plan) -> int:
     return a_tile_bytes(op, plan) + plan.K * plan.N * plan.esize
 
 
+@dataclasses.dataclass(frozen=True, eq=False)
 class StagedTile:
-    """A tile staged into shared memory once and read by several dots (printed in the IR)."""
-
-    def __init__(self, M, K, esize):
-        self.M, self.K, self.esize = M, K, esize
-        self.offset = None          # byte offset in the dot area (smem.py)
+    """A tile staged into shared memory once and read by several dots (printed in the IR; its
+    region is the dot_stage_a op's attrs["smem"], and the dots' attrs["smem_a"])."""
+    M: int
+    K: int
+    esize: int
 
     @property
     def nbytes(self):
         return self.M * self.K * self.esize
 
     def __str__(self):
-        return f"staged[{self.M}x{self.K}]@{self.offset}"
+        return f"staged[{self.M}x{self.K}]"
 
 
 class TileRef:
@@ -146,7 +150,7 @@ class TileRef:
 # ----------------------------------------------------------------------------- rings, TMA, persistence
 # (recorded by passes/tc/dot_pipeline.py, dot_tma.py, ring_tma.py, store_tma.py, persistent.py)
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, eq=False)
 class RingPlan:
     stages: int            # S: tiles in shared memory
     defer: int             # D: a tile is consumed D iterations after its copy started
@@ -158,8 +162,6 @@ class RingPlan:
                               # pointer block is contiguous along K (x @ W.T)
     tma: list | None = None   # [TmaOperand A, TmaOperand B] when boxes arrive by TMA
     tma_why: str = ""         # why a wgmma ring stays on cp.async (printed)
-    persist: object = None    # the PersistPlan when the kernel runs persistent (persistent.py)
-    state: dict = dataclasses.field(default_factory=dict)   # codegen's names (per compile)
 
     @property
     def smem_bytes(self) -> int:
@@ -171,7 +173,7 @@ class RingPlan:
         return f"ring(S={self.stages}, D={self.defer}{how})"
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(frozen=True, eq=False)
 class TmaOperand:
     role: str                 # "a" or "b"
     map_index: int            # which extra kernel parameter holds this operand's map
@@ -231,7 +233,7 @@ class StoreBox:
         return f"box(map={self.map_index}, {self.rows}x{self.cols})"
 
 
-@dataclasses.dataclass(repr=False)
+@dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class PersistPlan:
     ring: object              # the dot's RingPlan
     loop: object
@@ -241,7 +243,6 @@ class PersistPlan:
     box_bytes: int            # one 64-column panel of the C tile
     n_boxes: int
     free_boxes: int           # panels staged in the freed ring stage; the rest in `extra`
-    state: dict = dataclasses.field(default_factory=dict)   # codegen's names
 
     @property
     def smem_bytes(self) -> int:

@@ -36,14 +36,20 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     ring_tma          attention's rings by TMA boxes
     recompute_index   fragment index math inside loops recomputed, not hoisted
     store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
+    tc_instr          each tensor-core dot's instruction: wgmma or mma.sync (tc/dot.py)
   core
     accesses          each block load's and store's vector accesses (accesses.py)
     thread_order      barriers where a scalar access could pass another thread's access to
                       the same tensor (thread_order.py)
-    smem              reduction plans and the shared-memory regions (smem.py)
   tensor cores
     persistent        a TMA-ring matmul as one CTA per SM looping over program ids
                       (tc/persistent.py)
+  core
+    smem              reduction plans and every shared-memory region: the scratch arena, the
+                      dot area, rings, barriers, staging (smem.py, tc/regions.py)
+  tensor cores
+    dot_stores        the epilogue's stores of a staged accumulator stored group by group
+                      (tc/dot_stores.py)
   core
     occupancy         the blocks per SM asked of ptxas (smem.py)
 
@@ -61,10 +67,12 @@ from .runs import mark_runs
 from .scaled_reduce import scale_reductions
 from .smem import plan_occupancy, plan_shared_memory
 from .tc.canonical import carry_pointers, explain_rings, fuse_acc
+from .tc.dot import record_instructions
 from .tc.dot_fp8 import lower_fp8_dots
 from .tc.dot_loads import plan_prefetch, plan_tile_loads
 from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
 from .tc.dot_rows import fuse_rows, plan_operands
+from .tc.dot_stores import claim_dot_stores
 from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, recompute_index,
                                    scale_in_fragment)
 from .tc.persistent import plan_persistent
@@ -101,10 +109,12 @@ PASSES = (
     ("ring_tma", plan_ring_tma),
     ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),
+    ("tc_instr", record_instructions),
     ("accesses", plan_accesses),
     ("thread_order", order_threads),
-    ("smem", plan_shared_memory),
     ("persistent", plan_persistent),
+    ("smem", plan_shared_memory),
+    ("dot_stores", claim_dot_stores),
     ("occupancy", plan_occupancy),
 )
 

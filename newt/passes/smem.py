@@ -1,35 +1,28 @@
-"""Shared-memory pass: plans reductions and sizes the one dynamic shared-memory scratch arena.
+"""Shared-memory pass: plans reductions and places every region of the kernel's dynamic shared
+memory (the layout: newt/ir/shared_memory.py).
 
-Consumes IR after the layout pass. Produces:
-  op.attrs["plan"]       for reduce: how the three levels split (ReducePlan, printed)
-  op.attrs["smem"]       byte offset of the op's scratch region (ops that exchange data
-                         between threads: reductions, scans, smem broadcasts/permutes/
-                         conversions, scalar atomics whose result is used)
+Consumes IR after the layout pass and the tensor-core passes (persistent included). Produces:
+  op.attrs["plan"]       for reduce: how the three levels split (ReducePlan, printed); for
+                         scan: "warp" or "smem"
+  op.attrs["smem"]       the op's SmemRegion: the scratch region of an op that exchanges data
+                         between threads (reductions, scans, smem broadcasts/permutes/
+                         conversions, scalar atomics whose result is used, scratch.py's ops);
+                         the tensor-core regions (tc/regions.py)
   op.attrs["sync_first"] True when the op must start with a barrier because the previous
                          scratch user may still be reading the same region
-  fn.attrs["smem_bytes"] the arena size CompiledKernel.shared_bytes reports
+  fn.attrs["smem_bytes"] the total: CompiledKernel.shared_bytes, what the launch requests
+  fn.attrs["smem"]       every region (SmemPlan), printed
 
-Ping-pong: consecutive scratch users alternate between two regions. Every user has a barrier
-between its writes and its reads, so when op k+2 writes region A, every thread has already
-passed op k+1's barrier and finished reading op k's region A: no leading barrier is needed.
-Where the previous user is unknown (first user in a loop body or after a loop/if) the op
-starts with a barrier.
+Ping-pong: consecutive scratch users alternate between two regions of the arena. Every user
+has a barrier between its writes and its reads, so when op k+2 writes region A, every thread
+has already passed op k+1's barrier and finished reading op k's region A: no leading barrier is
+needed. Where the previous user is unknown (first user in a loop body or after a loop/if) the
+op starts with a barrier.
 
-Work that owns shared memory of its own (dot tiles) asks for it with
-fn.attrs["extra_smem_bytes"]; it is placed after the scratch regions at
-fn.attrs["extra_smem_offset"].
-
-The dot area (after the arena, 1024-byte aligned: wgmma's 128-byte swizzle needs it) holds the
-tiles of tensor-core dots, placed by liveness (`plan_dot_regions`): a synchronous dot's tiles
-and an accumulator's staging after its loop live for one op (each starts with a barrier); a
-staged loop-invariant A tile (dot_stage_a) lives until the end of the last loop that reads it;
-a cp.async ring (dot_pipeline.py) is placed by codegen after the dot area. Regions whose
-intervals do not meet share addresses (first fit), so the two dots of attention, and the two
-key loops of causal attention, reuse one another's tiles. Results: op.attrs["smem_offset"]
-(dot, dot_acc_out), StagedTile.offset, fn.attrs["dot_area"].
-
-The total must fit the device's per-block limit (`SMEM_LIMITS`, the opt-in maximum): a kernel
-over it is a CompilationError naming the limit, raised here (and by codegen's late regions).
+After the arena come the tensor-core regions (tc/regions.py): the dot area, shared by
+liveness, then the regions of their own (rings, barriers, staging). The total must fit the
+device's per-block limit (`SMEM_LIMITS`, the opt-in maximum): a kernel over it is a
+CompilationError naming the limit, raised here.
 """
 from __future__ import annotations
 
@@ -37,8 +30,10 @@ import dataclasses
 
 from ..ir.core import is_block
 from ..ir.layouts import CyclicLayout
-from ..ir.schedule import check_limit
+from ..ir.shared_memory import SCRATCH, SmemPlan, SmemRegion
 from .scratch import SCRATCH_OPS, plan_scratch
+from .tc.regions import dot_area_regions, place_dot_area, place_own_regions
+
 
 def reg_bytes(dt, wide=False) -> int:
     """Bytes of one register value of `dt` (fp16/bf16 live in registers as fp32)."""
@@ -92,19 +87,27 @@ def plan_reduce(x, num_threads) -> ReducePlan:
     return ReducePlan("lanes", n, rows, seg, max(1, n // vec), 1, rows)
 
 
+def scan_plan(op) -> str:
+    """"warp" for a forward sum of a 1-D cyclic block (codegen/reduce.py), else "smem"."""
+    x = op.operands[0]
+    fast = (len(x.shape) == 1 and op.attrs["kind"] == "sum" and not op.attrs.get("reverse")
+            and not x.attrs["layout"].partial and isinstance(x.attrs["layout"], CyclicLayout))
+    return "warp" if fast else "smem"
+
+
 def _scratch_bytes(op, num_threads) -> int:
     c = op.opcode
     if c in SCRATCH_OPS:
         return plan_scratch(op)
     if c == "reduce":
-        plan = op.attrs["plan"]
+        plan = op.attrs.get("plan") or plan_reduce(op.operands[0], num_threads)
         x = op.operands[0]
         per = acc_dtype_bytes(x.dtype) + (4 if op.attrs["kind"] in ("argmax", "argmin") else 0)
         return plan.entries * per
     if c == "scan":
         x = op.operands[0]
         lay = x.attrs["layout"]
-        if op.attrs.get("plan") == "warp":
+        if (op.attrs.get("plan") or scan_plan(op)) == "warp":
             return lay.groups * (num_threads // 32) * acc_dtype_bytes(x.dtype)
         return x.type.numel * acc_dtype_bytes(x.dtype)
     if c in ("broadcast", "reshape", "permute", "convert_layout"):
@@ -129,11 +132,7 @@ class _Planner:
             if op.opcode == "reduce":
                 op.attrs["plan"] = plan_reduce(op.operands[0], self.T)
             if op.opcode == "scan":
-                x = op.operands[0]
-                fast = (len(x.shape) == 1 and op.attrs["kind"] == "sum"
-                        and not op.attrs.get("reverse") and not x.attrs["layout"].partial
-                        and isinstance(x.attrs["layout"], CyclicLayout))
-                op.attrs["plan"] = "warp" if fast else "smem"
+                op.attrs["plan"] = scan_plan(op)
             nbytes = _scratch_bytes(op, self.T)
             if nbytes:
                 parity = 0 if self.last in (None, -1) else 1 - self.last
@@ -177,107 +176,21 @@ def plan_shared_memory(fn, options):
         # user but the first instead of the second region
         for op, _ in p.users[1:]:
             op.attrs["sync_first"] = True
+    scratch = [SmemRegion("scratch", SCRATCH, 0, off, region)
+               for off in ((0,) if single else (0, region))] if p.users else []
     for op, _ in p.users:
-        op.attrs["smem"] = 0 if single else op.attrs["smem"] * region
-    regions = region if single else 2 * region
-    extra = fn.attrs.get("extra_smem_bytes", 0)
-    if extra:
-        fn.attrs["extra_smem_offset"] = regions
-    fn.attrs["smem_bytes"] = regions + extra
-    plan_dot_regions(fn, options)
+        op.attrs["smem"] = scratch[0 if single else op.attrs["smem"]]
+    arena = region if single else 2 * region
+    area, total = place_dot_area(fn, options, arena)
+    own, total = place_own_regions(fn, options, total)
+    fn.attrs["smem_bytes"] = total
+    if total:
+        fn.attrs["smem"] = SmemPlan(tuple(scratch + area + own), total)
     return fn
 
 
-def _align(n, a=1024):
-    return -(-n // a) * a
-
-
-def _dot_regions(fn, num_threads):
-    """[(bytes, start, end, setter, loc)] in program order (indices of fn.walk())."""
-    from ..ir.schedule import acc_layout, acc_out_bytes
-    order = {id(op): i for i, op in enumerate(fn.walk())}
-
-    def end_of(op):                     # the last index inside op (op itself for plain ops)
-        last = order[id(op)]
-        for r in op.regions:
-            for o in r.walk():
-                last = max(last, order[id(o)])
-        return last
-
-    def loops_of(op):                   # enclosing loops, innermost first
-        out, b = [], op.parent
-        while b is not None and isinstance(b.parent, type(op)):
-            if b.parent.opcode in ("for", "while"):
-                out.append(b.parent)
-            b = b.parent.parent
-        return out
-
-    regs = []
-    staged = {}
-    first_load = {}                     # dot -> index of its first dot_tile_load
-    for op in fn.walk():
-        i = order[id(op)]
-        c = op.opcode
-        if c == "dot_tile_load":
-            first_load.setdefault(id(op.attrs["tile"].dot), i)
-        plan = op.attrs.get("dot_plan")
-        if c == "dot" and plan is not None and plan.engine == "mma":
-            if op.attrs.get("ring") is not None:
-                continue                # the ring's late region (below)
-            from ..ir.schedule import dot_bytes
-            live = op.attrs.get("live")        # prefetched tiles (dot_loads.py)
-            start, stop = (order[id(live.x[0])], end_of(live.x[1])) if live is not None \
-                else (first_load.pop(id(op), i), i)
-            regs.append((dot_bytes(op, plan), start, stop,
-                         lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
-            tile = op.attrs.get("a_tile")
-            if tile is not None:
-                ls = loops_of(op)
-                last = end_of(ls[-1]) if ls else i
-                staged[id(tile)] = (tile, max(staged.get(id(tile), (None, 0))[1], last))
-        elif c == "dot_stage_a":
-            tile = op.attrs["tile"]
-            t0 = staged.get(id(tile), (tile, i))
-            staged[id(tile)] = (tile, t0[1])
-            op.attrs["_start"] = i
-        elif c == "dot_acc_out" and plan is not None and plan.engine == "mma":
-            ring = op.attrs.get("ring")
-            dst = op.result.attrs.get("layout")
-            if dst == acc_layout(plan, num_threads):
-                continue
-            nbytes = acc_out_bytes(op)
-            if ring is not None and ring.stages * ring.stage_bytes >= nbytes:
-                continue                # reuses the ring (dot_epilogue.py)
-            regs.append((nbytes, i, i,
-                         lambda off, op=op: op.attrs.__setitem__("smem_offset", off), op.loc))
-    for op in fn.walk():
-        if op.opcode == "dot_stage_a":
-            tile = op.attrs["tile"]
-            _, last = staged[id(tile)]
-            i = op.attrs.pop("_start")
-            regs.append((tile.nbytes, i, max(i, last),
-                         lambda off, t=tile: setattr(t, "offset", off), op.loc))
-    # cp.async rings (dot_pipeline.py) keep their late region (codegen's dot._region, after
-    # the dot area, checked against the limit there): matmul kernels stay as they were
-    return regs
-
-
-def plan_dot_regions(fn, options):
-    """Place the dot area's regions by liveness (module docstring) and check the total."""
-    fn.attrs["dot_area"] = _align(fn.attrs.get("smem_bytes", 0))
-    area = fn.attrs["dot_area"]
-    regs = _dot_regions(fn, options.num_threads)
-    placed = []                          # (offset, bytes, start, end)
-    for nbytes, start, end, setter, loc in sorted(regs, key=lambda r: (r[1], -r[0])):
-        nbytes = _align(nbytes)
-        live = [(o, b) for o, b, s, e in placed if s <= end and start <= e]
-        off = min(c for c in [0] + [o + b for o, b in live]
-                  if not any(c < o + b and o < c + nbytes for o, b in live))
-        placed.append((off, nbytes, start, end))
-        setter(off)
-    extent = max((o + b for o, b, _, _ in placed), default=0)
-    if placed:
-        fn.attrs["smem_bytes"] = area + 1024 + extent      # + run-time alignment slack
-    biggest = max(regs, key=lambda r: r[0])[4] if regs else None
-    check_limit(fn, options, fn.attrs["smem_bytes"], biggest)
-    return fn
+def uses_arena(fn, options) -> bool:
+    """Whether anything but a dot loop's ring would use shared memory: a scratch user or a
+    region of the dot area (the persistent pass, which runs before this one, asks)."""
+    T = options.num_threads
+    return any(_scratch_bytes(op, T) for op in fn.walk()) or bool(dot_area_regions(fn, T))

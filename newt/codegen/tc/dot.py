@@ -32,16 +32,15 @@ SW = min(128, row bytes) bytes, chunk c of row r at (c ^ (r / (128/SW)) % (SW/16
 wgmma's 128/64/32-byte swizzle mode for SW = 128/64/32. B is MN-major ([K][N], ldmatrix.trans /
 wgmma transposed B) for 16-bit inputs and K-major ([N][K]) for tf32, fp8 and int8, and for 16-bit B
 loaded along K (attrs["b_kmajor"], newt/passes/tc/dot_loads.py). Regions come from the
-shared-memory pass (attrs["smem_offset"] in the dot area, shared by liveness; passes/smem.py).
+shared-memory pass (attrs["smem"], in the dot area, shared by liveness; passes/tc/regions.py).
 The pipelined form (cp.async ring with deferred consumption) is dot_ring.py's, for loops the
 pipeline pass rewrote (newt/passes/tc/dot_pipeline.py).
 """
 from __future__ import annotations
 
-from ...ir.core import is_block
 from ...ir.layouts import AccLayout, CyclicLayout, coords_of
 from ...ir.pointers import b_tile_kmajor
-from ...ir.schedule import a_tile_bytes, b_tile_bytes, check_limit, dot_bytes, uses_wgmma
+from ...ir.schedule import a_tile_bytes, b_tile_bytes
 from ..emitter import handles
 from .dot_ptx import PRELUDE, add_helpers
 from .mma import emit_mma_sync, emit_wgmma, emit_wgmma_rs
@@ -76,29 +75,26 @@ class Tile:
         return f"({self.chunk_addr(row, f'({col}) / {epc}')} + (u32)((({col}) % {epc}) * {self.esize}))"
 
 
-def late_region(em, nbytes: int) -> str:
-    """A private piece of dynamic shared memory after everything planned (the scratch arena
-    and the dot area of passes/smem.py); returns the C expression of its (1024-byte aligned)
-    shared-space address. For regions the shared-memory pass did not plan."""
-    off = -(-em.fn.attrs.get("smem_bytes", 0) // 1024) * 1024
-    em.fn.attrs["smem_bytes"] = off + nbytes + 1024      # + run-time alignment slack
-    check_limit(em.fn, em.options, em.fn.attrs["smem_bytes"])
+def own_region(em, region) -> str:
+    """The shared-space address (a C expression) of a region of its own (placed by the
+    shared-memory pass: newt/passes/tc/regions.py), after the declaration of the symbol it is
+    addressed through."""
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    return f"((newt_smem_addr(nt_dot_smem) + {off}u + 1023u) & ~1023u)"
+    return own_base(region)
 
 
-def planned_base(em, offset: int) -> str:
-    """The shared-space address of a region the shared-memory pass placed in the dot area
-    (fn.attrs["dot_area"]: the 1024-aligned end of the scratch arena)."""
-    return area_expr(em.fn, offset)
+def own_base(region) -> str:
+    """C expression: a region of its own's address (its anchor rounded up to 1024 at run time;
+    needs nt_dot_smem declared in scope)."""
+    return f"((newt_smem_addr(nt_dot_smem) + {region.anchor}u + 1023u) & ~1023u)"
 
 
-def area_expr(fn, offset: int) -> str:
-    """C expression: shared-space address of byte `offset` of the dot area (nt_smem is the
+def planned_base(em, region) -> str:
+    """C expression: the shared-space address of a region of the dot area (nt_smem is the
     kernel's dynamic shared memory, declared at its top; the area's start is aligned to 1024
     at run time, hence the 1024 bytes of slack in the size)."""
-    return (f"(((newt_smem_addr(nt_smem) + {fn.attrs['dot_area']}u + 1023u) & ~1023u) + "
-            f"{offset}u)")
+    return (f"(((newt_smem_addr(nt_smem) + {region.anchor}u + 1023u) & ~1023u) + "
+            f"{region.offset}u)")
 
 
 OPAQUE_TID = """NT_INLINE int newt_tid_opaque() {
@@ -172,13 +168,12 @@ def emit_dot(em, op):
     a, b, acc = op.operands[:3]
     r = op.result
     plan = op.attrs["dot_plan"]       # (every dot has one: passes/tc/dot.py, the layout pass)
-    em.fn.attrs["min_blocks"] = 1     # tensor-core tiles need the whole register file
     if plan.engine == "fma":
         return _emit_fma(em, op)
     lay = r.attrs["layout"]
     assert isinstance(lay, AccLayout) or plan.swap, lay
     a_src, b_src = op.attrs.get("a_src"), op.attrs.get("b_src")
-    use_wg = uses_wgmma(em.options.arch, em.T, plan, a_src)
+    use_wg = plan.wgmma                 # (passes/tc/dot.py: record_instructions)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if op.attrs.get("ring") is not None:
         from .dot_ring import emit_ring_dot
@@ -195,7 +190,7 @@ def emit_dot(em, op):
         n = em.name(r)
     else:
         n = em.declare(r)
-    _acc_in(em, acc, lay, n)
+    _acc_in(em, op, acc, lay, n)
     ta, tb, b_kmajor = dot_tiles(em, op, plan)
     if a_src is None or b_src is None:
         em.barrier()                         # the previous reader of the region is done
@@ -232,7 +227,7 @@ def emit_dot(em, op):
             from .dot_loads import emit_ahead_tiles
             emit_ahead_tiles(em, issue.x, op.parent.parent)
         if rot is not None:
-            cur, nxt = rot.x.attrs["rotated_names"]
+            cur, nxt = em.state(rot.x)["rotated"]
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
     wait = None if defer is not None else 0
@@ -262,18 +257,17 @@ def emit_dot(em, op):
             em.emit(f"{n}[{s}] = {rnd}({n}[{s}]);")
 
 
-def _acc_in(em, acc, lay, n):
+def _acc_in(em, op, acc, lay, n):
     """n[] (layout lay) = acc. Index-computable or same-layout accumulators are read in place;
-    others (e.g. a block loaded from memory) move through shared memory."""
-    if not is_block(acc.type) or acc.attrs.get("layout") == lay or acc.attrs.get("icomp") \
-            or acc.id in em.inline:
+    others (e.g. a block loaded from memory) move through shared memory (the region the
+    shared-memory pass gave them: attrs["smem_acc"], passes/tc/regions.py)."""
+    if op.attrs.get("smem_acc") is None:
         with em.slots(lay.nslots) as s:
             em.emit(f"{n}[{s}] = {em.at(acc, s, lay)};")
         return
     src = acc.attrs["layout"]
     ct = em.ctype(acc)
-    size = 8 if ct in ("double", "i64", "u64") else 4     # fp32 / int32 accumulators: 4 bytes
-    base = late_region(em, lay.numel * size)
+    base = own_region(em, op.attrs["smem_acc"])
     buf = em.fresh("accin")
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
@@ -287,23 +281,16 @@ def _acc_in(em, acc, lay, n):
 
 
 def dot_tiles(em, op, plan, iv=None):
-    """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region
-    (or a late one). B is K-major as passes/tc/dot_loads.py's `b_tile_kmajor` says: for 4- and
+    """(A tile, B tile, B K-major?) of a synchronous tensor-core dot, in its planned region. B is K-major as passes/tc/dot_loads.py's `b_tile_kmajor` says: for 4- and
     1-byte inputs, and where the dot-loads pass found it (attrs["b_kmajor"]). A ring of R B tiles (attrs["tile_ring"]) gives
     the buffer of the loop iteration whose induction variable is the C expression `iv`
     (default: the dot's own iteration): iteration i uses buffer i % R."""
     M, N, K, es = plan.M, plan.N, plan.K, plan.esize
     b_kmajor = b_tile_kmajor(es) or bool(op.attrs.get("b_kmajor"))
-    off = op.attrs.get("smem_offset")
-    if off is None:
-        off = op.attrs["smem_offset_late"] = op.attrs.get("smem_offset_late") or \
-            late_region(em, dot_bytes(op, plan))
-        base = off
-    else:
-        base = planned_base(em, off)
+    base = planned_base(em, op.attrs["smem"])      # (passes/tc/regions.py)
     a_bytes = a_tile_bytes(op, plan)
     if op.attrs.get("a_src") == "staged":
-        ta = Tile(M, K, es, planned_base(em, op.attrs["a_tile"].offset))
+        ta = Tile(M, K, es, planned_base(em, op.attrs["smem_a"]))
     else:
         ta = Tile(M, K, es, base)
     tb_base = f"({base} + {a_bytes}u)"
@@ -328,8 +315,8 @@ def _emit_fma(em, op):
     (M, K), N = a.shape, b.shape[1]
     ct = em.ctype(r)
     at, bt = em.ctype(a), em.ctype(b)
-    rb = 8 if "64" in ct or ct == "double" else 4
-    base = late_region(em, (M * K + K * N) * rb)
+    rb = 8 if "64" in ct or ct == "double" else 4     # (the region's size: passes/tc/regions.py)
+    base = own_region(em, op.attrs["smem"])
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     pa, pb = em.fresh("fa"), em.fresh("fb")
     em.emit(f"{at}* {pa} = ({at}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")

@@ -6,10 +6,10 @@ writes (8 rows x 4 column pairs per warp) then hit each bank at most twice inste
 and the reads back in the group-cyclic layout take 16 bytes at a time where a group holds whole
 4-word runs (scalar reads of 8 consecutive words per thread conflict 8 ways).
 
-Where it sits: codegen. newt/codegen/tc/dot_ring.py's `dot_acc_out` handler (which moves the
-accumulator out of the fragment layout) renames the stores that consume it to `dot_store`
-(see `claim_stores`), after the layout pass has planned them as ordinary stores: same operands
-(ptr, value[, mask]) and layouts, so the layout pass's vector widths and run-length facts hold.
+Where it sits: codegen. The stores that consume a staged accumulator were marked `dot_store`
+by newt/passes/tc/dot_stores.py, after the layout pass had planned them as ordinary stores:
+same operands (ptr, value[, mask]) and layouts, so the layout pass's vector widths and
+run-length facts hold.
 
 Why not the generic store: it materializes one 64-bit pointer (and one mask bit) per element
 slot before the first store and tests every group before any is written, so all of them are
@@ -20,50 +20,16 @@ nothing per-slot but the values outlives its group.
 """
 from __future__ import annotations
 
-from ...ir.core import Op, is_block
 from ...ir.layouts import CyclicLayout
 from ...ir.pointers import static_groups
-from ...ir.schedule import acc_layout, acc_out_bytes
+from ...ir.schedule import acc_layout
+from ...ir.shared_memory import OWN
 from . import store_tma
-from .dot import late_region, planned_base
+from .dot import own_base, planned_base
 from .dot_ptx import add_helpers
 from .mma import FRAG_PACK
 from ..emitter import handles
 from ..memory import NARROW, bits_of, mask_all, pack_store, utype, to_bits
-
-_CHAIN = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
-
-
-def _derives_from(v, src, depth=0) -> bool:
-    """v is computed from src through elementwise ops (the epilogue: activation, cast)."""
-    if v is src:
-        return True
-    op = v.owner
-    if depth > 32 or not isinstance(op, Op) or op.opcode not in _CHAIN:
-        return False
-    return any(is_block(o.type) and _derives_from(o, src, depth + 1) for o in op.operands)
-
-
-def claim_stores(out_op):
-    """Rename to `dot_store` the stores after `out_op` (a dot_acc_out) in its block whose
-    value derives from it and whose pointer / mask are index-computable in a group-cyclic
-    layout shared with the value."""
-    block = out_op.parent
-    src = out_op.result
-    for op in block.ops[block.ops.index(out_op) + 1:]:
-        if op.opcode != "store" or not is_block(op.operands[0].type):
-            continue
-        ptr, val = op.operands[0], op.operands[1]
-        mask = op.operands[2] if op.attrs.get("has_mask") else None
-        lay = ptr.attrs.get("layout")
-        if not (isinstance(lay, CyclicLayout) and ptr.attrs.get("icomp")
-                and val.attrs.get("layout") == lay and _derives_from(val, src)
-                and not op.attrs.get("volatile")
-                and (mask is None or (mask.attrs.get("icomp")
-                                      and mask.attrs.get("layout") == lay))):
-            continue
-        op.opcode = "dot_store"
-
 
 class _Recompute(CyclicLayout):
     """The same geometry under another key: em.at() then evaluates index-computable values from
@@ -208,7 +174,7 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
         em.emit(f"{rn}[{s_}] = {frm}({bits}[{s_}]);")
     em.staged_bits[op.result.id] = bits
     em.barrier()
-    claim_stores(op)
+    claim_stores(em, op)
 
 
 @handles("dot_acc_out")
@@ -227,15 +193,9 @@ def _acc_out(em, op):
         return
     N = plan.N
     pitch = N + 8                      # words per staged row (see the module docstring)
-    nbytes = acc_out_bytes(op)
-    ring = op.attrs.get("ring")
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
-    if ring is not None and "base" in ring.state and ring.stages * ring.stage_bytes >= nbytes:
-        base = ring.state["base"]
-    elif op.attrs.get("smem_offset") is not None:     # placed by passes/smem.py
-        base = planned_base(em, op.attrs["smem_offset"])
-    else:
-        base = late_region(em, nbytes)
+    region = op.attrs["smem"]          # the loop's ring or the dot area (passes/tc/regions.py)
+    base = own_base(region) if region.where == OWN else planned_base(em, region)
     ct = em.ctype(x)
     buf = em.fresh("accx")
     n = em.name(x)
@@ -252,4 +212,11 @@ def _acc_out(em, op):
     _read_back(em, dst, N, pitch, buf, rn, _VEC4.get(ct), 4, lambda t, e: f"{t}.{'xyzw'[e]}",
                lambda rd: rd, f"({ct})0")
     em.barrier()
-    claim_stores(op)   # the epilogue's stores: addresses per group
+    claim_stores(em, op)   # the epilogue's stores: addresses per group
+
+
+def claim_stores(em, out_op):
+    """From here on, the stores after `out_op` that passes/tc/dot_stores.py marked are
+    `dot_store`s (Emitter.claims)."""
+    ops = out_op.parent.ops
+    em.claims.update(id(o) for o in ops[ops.index(out_op) + 1:] if o.attrs.get("dot_store"))

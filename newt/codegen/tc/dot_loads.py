@@ -188,7 +188,7 @@ def _declare_ring_pointers(em, op, lb):
             em.emit(f"{n} = {value_at(em, ptr, coords)};")
             em.emit(f"{o} = {at0.chunk_addr('tr', 'cc')};")
     em.names[iv.id] = saved
-    op.attrs["ring_ptrs"] = (names, delta, offs, f"{k}_t")
+    em.state(op)["ring_ptrs"] = (names, delta, offs, f"{k}_t")
 
 
 def emit_tile_copy(em, op, iv_expr=None):
@@ -211,7 +211,7 @@ def emit_tile_copy(em, op, iv_expr=None):
 
 def _copy(em, op):
     from ..shapes import value_at      # (shapes imports the passes: import late)
-    if op.attrs.get("ring_ptrs"):
+    if em.state(op).get("ring_ptrs"):
         return _ring_copy(em, op)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     plan, tile, transposed, epc, cpr, nchunks = _geometry(em, op)
@@ -275,7 +275,7 @@ def _ring_copy(em, op):
     one zero-filling cp.async from its pointer, then the pointer moves to the next
     iteration."""
     from ..shapes import value_at
-    names, delta, offs, tvar = op.attrs["ring_ptrs"]
+    names, delta, offs, tvar = em.state(op)["ring_ptrs"]
     plan, tile, transposed, epc, cpr, _ = _geometry(em, op)
     mask = op.operands[1] if op.attrs.get("has_mask") else None
     em.emit("{")

@@ -3,7 +3,8 @@ rotated first dot of a tile ring, and the register pin after a wgmma wait.
 
 Where it sits: codegen helpers for newt/codegen/tc/dot.py (emit_dot), dot_loads.py (the ring's
 prologue) and dot_ring.py (the drain after a K loop). The decisions are the passes'
-(newt/passes/tc/dot_loads.py, plan_prefetch: attrs "rotate", "rotated_names" set here).
+(newt/passes/tc/dot_loads.py, plan_prefetch: attr "rotate"); the C names of the rotated
+scores and of a staged A descriptor are codegen's own (Emitter.state), not IR facts.
 """
 from __future__ import annotations
 
@@ -25,11 +26,11 @@ def staged_a_desc(em, op, ta=None):
     instructions on the path to the wgmma). Before the loop's header exists (the ring's
     prologue) it is declared where the call is."""
     from .dot_ring import emit_before_loop
-    d = op.attrs.get("a_desc_name")
+    d = em.state(op).get("a_desc")
     if d is None:
         if ta is None:
             ta, _, _ = dot_tiles(em, op, op.attrs["dot_plan"])
-        d = op.attrs["a_desc_name"] = em.fresh("adesc")
+        d = em.state(op)["a_desc"] = em.fresh("adesc")
         emit_before_loop(em, op, f"const newt_u64 {d} = {a_tile_desc(em, ta, op.result.attrs['layout'])};")
     return d
 
@@ -72,7 +73,7 @@ def declare_rotated(em, op):
     names = (em.fresh("rot_cur"), em.fresh("rot_next"))
     for nm in names:
         em.emit(f"float {nm}[{lay.nslots}];")
-    op.attrs["rotated_names"] = names
+    em.state(op)["rotated"] = names
 
 
 def emit_rotated(em, op, iv, which):
@@ -81,7 +82,7 @@ def emit_rotated(em, op, iv, which):
     wait."""
     plan = op.attrs["dot_plan"]
     lay = op.result.attrs["layout"]
-    n = op.attrs["rotated_names"][which == "next"]
+    n = em.state(op)["rotated"][which == "next"]
     ta, tb, b_kmajor = dot_tiles(em, op, plan, iv)
     with em.scope(""):
         if op.attrs.get("recompute_index"):
@@ -98,7 +99,7 @@ def emit_rotated_dot(em, op):
     of this iteration is the array the previous iteration (or the prologue) filled."""
     from .dot_loads import in_range, emit_ahead_tiles
     loop = op.parent.parent
-    cur = op.attrs["rotated_names"][0]
+    cur = em.state(op)["rotated"][0]
     em.names[op.result.id] = cur
     nxt = f"({em.name(loop.regions[0].args[0])} + {em.name(loop.operands[2])})"
     rt = op.attrs.get("ring_tma")

@@ -28,9 +28,8 @@ import re
 
 from ...ir.layouts import CyclicLayout, coords_of
 from ...ir.pointers import split_ptr
-from ...ir.schedule import uses_wgmma
 from . import persistent
-from .dot import Tile, late_region
+from .dot import Tile, own_region
 from .dot_ptx import add_helpers
 from .mma import emit_mma_sync, emit_wgmma
 from .dot_loop import pin_registers, trip_count
@@ -237,22 +236,22 @@ def _tiles(ring, plan, stage: str, b_kmajor: bool):
 @handles("dot_ring_load")
 def _ring_load(em, op):
     ring = op.attrs["ring"]
-    st = ring.state
+    st = em.state(ring)
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
     if ring.tma is not None:   # boxes by TMA: the first load issues the whole stage
         if op.attrs.get("ring_first"):
             iv, lb, _, step = _loop_names(em, op)
             st["it"] = it = em.fresh("ring_it")
             em.emit(f"const int {it} = (int)(({iv} - {lb}) / {step});")
-            if ring.persist is not None:   # (setup: before the program loop)
+            if persistent.runs(em, ring):   # (setup: before the program loop)
                 return persistent.consume_produce(
                     em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
-            setup(em, ring, lambda line: emit_before_loop(em, op, line))
+            setup(em, ring, op.attrs["smem"], lambda line: emit_before_loop(em, op, line))
             emit_consume(em, ring, lambda c, w: _consume(em, op, ring, c, w), it)
             emit_producer(em, ring, it)
         return
     if "base" not in st:
-        st["base"] = late_region(em, ring.stages * ring.stage_bytes)
+        st["base"] = own_region(em, op.attrs["smem"])   # (passes/tc/regions.py)
     iv, lb, _, step = _loop_names(em, op)
     if op.attrs.get("ring_first") or "it" not in st:
         it = em.fresh("ring_it")
@@ -373,12 +372,12 @@ def _consume(em, op, ring, tile_index: str, wait: int):
     lay = dot.result.attrs["layout"]
     b_kmajor = ring.b_kmajor and not plan.swap     # a swapped dot's B tile is an N-major box
     n = em.name(dot.operands[2])
-    stage = f"({ring.state['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
+    stage = f"({em.state(ring)['base']} + (u32)(({tile_index}) % {ring.stages}) * {ring.stage_bytes}u)"
     ta, tb = _tiles(ring, plan, stage, b_kmajor)
     if plan.swap:
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
-    if uses_wgmma(em.options.arch, em.T, plan):
+    if plan.wgmma:
         emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
     else:
         emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
@@ -387,7 +386,7 @@ def _consume(em, op, ring, tile_index: str, wait: int):
 def emit_ring_dot(em, op, use_wg):
     ring = op.attrs["ring"]
     em.alias(op.result, op.operands[2])    # accumulate in place into the carried value
-    it = ring.state["it"]
+    it = em.state(ring)["it"]
     D = ring.defer
     if ring.tma is not None:
         assert use_wg and ring.early, "TMA rings are planned for wgmma, consumption first"
@@ -408,18 +407,18 @@ def _ring_drain(em, op):
     dot = op.attrs["dot"].x
     ring = dot.attrs["ring"]
     _, lb, ub, step = _loop_names(em, dot)
-    # the ring's region was declared inside the loop body (late_region): declare its symbol here
+    # the ring's region was declared inside the loop body (own_region): declare its symbol here
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     D = ring.defer
     n = em.fresh("ring_n")
     em.emit(f"const int {n} = {trip_count(lb, ub, step)};")
-    use_wg = uses_wgmma(em.options.arch, em.T, dot.attrs["dot_plan"])
+    use_wg = dot.attrs["dot_plan"].wgmma
     acc = em.name(dot.operands[2])
     nslots = dot.result.attrs["layout"].nslots
     # no `if (n > 0)` around it (the loops below run zero times then): ptxas would take the
     # path "the loop ran, the drain did not" and wait before every later read of the
     # accumulator, serializing every wgmma of the kernel
-    if ring.persist is not None:
+    if persistent.runs(em, ring):
         return persistent.drain(em, ring, lambda: pin_registers(em, acc, nslots))
     if ring.tma is not None:
         emit_drain(em, ring, lambda c, wait: _consume(em, dot, ring, c, wait), f"({n} - 1)",

@@ -62,7 +62,7 @@ def _stage_a(em, op):
     a = op.operands[0]
     tile, plan = op.attrs["tile"], op.attrs["dot_plan"]
     add_helpers(em, ("newt_dot_prelude", PRELUDE))
-    base = planned_base(em, tile.offset)
+    base = planned_base(em, op.attrs["smem"])
     em.barrier()
     stage_tile(em, a, Tile(plan.M, plan.K, plan.esize, base), False)
 

@@ -26,7 +26,7 @@ user's parameters); the launcher encodes them from the call's arguments
 """
 from __future__ import annotations
 
-from .dot import late_region
+from .dot import own_region
 from .dot_ptx import add_helpers
 from ...ir.schedule import tile_boxes
 from .tma import TMA_HELPERS
@@ -47,22 +47,23 @@ def map_param(k: int) -> str:
     return f"nt_tmap{k}"
 
 
-def ring_barriers(ring):
-    st = ring.state
+def ring_barriers(em, ring):
+    st = em.state(ring)
     full = f"({st['base']} + {ring.stages * ring.stage_bytes}u)"
     return full, f"({full} + {8 * ring.stages}u)"
 
 
-def setup(em, ring, before_loop):
-    """(once per ring) its region, and its barriers initialised before the loop."""
-    st = ring.state
+def setup(em, ring, region, before_loop):
+    """(once per ring) its region (passes/tc/regions.py: the stages, then the 2 S mbarriers),
+    and its barriers initialised before the loop."""
+    st = em.state(ring)
     add_helpers(em, ("newt_tma_helpers", TMA_HELPERS))
     if "base" in st:
         return
     S = ring.stages
-    st["base"] = late_region(em, S * ring.stage_bytes + 16 * S)
-    full, empty = ring_barriers(ring)
-    # a declaration of the region's symbol goes first: late_region emitted it inside the loop body
+    st["base"] = own_region(em, region)
+    full, empty = ring_barriers(em, ring)
+    # a declaration of the region's symbol goes first: own_region emitted it inside the loop body
     nwarps = em.T // 32
     before_loop("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     before_loop(f"if (tid == 0) {{ for (int s = 0; s < {S}; ++s) {{ "
@@ -82,9 +83,9 @@ def issue_boxes(em, ring, g: str, k: str, before_copies=()):
     """(thread 0) ring copy number `g` into stage g % S, once tile g - S left it: the boxes of
     k-step `k` (the loop's iteration; g itself unless the ring runs across programs,
     codegen/tc/persistent.py). `before_copies`: lines between the empty wait and the copies."""
-    st = ring.state
+    st = em.state(ring)
     S = ring.stages
-    full, empty = ring_barriers(ring)
+    full, empty = ring_barriers(em, ring)
     ta, tb = ring.tma
     nbytes = sum(t.rows * t.cols * t.esize for t in (ta, tb))
     em.emit(f"const int s = {g} % {S};")
@@ -106,7 +107,7 @@ def emit_consume(em, ring, consume, it: str):
     """Consume tile it - D; release the one before it (each warp's lane 0 arrives on its
     empty barrier once the warp's wgmma reading it retired)."""
     S, D = ring.stages, ring.defer
-    full, empty = ring_barriers(ring)
+    full, empty = ring_barriers(em, ring)
     with em.scope(f"if ({it} >= {D})"):
         em.emit(f"const int c = {it} - {D};")
         em.emit(f"newt_mbar_wait({full} + 8u * (c % {S}), (c / {S}) & 1);")
@@ -119,7 +120,7 @@ def emit_drain(em, ring, consume, last: str, pin):
     """After the loop (its last iteration was `last`): the tiles not consumed yet, then every
     wgmma retired (`pin()` keeps later reads of the accumulator after the wait)."""
     S, D = ring.stages, ring.defer
-    full, _ = ring_barriers(ring)
+    full, _ = ring_barriers(em, ring)
     with em.scope(f"for (int ring_c = max({last} - {D} + 1, 0); ring_c <= {last}; ++ring_c)"):
         em.emit(f"newt_mbar_wait({full} + 8u * (ring_c % {S}), (ring_c / {S}) & 1);")
         consume("ring_c", 0)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import contextlib
 
-from .dot import late_region
+from .dot import own_region
 from .dot_ptx import add_helpers
 from .dot_loop import trip_count
 from .dot_ptx import PRELUDE
@@ -34,6 +34,12 @@ from .dot_tma import ring_barriers, issue_boxes, setup
 
 def plan_of(em):
     return em.fn.attrs.get("persistent")
+
+
+def runs(em, ring) -> bool:
+    """`ring` runs on across the programs of a persistent kernel."""
+    plan = plan_of(em)
+    return plan is not None and plan.ring is ring
 
 
 @contextlib.contextmanager
@@ -72,12 +78,15 @@ def open_kernel(em):
     (D = ring.defer: S - 1 as planned, so each k-step refills the stage released in the same
     k-step); then the program loop's header."""
     plan = plan_of(em)
-    ring, st = plan.ring, plan.state
+    ring, st = plan.ring, em.state(plan)
     S = ring.stages
     add_helpers(em, ("newt_dot_prelude", PRELUDE))    # (what the TMA helpers build on)
-    setup(em, ring, em.emit)
-    full, _ = ring_barriers(ring)
-    st["extra"] = late_region(em, plan.extra_bytes) if plan.extra_bytes else "0u"
+    region = next(o.attrs["smem"] for o in plan.loop.regions[0].ops
+                  if o.opcode == "dot" and o.attrs.get("ring") is ring)
+    setup(em, ring, region, em.emit)
+    full, _ = ring_barriers(em, ring)
+    # the panels beyond the ring's freed stage (passes/tc/regions.py)
+    st["extra"] = own_region(em, plan.store.attrs["smem"]) if plan.extra_bytes else "0u"
     em.emit("int nt_c = 0, nt_g = 0, nt_pti = 0, nt_pk = 0, nt_free_slot = 0;")
     em.emit("bool nt_pending = false;   // thread 0's last TMA store may still read its panels")
     ncoord = 2 * len(ring.tma)
@@ -130,7 +139,7 @@ def consume_produce(em, ring, consume, it: str):
     program's first k-step: the last one of the previous program was released after its
     loop), issue the copy D ahead (nt_g = nt_c + D: the prologue issued D)."""
     S = ring.stages
-    full, empty = ring_barriers(ring)
+    full, empty = ring_barriers(em, ring)
     em.emit(f"newt_mbar_wait({full} + 8u * (nt_c % {S}), (nt_c / {S}) & 1);")
     consume("nt_c", 1)
     em.emit("__syncwarp();")
@@ -144,7 +153,7 @@ def drain(em, ring, pin):
     """After the program's loop: every wgmma retired, the last copy released; its stage holds
     the epilogue's first panels."""
     S = ring.stages
-    _, empty = ring_barriers(ring)
+    _, empty = ring_barriers(em, ring)
     em.emit("newt_wgmma_wait<0>();")
     pin()
     em.emit(f"if (nt_nk > 0 && lane == 0) newt_mbar_arrive({empty} + 8u * ((nt_c - 1) % {S}));")
@@ -156,8 +165,8 @@ def drain(em, ring, pin):
 def panel(em, q: str) -> str:
     """The shared-space address of C panel q (a C expression of q)."""
     plan = plan_of(em)
-    ring, st = plan.ring, plan.state
-    free = f"({ring.state['base']} + (u32)nt_free_slot * {ring.stage_bytes}u)"
+    ring, st = plan.ring, em.state(plan)
+    free = f"({em.state(ring)['base']} + (u32)nt_free_slot * {ring.stage_bytes}u)"
     if plan.free_boxes == plan.n_boxes:
         return f"({free} + (u32)({q}) * {plan.box_bytes}u)"
     return (f"(({q}) < {plan.free_boxes} ? {free} + (u32)({q}) * {plan.box_bytes}u : "

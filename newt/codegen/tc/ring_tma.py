@@ -21,7 +21,7 @@ with cp.async: both proxies' ordering is the wgmma wait plus that barrier.
 """
 from __future__ import annotations
 
-from .dot import late_region, dot_tiles
+from .dot import dot_tiles, own_region
 from .dot_ptx import add_helpers
 from .dot_tma import map_param
 from ...ir.schedule import tile_boxes
@@ -54,20 +54,20 @@ def _stage(em, pre, it):
     lb, step = em.name(loop.operands[0]), em.name(loop.operands[2])
     R = pre.attrs["loads"].x[0].attrs["tile"].dot.attrs["tile_ring"]
     j = f"((({it}) - {lb}) / {step})"
-    return f"({pre.attrs['tma_bars']} + 8u * (u32)({j} % {R}))", f"(u32)(({j} / {R}) & 1)"
+    return f"({em.state(pre)['bars']} + 8u * (u32)({j} % {R}))", f"(u32)(({j} / {R}) & 1)"
 
 
 def prologue(em, pre):
     """Before the loop (after dot_tile_prefetch's barrier): the ring's mbarriers."""
     _helpers_for(em, pre)
     R = pre.attrs["loads"].x[0].attrs["tile"].dot.attrs["tile_ring"]
-    # R mbarriers in a region of their own after the planned ones (one 1024-byte slack more)
+    # R mbarriers in a region of their own (passes/tc/regions.py)
     sym = em.fresh("ring_bar")
-    em.emit(f"const u32 {sym} = {late_region(em, 8 * R)};")
-    pre.attrs["tma_bars"] = sym
+    em.emit(f"const u32 {sym} = {own_region(em, pre.attrs['smem'])};")
+    em.state(pre)["bars"] = sym
     em.emit("newt_fence_proxy_async();   // staged tiles (st.shared) are read by wgmma")
     em.emit(f"if (tid == 0) {{ for (int s = 0; s < {R}; ++s) "
-            f"newt_mbar_init({pre.attrs['tma_bars']} + 8u * s, 1); newt_fence_mbar_init(); }}")
+            f"newt_mbar_init({em.state(pre)['bars']} + 8u * s, 1); newt_fence_mbar_init(); }}")
     em.barrier()
 
 

@@ -26,9 +26,22 @@ register order of a wgmma m64nN accumulator and of consecutive mma.sync m16n8 C 
 from __future__ import annotations
 
 from ...errors import CompilationError
-from ...ir.schedule import acc_layout, plan_dot
+from ...ir.schedule import acc_layout, plan_dot, uses_wgmma
+from .facts import replace_fact
 
 
+def record_instructions(fn, options):
+    """The `tc_instr` pass: each tensor-core dot's instruction, DotPlan.wgmma (wgmma.mma_async,
+    else mma.sync), once its A source is known (passes/tc/dot_rows.py: A from registers takes
+    wgmma only for 16-bit inputs). Codegen follows it."""
+    for op in list(fn.walk()):
+        plan = op.attrs.get("dot_plan") if op.opcode == "dot" else None
+        if plan is None:
+            continue
+        wg = uses_wgmma(options.arch, options.num_threads, plan, op.attrs.get("a_src"))
+        if wg != plan.wgmma:
+            replace_fact(fn, plan, wgmma=wg)
+    return fn
 
 
 def result_layout(op, num_threads):

@@ -20,12 +20,14 @@ rows (columns, for B) past W, and the pass accepts the wrap only when every use 
 result is elementwise and ends in a store whose mask has the conjunct `r0 + arange < W` on that
 axis: those rows are never written, so what they hold does not matter.
 
-Facts recorded: `ring.tma = [TmaOperand(A), TmaOperand(B)]` and fn.attrs["tma_maps"], the
+Facts recorded: the ring's `tma = [TmaOperand(A), TmaOperand(B)]` (a new RingPlan: facts.py) and fn.attrs["tma_maps"], the
 recipes the launcher builds CUtensorMaps from (newt/runtime/tensormap.py): one per operand, in
 the order of the kernel's extra `__grid_constant__` parameters. Codegen: codegen/tc/dot_tma.py.
 A ring the pass cannot prove stays on cp.async, with the reason in ring.tma_why (printed IR).
 """
 from __future__ import annotations
+
+import dataclasses
 
 from ...ir.layouts import SwappedAccLayout
 from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
@@ -33,6 +35,7 @@ from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, 
                                same)
 from ...ir.pointers import k_contiguous, split_ptr
 from ...ir.schedule import TmaOperand, tile_boxes
+from .facts import replace_fact
 
 TMA_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8",
          "int8": "u8"}
@@ -250,13 +253,14 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
             if acc_out is None or not _rows_dead(fn, acc_out, axis, start, wrap):
                 raise NoMatch("a wrapped axis (`% W`) reaches more than stores masked by `< W`")
     except NoMatch as e:
-        ring.tma_why = str(e)
+        replace_fact(fn, ring, tma_why=str(e))
         return False
     maps = fn.attrs.setdefault("tma_maps", [])
+    boxes = []
     for t, r in ((ta, ra), (tb, rb)):
-        t.map_index = len(maps)
+        boxes.append(dataclasses.replace(t, map_index=len(maps)))
         maps.append(r)
-    ring.tma = [ta, tb]
-    plan.swap = swap
+    replace_fact(fn, ring, tma=boxes)
+    replace_fact(fn, plan, swap=swap)
     return True
 

@@ -1,8 +1,9 @@
 """Persistent pass: a TMA-ring matmul runs as one CTA per SM looping over the program ids,
 its ring running on across the programs of a CTA.
 
-Where it sits: after smem (it needs the store_tma and dot_tma facts, and to know that nothing
-else uses shared memory); it only adds facts. It applies to a kernel whose body is
+Where it sits: before smem, which places the ring first when the kernel is persistent (it
+needs the store_tma and dot_tma facts, and to know that nothing else uses shared memory:
+smem.uses_arena); it only adds facts. It applies to a kernel whose body is
 
     scalar index math (program ids, parameters, constants)    the "pid slice"
     one `for` loop holding a dot whose ring arrives by TMA    bounds independent of the pid
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 from ...ir.core import Op
 from ...ir.schedule import PersistPlan, smem_limit
+from ..smem import uses_arena
 
 # scalar ops the pid slice may hold (codegen emits each as one C declaration)
 _SLICE_OPS = {"constant", "binary", "unary", "cast", "select", "program_id", "num_programs"}
@@ -78,7 +80,7 @@ def _plan(fn, options, loop, ring) -> PersistPlan:
     stores = [op for op in body.ops if op.opcode == "tma_store"]
     if len(stores) != 1:
         raise NoSlice("the epilogue is not one TMA store (passes/tc/store_tma.py)")
-    if fn.attrs.get("smem_bytes", 0) or fn.attrs.get("dot_area", 0):
+    if uses_arena(fn, options):
         raise NoSlice("other shared memory in use (scratch arena or dot area)")
     ring_bytes = ring.stages * ring.stage_bytes
     limit = smem_limit(options.arch)
@@ -114,5 +116,4 @@ def plan_persistent(fn, options):
             loop.attrs["persistent_why"] = str(e)
             continue
         loop.attrs["persistent"] = fn.attrs["persistent"] = plan
-        ring.persist = plan
     return fn
