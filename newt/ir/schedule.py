@@ -182,6 +182,8 @@ class TmaOperand:
     col0: object
     adv_axis: int             # the axis the loop advances (0 rows, 1 cols)
     adv: int                  # elements per iteration along adv_axis
+    outer: list = dataclasses.field(default_factory=list)   # scalar Values: the coordinates
+                              # of the map's outer dimensions (a batch), one index each
 
     @property
     def smem_bytes(self) -> int:

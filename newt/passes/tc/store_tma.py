@@ -36,7 +36,7 @@ from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mas
                                ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
-from .ring_tma import tma_stride
+from .tma_terms import tma_stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
