@@ -106,8 +106,9 @@ def mm_nl_range(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
              acc.to(nl.float16), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
-def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, **cx):
-    """Compiled as the launcher specializes row-major operands of sizes divisible by 16."""
+def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, loose=(), **cx):
+    """Compiled as the launcher specializes row-major operands of sizes divisible by 16 (the
+    parameters in `loose`: of no special value)."""
     units = {"stride_ak", "stride_cn", "stride_bk" if b_colmajor else "stride_bn"}
     sig, spec = {}, {}
     for p in inspect.signature(kernel.fn).parameters:
@@ -116,10 +117,10 @@ def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, **cx):
         if p.endswith("ptr"):
             out32 = p == "c_ptr" and kernel.__name__ == "mm_splitk"
             sig[p] = "*" + ("fp32" if out32 else dt)
-            spec[p] = {"divisible_by_16": True}
+            spec[p] = {"divisible_by_16": p not in loose}
         else:
             sig[p] = "i32"
-            spec[p] = {"equal_to_1": True} if p in units else {"divisible_by_16": True}
+            spec[p] = {"equal_to_1": True} if p in units else {"divisible_by_16": p not in loose}
     if "GROUP_M" in inspect.signature(kernel.fn).parameters:
         cx.setdefault("GROUP_M", 8)
     return newt.compile(kernel, sig, dict(cfg, **cx), arch=arch, num_warps=8, num_stages=4,
@@ -183,10 +184,59 @@ def _forms():
 
 @pytest.mark.parametrize("arch", ["sm_90a", "sm_80"])
 def test_every_form_compiles_without_spills_and_takes_a_ring(arch):
+    """Every form takes the ring; on sm_90a every one of them by TMA boxes (the unmasked forms'
+    extents come from the launch, the batch becomes an outer map dimension)."""
     for name, k, dt, bt in _forms():
         ck = _compile(k, arch, "bf16" if dt == torch.bfloat16 else "fp16", bt)
         assert ck.n_spills == 0 and ck.local_bytes == 0, (name, ck.n_spills, ck.local_bytes)
-        assert _ring(ck).startswith("ring(S=4, D=3"), (name, _ring(ck))
+        want = "ring(S=4, D=3, tma)" if arch == "sm_90a" else "ring(S=4, D=3)"
+        assert _ring(ck) == want, (name, _ring(ck))
+
+
+def _boxes(ck):
+    return re.findall(r"tma_box='([^']*)'", ck.ir)
+
+
+def test_unmasked_axes_take_their_extent_from_the_launch():
+    """No mask on an axis: the map's rows reach 2^31-1 and its contiguous columns the row
+    stride (the recipe reads the stride parameter at launch); the printed IR says which."""
+    import matmul_forms as mf
+    from newt.passes.tc.tma_terms import BIG
+    ck = _compile(mf.mm_plain)
+    assert _boxes(ck) == ["rows < 2^31-1 (no mask), cols < stride_am (no mask: the row stride)",
+                          "rows < 2^31-1 (no mask), cols < stride_bk (no mask: the row stride)"]
+    ra, rb = ck.tma_maps
+    assert ra["rows"] == ("const", BIG) and ra["cols"] == ra["row_stride"] == \
+        ("param", 6, "stride_am") and rb["cols"] == rb["row_stride"] == ("param", 8, "stride_bk")
+    # x @ W.T: B's contiguous axis is K, its row stride stride_bn
+    ck = _compile(mf.mm_plain, b_colmajor=True)
+    assert _boxes(ck)[1] == "rows < 2^31-1 (no mask), cols < stride_bn (no mask: the row stride)"
+    # K masked, M / N not (the tutorial without wraps): one extent of each kind per operand
+    assert _boxes(_compile(mf.mm_nowrap)) == [
+        "rows < 2^31-1 (no mask), cols < K (mask)",
+        "rows < K (mask), cols < stride_bk (no mask: the row stride)"]
+    # the masked tutorial keeps its extents
+    assert _boxes(_compile(mf.mm_tutorial)) == ["rows < M (wrap), cols < K (mask)",
+                                               "rows < K (mask), cols < N (wrap)"]
+
+
+def test_a_batch_offset_becomes_an_outer_map_dimension():
+    """`a_ptr + z * stride_az` with z = program_id(2): a rank-3 map whose third coordinate is
+    z; its stride must be a multiple of 16 bytes, or the ring says why it stays on cp.async."""
+    import matmul_forms as mf
+    ck = _compile(mf.mm_batched)
+    assert _ring(ck) == "ring(S=4, D=3, tma)"
+    assert _boxes(ck)[0] == ("rows < M (mask), cols < K (mask), then a dimension of stride "
+                             "stride_az at a z index")
+    assert [r["outer"] for r in ck.tma_maps] == [
+        [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 6, "stride_az"]}],
+        [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 9, "stride_bz"]}]]
+    assert ck.source.count("newt_tma_load_3d(st + ") == 3      # A's box, B's two panels
+    ck = _compile(mf.mm_batched, loose=("stride_az",))
+    assert _ring(ck) == ("ring(S=4, D=3, cp.async: a term of the base pointer's offset has no "
+                         "stride that is a parameter divisible by 16 or a constant)")
+    ck = _compile(mf.mm_batched, loose=("a_ptr",))
+    assert "cp.async: the base pointer is not a 16-byte aligned parameter" in _ring(ck)
 
 
 def test_forms_benchmark_check_only_on_the_interpreter(monkeypatch, capsys):
@@ -218,6 +268,48 @@ def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, extra=(), dt=torch.fl
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
     torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
     return _load_maps(E.build.last_maps)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+@pytest.mark.parametrize("arch,bt", [("sm_90a", False), ("sm_90a", True), ("sm_80", False)])
+def test_unmasked_form_emulated(monkeypatch, arch, bt):
+    """The 2-D form without masks (shapes divide the 64x64x32 tiles, B row- or column-major)
+    on the CPU emulator: its boxes read through maps whose extents came from the launch."""
+    import matmul_forms as mf
+    from test_dot_emulated import _STAGES, _emulator, _load_maps
+    E = _emulator(monkeypatch, arch)
+    _STAGES[0] = 3
+    torch.manual_seed(1)
+    M, N, K = 128, 64, 96
+    a = torch.randn(M, K).half()
+    b = torch.randn(N, K).half().t() if bt else torch.randn(K, N).half()
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    E.emulate(mf.mm_plain, (M // 64, N // 64), a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32,
+              num_warps=4, num_stages=3)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+    assert _load_maps(E.build.last_maps) == (2 if arch == "sm_90a" else 0)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+def test_batched_form_emulated(monkeypatch):
+    """The batched form (z = program_id(2), masks on M, N, K) at odd M / K on the CPU
+    emulator: rank-3 boxes, each batch's result against torch on a NaN-poisoned output."""
+    import matmul_forms as mf
+    from test_dot_emulated import _STAGES, _emulator, _load_maps
+    E = _emulator(monkeypatch, "sm_90a")
+    _STAGES[0] = 3
+    torch.manual_seed(2)
+    B, M, N, K = 2, 100, 80, 144
+    a = torch.randn(B, M, K).half()
+    b = torch.randn(B, K, N).half()
+    c = torch.full((B, M, N), float("nan"), dtype=torch.float16)
+    E.emulate(mf.mm_batched, (-(-M // 64), -(-N // 64), B), a, b, c, M, N, K, *a.stride(),
+              *b.stride(), *c.stride(), BM=64, BN=64, BK=32, num_warps=4, num_stages=3)
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+    assert _load_maps(E.build.last_maps) == 2
 
 
 @pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")

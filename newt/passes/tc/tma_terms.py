@@ -82,7 +82,8 @@ def offset_products(fn, v, out):
     if is_stride(x) and not is_stride(y):
         x, y = y, x
     elif not is_stride(y):
-        raise NoMatch("a term of the base pointer's offset has no stride parameter")
+        raise NoMatch("a term of the base pointer's offset has no stride that is a parameter "
+                      "divisible by 16 or a constant")
     out.append((x, y))
     return True
 
