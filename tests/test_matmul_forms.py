@@ -331,6 +331,9 @@ def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
     extra = ((64,), torch.float32) if form == "split-K" else ((), torch.float16)
     tma = _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, *extra)
     assert tma == (2 if arch == "sm_90a" and K % 16 == 0 else 0)
+    if form == "split-K":       # N = 80: rows 16-byte aligned, C added by vector reductions
+        import test_codegen_emulator as E
+        assert "nt_red_add_v4_f32(" in E.build.last_source
 
 
 def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
