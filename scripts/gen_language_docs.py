@@ -98,8 +98,8 @@ TRITON_DIFFERENCES = """\
   row stride on sm_90a**: its tiles arrive by TMA, and the map's extent on that axis is the
   row stride (the driver's maps have rows that do not overlap). A pointer block that reads
   past the row stride into the next row without a mask (a view whose rows overlap, such as a
-  sliding window) gets zeros there, where Triton reads the memory; mask it, or its K axis, to
-  keep the exact read ([newt/passes/tc/dot_tma.py](../newt/passes/tc/dot_tma.py)).
+  sliding window) gets zeros there, where Triton reads the memory; a mask on that axis makes
+  its bound the extent instead ([newt/passes/tc/dot_tma.py](../newt/passes/tc/dot_tma.py)).
 - **Missing Triton names**: no `dot_scaled`, no tensor descriptors (TMA): only the names
   listed on this page exist.
 - **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`
