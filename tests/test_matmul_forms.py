@@ -116,7 +116,8 @@ def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, loose=
             continue
         if p.endswith("ptr"):
             out32 = p == "c_ptr" and kernel.__name__ == "mm_splitk"
-            sig[p] = "*" + ("fp32" if out32 else dt)
+            out16 = p == "c_ptr" and dt.startswith("fp8")      # (the benchmark's fp8 row)
+            sig[p] = "*" + ("fp32" if out32 else "fp16" if out16 else dt)
             spec[p] = {"divisible_by_16": p not in loose}
         else:
             sig[p] = "i32"
@@ -186,10 +187,18 @@ def _forms():
 def test_every_form_compiles_without_spills_and_takes_a_ring(arch):
     """Every form takes the ring; on sm_90a every one of them by TMA boxes (the unmasked forms'
     extents come from the launch, the batch becomes an outer map dimension)."""
+    import matmul_forms as mf
+
+    from newt.dtypes import from_torch
     for name, k, dt, bt in _forms():
-        ck = _compile(k, arch, "bf16" if dt == torch.bfloat16 else "fp16", bt)
+        cfg = {x: mf.sweep(dt)[0][x] for x in CFG}
+        ck = _compile(k, arch, from_torch(dt).short, bt, cfg)
         assert ck.n_spills == 0 and ck.local_bytes == 0, (name, ck.n_spills, ck.local_bytes)
         want = "ring(S=4, D=3, tma)" if arch == "sm_90a" else "ring(S=4, D=3)"
+        if arch == "sm_80" and dt.itemsize == 1:
+            # no 8-bit tensor cores: the tiles are widened to fp16 between load and dot
+            want = "no ring"
+            assert "ring_why='operand a is not a load in the loop body'" in ck.ir
         assert _ring(ck) == want, (name, _ring(ck))
 
 
@@ -271,24 +280,30 @@ def _emulated_case(monkeypatch, arch, kernel, M, N, K, cx, extra=(), dt=torch.fl
 
 
 @pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
-@pytest.mark.parametrize("arch,bt", [("sm_90a", False), ("sm_90a", True), ("sm_80", False)])
-def test_unmasked_form_emulated(monkeypatch, arch, bt):
-    """The 2-D form without masks (shapes divide the 64x64x32 tiles, B row- or column-major)
-    on the CPU emulator: its boxes read through maps whose extents came from the launch."""
+@pytest.mark.parametrize("arch,bt,dt", [("sm_90a", False, torch.float16),
+                                         ("sm_90a", True, torch.float16),
+                                         ("sm_80", False, torch.float16),
+                                         ("sm_90a", True, torch.float8_e4m3fn),
+                                         ("sm_90a", False, torch.float32)])
+def test_unmasked_form_emulated(monkeypatch, arch, bt, dt):
+    """The 2-D form without masks (shapes divide the 64x64x32 tiles, B row- or column-major;
+    fp16, fp8 e4m3 into fp16, tf32 into fp32: the benchmark's rows) on the CPU emulator: its
+    boxes read through maps whose extents came from the launch."""
     import matmul_forms as mf
     from test_dot_emulated import _STAGES, _emulator, _load_maps
     E = _emulator(monkeypatch, arch)
     _STAGES[0] = 3
     torch.manual_seed(1)
     M, N, K = 128, 64, 96
-    a = torch.randn(M, K).half()
-    b = torch.randn(N, K).half().t() if bt else torch.randn(K, N).half()
-    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    a = torch.randn(M, K).to(dt)
+    b = torch.randn(N, K).to(dt).t() if bt else torch.randn(K, N).to(dt)
+    c = torch.full((M, N), float("nan"), dtype=mf.out_dtype("2d", dt))
     E.emulate(mf.mm_plain, (M // 64, N // 64), a, b, c, M, N, K, a.stride(0), a.stride(1),
               b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=64, BN=64, BK=32,
               num_warps=4, num_stages=3)
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
-    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+    tol = dict(atol=3e-2, rtol=3e-3) if dt == torch.float32 else dict(atol=1e-2, rtol=2e-3)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), **tol)
     assert _load_maps(E.build.last_maps) == (2 if arch == "sm_90a" else 0)
 
 
