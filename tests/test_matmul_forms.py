@@ -214,9 +214,14 @@ def test_unmasked_axes_take_their_extent_from_the_launch():
     ck = _compile(mf.mm_plain)
     assert _boxes(ck) == ["rows < 2^31-1 (no mask), cols < stride_am (no mask: the row stride)",
                           "rows < 2^31-1 (no mask), cols < stride_bk (no mask: the row stride)"]
-    ra, rb = ck.tma_maps
+    ra, rb, rc = ck.tma_maps
     assert ra["rows"] == ("const", BIG) and ra["cols"] == ra["row_stride"] == \
         ("param", 6, "stride_am") and rb["cols"] == rb["row_stride"] == ("param", 8, "stride_bk")
+    # the unmasked store leaves by TMA boxes too (extents the same way), so the kernel runs
+    # persistent as the tutorial does
+    assert rc["optional"] and rc["rows"] == ("const", BIG) and \
+        rc["cols"] == rc["row_stride"] == ("param", 10, "stride_cm")
+    assert "tma_store_why" not in ck.ir and ck.persistent
     # x @ W.T: B's contiguous axis is K, its row stride stride_bn
     ck = _compile(mf.mm_plain, b_colmajor=True)
     assert _boxes(ck)[1] == "rows < 2^31-1 (no mask), cols < stride_bn (no mask: the row stride)"
@@ -305,6 +310,27 @@ def test_unmasked_form_emulated(monkeypatch, arch, bt, dt):
     tol = dict(atol=3e-2, rtol=3e-3) if dt == torch.float32 else dict(atol=1e-2, rtol=2e-3)
     torch.testing.assert_close(c.double(), a.double() @ b.double(), **tol)
     assert _load_maps(E.build.last_maps) == (2 if arch == "sm_90a" else 0)
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+def test_unmasked_form_runs_persistent_emulated(monkeypatch):
+    """The benchmark's first tile (128x128x64, 8 warps, 4 stages) of the unmasked 2-D form: its
+    store leaves by TMA boxes, so it runs persistent; 3x2 programs, 3 k-steps each, on the
+    emulator's SMs, against torch on a NaN-poisoned output."""
+    import matmul_forms as mf
+    from test_dot_emulated import _STAGES, _emulator
+    E = _emulator(monkeypatch, "sm_90a")
+    _STAGES[0] = 4
+    torch.manual_seed(4)
+    M, N, K = 384, 256, 192
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    E.emulate(mf.mm_plain, (M // 128, N // 128), a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=128, BN=128, BK=64,
+              num_warps=8, num_stages=4)
+    assert E.build.last_persistent and len(E.build.last_maps) == 3
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
 
 
 @pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")

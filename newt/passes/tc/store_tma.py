@@ -7,7 +7,10 @@ whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilog
     store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
     rows = r0 + arange(BM), cols = c0 + arange(BN)      P a 16-byte aligned pointer parameter,
                                                         s a parameter divisible by 16, X and Y
-                                                        parameters or constants
+                                                        parameters or constants; without a
+                                                        mask, X = 2^31 - 1 and Y = s (the
+                                                        launch's tensor bounds the store, as
+                                                        passes/tc/dot_tma.py's loads)
 
 becomes: dot_acc_out writes the fragments into the idle ring in the box format (64-column
 panels of BM rows x 128 bytes, 128-byte swizzle), and the store, a `tma_store` op, has one
@@ -36,7 +39,7 @@ from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mas
                                ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
-from .tma_terms import tma_stride
+from .tma_terms import BIG, tma_stride
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
@@ -54,8 +57,6 @@ def _store_of(fn, out):
     st = uses[0]
     if st.operands[1] is not out.result or st.operands[0] is out.result:
         raise NoMatch("the epilogue's value is not what the store writes")
-    if not st.attrs.get("has_mask"):
-        raise NoMatch("the store has no mask: its extents are unknown")
     if st.attrs.get("volatile"):
         raise NoMatch("the store is volatile")
     block = out.parent.ops
@@ -69,7 +70,8 @@ def _store_of(fn, out):
 
 def _box(fn, out, st):
     """(StoreBox without its map index, map recipe) of the store, or raise NoMatch."""
-    ptr, mask = st.operands[0], st.operands[2]
+    ptr = st.operands[0]
+    mask = st.operands[2] if st.attrs.get("has_mask") else None
     R, C = out.result.shape
     kind = TMA_KIND.get(out.result.dtype.name)
     es = out.result.dtype.bits // 8
@@ -94,15 +96,22 @@ def _box(fn, out, st):
             raise NoMatch("an axis index is not `start + arange` (a wrap cannot be a box)")
         idx.append(got)
     conj, bounds = [], {}
-    mask_terms(mask, conj)
+    if mask is not None:
+        mask_terms(mask, conj)
     for t in conj:
         got = lt_term(t, (R, C))
         if got is None or got[0] in bounds or not same(got[1], idx[got[0]][3]):
             raise NoMatch("the mask is not `rows < X` and `cols < Y`")
         bounds[got[0]] = got[2]
-    if sorted(bounds) != [0, 1]:
+    if mask is None:
+        # no mask: the extents come from the launch, as a ring load's (passes/tc/dot_tma.py):
+        # every element written lies in the tensor, rows of at most the row stride
+        ext = [("const", BIG), stride_src]
+        bounds = {0: BIG, 1: stride}
+    elif sorted(bounds) != [0, 1]:
         raise NoMatch("the mask does not bound both axes")
-    ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+    else:
+        ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
     box, _ = tile_boxes(R, C, es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
