@@ -242,10 +242,16 @@ def test_a_batch_offset_becomes_an_outer_map_dimension():
     assert _ring(ck) == "ring(S=4, D=3, tma)"
     assert _boxes(ck)[0] == ("rows < M (mask), cols < K (mask), then a dimension of stride "
                              "stride_az at a z index")
+    # A, B and the epilogue's store of C (its batch slice by rank-3 boxes too)
     assert [r["outer"] for r in ck.tma_maps] == [
         [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 6, "stride_az"]}],
-        [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 9, "stride_bz"]}]]
-    assert ck.source.count("newt_tma_load_3d(st + ") == 3      # A's box, B's two panels
+        [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 9, "stride_bz"]}],
+        [{"extent": ["const", (1 << 31) - 1], "stride": ["param", 12, "stride_cz"]}]]
+    # A's box and B's two panels, issued where the persistent ring starts and runs on
+    assert ck.source.count("newt_tma_load_3d(st + ") == 6 and "newt_tma_load_2d(st" not in \
+        ck.source
+    assert ck.source.count("newt_tma_store_3d(&nt_tmap2") == 2  # C's two panels
+    assert "tma_store_why" not in ck.ir and ck.persistent
     ck = _compile(mf.mm_batched, loose=("stride_az",))
     assert _ring(ck) == ("ring(S=4, D=3, cp.async: a term of the base pointer's offset has no "
                          "stride that is a parameter divisible by 16 or a constant)")
@@ -338,7 +344,7 @@ def test_batched_form_emulated(monkeypatch):
     """The batched form (z = program_id(2), masks on M, N, K) at odd M / K on the CPU
     emulator: rank-3 boxes, each batch's result against torch on a NaN-poisoned output."""
     import matmul_forms as mf
-    from test_dot_emulated import _STAGES, _emulator, _load_maps
+    from test_dot_emulated import _STAGES, _emulator, _load_maps, _store_maps
     E = _emulator(monkeypatch, "sm_90a")
     _STAGES[0] = 3
     torch.manual_seed(2)
@@ -350,7 +356,27 @@ def test_batched_form_emulated(monkeypatch):
               *b.stride(), *c.stride(), BM=64, BN=64, BK=32, num_warps=4, num_stages=3)
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
     torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
-    assert _load_maps(E.build.last_maps) == 2
+    assert _load_maps(E.build.last_maps) == 2 and _store_maps(E.build.last_maps) == 1
+    assert "newt_tma_store_3d(" in E.build.last_source
+
+
+@pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")
+def test_batched_form_runs_persistent_emulated(monkeypatch):
+    """The batched form at the benchmark's first tile: rank-3 boxes in and out, persistent over
+    grid axis 0 (4 programs per batch on the emulator's 3 SMs: one CTA runs two), M masked."""
+    import matmul_forms as mf
+    from test_dot_emulated import _STAGES, _emulator
+    E = _emulator(monkeypatch, "sm_90a")
+    _STAGES[0] = 4
+    torch.manual_seed(5)
+    B, M, N, K = 2, 500, 128, 128
+    a, b = torch.randn(B, M, K).half(), torch.randn(B, K, N).half()
+    c = torch.full((B, M, N), float("nan"), dtype=torch.float16)
+    E.emulate(mf.mm_batched, (-(-M // 128), N // 128, B), a, b, c, M, N, K, *a.stride(),
+              *b.stride(), *c.stride(), BM=128, BN=128, BK=64, num_warps=8, num_stages=4)
+    assert E.build.last_persistent and len(E.build.last_maps) == 3
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
 
 
 @pytest.mark.skipif(__import__("shutil").which("g++") is None, reason="no host C++ compiler")

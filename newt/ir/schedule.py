@@ -223,6 +223,9 @@ class StoreBox:
     stride: object
     bound_r: object           # the mask's bounds (Value or int)
     bound_c: object
+    outer: list = dataclasses.field(default_factory=list)   # scalar Values: the coordinates
+                              # of the map's outer dimensions (a batch); ptr is then the
+                              # scalar base P + u * s the per-element fallback stores from
 
     @property
     def smem_bytes(self) -> int:

@@ -5,6 +5,7 @@ the value leaving the fragment layout is already 16-bit) and before smem. On sm_
 whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilogue
 
     store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
+    (P may carry `+ u * s'` terms, u a non-negative scalar: a batch, one more map dimension)
     rows = r0 + arange(BM), cols = c0 + arange(BN)      P a 16-byte aligned pointer parameter,
                                                         s a parameter divisible by 16, X and Y
                                                         parameters or constants; without a
@@ -35,11 +36,11 @@ the acc_out's attrs["tma_store_why"] (printed IR).
 """
 from __future__ import annotations
 
-from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms, param_of,
+from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms,
                                ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
-from .tma_terms import BIG, tma_stride
+from .tma_terms import BIG, nonneg, scalar_base, tma_stride, uncast
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
@@ -80,10 +81,18 @@ def _box(fn, out, st):
     if (C * es) % 128 or R > 256:
         raise NoMatch("the tile is not whole 128-byte panels of at most 256 rows")
     terms = []
-    P = ptr_terms(ptr, (R, C), terms)
-    P = param_of(fn, P) if P is not None else None
-    if P is None or not P.divisible_by_16:
+    base = ptr_terms(ptr, (R, C), terms)
+    if base is None:
         raise NoMatch("the pointer block is not `16-byte aligned pointer parameter + offsets`")
+    P, uterms = scalar_base(fn, base)
+    outer = []
+    for u, us in uterms:     # a batch: an outer map dimension (passes/tc/dot_tma.py)
+        if not u.dtype.is_int() or uncast(u).dtype.bits > 32 or not nonneg(fn, u, []):
+            raise NoMatch("an offset index of the base pointer is not a non-negative 32-bit "
+                          "scalar")
+        outer.append((u, tma_stride(fn, us, es, "an offset stride of the base pointer")))
+    if len(outer) > 3:
+        raise NoMatch("more than three index * stride terms in the base pointer (TMA rank <= 5)")
     by_axis = {t[0]: t for t in terms}
     if sorted(by_axis) != [0, 1] or len(terms) != 2 or by_axis[1][2] != 1:
         raise NoMatch("the offsets are not rows * stride + contiguous columns")
@@ -116,7 +125,10 @@ def _box(fn, out, st):
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
                   swizzle=box.swizzle, esize=es, optional=True)
-    sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], P.value, stride, bounds[0], bounds[1])
+    if outer:
+        recipe["outer"] = [dict(extent=["const", BIG], stride=list(st)) for _, st in outer]
+    sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], base, stride, bounds[0], bounds[1],
+                  [u for u, _ in outer])
     return sb, recipe
 
 
