@@ -203,7 +203,8 @@ def test_every_form_compiles_without_spills_and_takes_a_ring(arch):
 
 
 def _boxes(ck):
-    return re.findall(r"tma_box='([^']*)'", ck.ir)
+    """The ring loads' map extents, as the printed IR states them."""
+    return re.findall(r"dot_ring_load .*tma_box='([^']*)'", ck.ir)
 
 
 def test_unmasked_axes_take_their_extent_from_the_launch():
@@ -222,6 +223,8 @@ def test_unmasked_axes_take_their_extent_from_the_launch():
     assert rc["optional"] and rc["rows"] == ("const", BIG) and \
         rc["cols"] == rc["row_stride"] == ("param", 10, "stride_cm")
     assert "tma_store_why" not in ck.ir and ck.persistent
+    assert re.search(r"tma_store .*tma_box='rows < 2\^31-1 \(no mask\), cols < stride_cm \(no "
+                     r"mask: the row stride\)'", ck.ir)
     # x @ W.T: B's contiguous axis is K, its row stride stride_bn
     ck = _compile(mf.mm_plain, b_colmajor=True)
     assert _boxes(ck)[1] == "rows < 2^31-1 (no mask), cols < stride_bn (no mask: the row stride)"
@@ -252,6 +255,7 @@ def test_a_batch_offset_becomes_an_outer_map_dimension():
         ck.source
     assert ck.source.count("newt_tma_store_3d(&nt_tmap2") == 2  # C's two panels
     assert "tma_store_why" not in ck.ir and ck.persistent
+    assert "tma_store=box(map=2, 128x128, rank 3)" in ck.ir
     ck = _compile(mf.mm_batched, loose=("stride_az",))
     assert _ring(ck) == ("ring(S=4, D=3, cp.async: a term of the base pointer's offset has no "
                          "stride that is a parameter divisible by 16 or a constant)")

@@ -233,7 +233,8 @@ class StoreBox:
         return self.rows * self.cols * self.esize
 
     def __repr__(self):       # (the printed IR)
-        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
+        rank = f", rank {2 + len(self.outer)}" if self.outer else ""
+        return f"box(map={self.map_index}, {self.rows}x{self.cols}{rank})"
 
 
 @dataclasses.dataclass(repr=False)

@@ -70,7 +70,8 @@ def _store_of(fn, out):
 
 
 def _box(fn, out, st):
-    """(StoreBox without its map index, map recipe) of the store, or raise NoMatch."""
+    """(StoreBox without its map index, map recipe, the extents as printed when they come
+    from the launch) of the store, or raise NoMatch."""
     ptr = st.operands[0]
     mask = st.operands[2] if st.attrs.get("has_mask") else None
     R, C = out.result.shape
@@ -117,10 +118,12 @@ def _box(fn, out, st):
         # every element written lies in the tensor, rows of at most the row stride
         ext = [("const", BIG), stride_src]
         bounds = {0: BIG, 1: stride}
+        told = f"rows < 2^31-1 (no mask), cols < {_name(stride_src)} (no mask: the row stride)"
     elif sorted(bounds) != [0, 1]:
         raise NoMatch("the mask does not bound both axes")
     else:
         ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+        told = None
     box, _ = tile_boxes(R, C, es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
@@ -129,7 +132,11 @@ def _box(fn, out, st):
         recipe["outer"] = [dict(extent=["const", BIG], stride=list(st)) for _, st in outer]
     sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], base, stride, bounds[0], bounds[1],
                   [u for u, _ in outer])
-    return sb, recipe
+    return sb, recipe, told
+
+
+def _name(src) -> str:
+    return str(src[1]) if src[0] == "const" else src[2]
 
 
 def plan_store_tma(fn, options):
@@ -143,7 +150,7 @@ def plan_store_tma(fn, options):
             if out.operands[0].attrs.get("layout") == out.result.attrs.get("layout"):
                 raise NoMatch("the value does not leave the fragment layout")
             st = _store_of(fn, out)
-            sb, recipe = _box(fn, out, st)
+            sb, recipe, told = _box(fn, out, st)
             if ring.stages * ring.stage_bytes < sb.rows * sb.cols * sb.esize:
                 raise NoMatch("the ring is smaller than the tile")
         except NoMatch as e:
@@ -155,4 +162,6 @@ def plan_store_tma(fn, options):
         out.attrs["tma_store"] = sb
         st.opcode = "tma_store"
         st.attrs["tma_store"] = sb
+        if told:
+            st.attrs["tma_box"] = told
     return fn
