@@ -105,3 +105,19 @@ def test_tile_add_emulated(dt, sem, n):
     assert ("nt_red_add_v" in E.build.last_source) == (n % 16 == 0)
     assert torch.isnan(out[n:]).all()
     torch.testing.assert_close(out[:n], want[:n], atol=0, rtol=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dt", [torch.float32, torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("n", [4096, 1001])
+def test_tile_add_gpu(dt, n):
+    """The same adds on the GPU: vector reductions (n a multiple of 16) or scalar atomics."""
+    torch.manual_seed(6)
+    out = torch.randn(n + 100, device="cuda").to(dt)
+    out[n:] = float("nan")
+    x = torch.randn(n + 100, device="cuda").to(dt)
+    want = out.clone()
+    want[:n] = (want[:n].double() + x[:n].double()).to(dt)
+    _tile_add[(-(-n // 1024),)](out, x, out, n, BLOCK=1024, SEM="acq_rel", KEEP=False)
+    assert torch.isnan(out[n:]).all()
+    torch.testing.assert_close(out[:n], want[:n], atol=0, rtol=0)

@@ -440,3 +440,27 @@ def test_every_form_on_the_gpu():
     that mask, NaN-poisoned outputs, against torch."""
     import matmul_forms as mf
     mf.check("cuda", small=False)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_unmasked_and_batched_forms_on_padded_views_gpu():
+    """The extents that come from the launch, on views whose row and batch strides are not
+    their widths: A and C padded rows, B column-major, batches one apart in a larger buffer."""
+    import matmul_forms as mf
+    torch.manual_seed(7)
+    M, N, K = 512, 384, 256
+    cfg = dict(mf.CONFIGS[0])
+    a = torch.randn(M, K + 64, device="cuda").half()[:, :K]
+    b = torch.randn(N, K, device="cuda").half().t()
+    cbuf = torch.full((M, N + 128), float("nan"), device="cuda", dtype=torch.float16)
+    c = cbuf[:, :N]
+    mf.launch("2d", mf.mm_plain, a[None], b[None], c[None], cfg)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=5e-2, rtol=2e-2)
+    assert torch.isnan(cbuf[:, N:]).all()
+    B, M, N, K = 3, 1000, 1496, 784      # (rows 16-byte aligned: TMA boxes, M / N clipped)
+    a = torch.randn(2 * B, M, K, device="cuda").half()[::2]
+    b = torch.randn(B, K, N, device="cuda").half()
+    c = torch.full((B, M, N), float("nan"), device="cuda", dtype=torch.float16)
+    mf.launch("batched", mf.mm_batched, a, b, c, cfg)
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=5e-2, rtol=2e-2)
+
