@@ -167,6 +167,9 @@ FORMS = [
     ("2-D grid, no masks, acc += dot", mm_plain, torch.float16, False, "2d", True),
     ("the same, bf16", mm_plain, torch.bfloat16, False, "2d", True),
     ("the same, B column-major", mm_plain, torch.float16, True, "2d", True),
+    # 8-bit wgmma reads B contiguous along K (as cuBLAS's fp8 does): x @ W.T; fp16 out
+    ("the same, fp8 e4m3, B column-major", mm_plain, torch.float8_e4m3fn, True, "2d", True),
+    ("the same, tf32 (fp32 in and out)", mm_plain, torch.float32, False, "2d", True),
     ("masks everywhere, recomputed ptrs", mm_masked, torch.float16, False, "2d", False),
     ("batched (grid axis 2)", mm_batched, torch.float16, False, "batched", False),
     ("split-K (atomic_add)", mm_splitk, torch.float16, False, "splitk", False),
@@ -177,6 +180,13 @@ CONFIGS = [dict(BM=128, BN=128, BK=64, num_warps=8, num_stages=4),
            dict(BM=128, BN=128, BK=64, num_warps=4, num_stages=4),
            dict(BM=64, BN=128, BK=64, num_warps=4, num_stages=4)]
 SMALL = dict(BM=32, BN=32, BK=16, num_warps=4, num_stages=2)
+
+
+def sweep(dt):
+    """CONFIGS for inputs of dtype dt: BK scaled to the same bytes per tile row as fp16's (32
+    for tf32, whose 64-wide stages do not fit four deep; 128 for fp8), for newt and Triton
+    alike."""
+    return [c if c["BK"] < 64 else dict(c, BK=c["BK"] * 2 // dt.itemsize) for c in CONFIGS]
 SPLITS = 4
 
 
@@ -187,6 +197,24 @@ def operands(dt, bt, B, M, N, K, device):
     else:
         b = torch.randn(B, K, N, device=device).to(dt)
     return a, b
+
+
+def cublas(dt, a, b):
+    """cuBLAS on the same operands: torch.matmul (tf32 allowed for fp32, as newt's and Triton's
+    default dot), torch._scaled_mm with unit scales for fp8 (2-D, B column-major)."""
+    if dt == torch.float8_e4m3fn:
+        one = torch.ones((), device=a.device)
+        return lambda: torch._scaled_mm(a[0], b[0], one, one, out_dtype=torch.float16)
+    if dt == torch.float32:
+        def tf32():
+            was = torch.backends.cuda.matmul.allow_tf32
+            torch.backends.cuda.matmul.allow_tf32 = True
+            try:
+                return torch.matmul(a, b)
+            finally:
+                torch.backends.cuda.matmul.allow_tf32 = was
+        return tf32
+    return lambda: torch.matmul(a, b)
 
 
 def launch(kind, k, a, b, c, cfg):
@@ -211,7 +239,9 @@ def launch(kind, k, a, b, c, cfg):
 
 
 def out_dtype(kind, dt):
-    return torch.float32 if kind == "splitk" else dt
+    if kind == "splitk":
+        return torch.float32
+    return torch.float16 if dt.itemsize == 1 else dt
 
 
 def check_form(form, k, device, small):
@@ -226,7 +256,7 @@ def check_form(form, k, device, small):
         B, M, N, K = (4, 512, 384, 256) if divisible else (3, 1000, 1500, 777)
         if kind != "batched":
             B = 1
-        cfg = CONFIGS[0]
+        cfg = sweep(dt)[0]
     a, b = operands(dt, bt, B, M, N, K, device)
     # NaN-poisoned; split-K adds into C, which must start at 0 (every element is checked)
     c = torch.full((B, M, N), 0.0 if kind == "splitk" else float("nan"), device=device,
@@ -243,12 +273,12 @@ def check(device, small=False):
 
 
 def best_rate(kind, k, a, b, c, time_ms):
-    """The best TFLOP/s of `k` over CONFIGS (a config a compiler refuses is said and skipped)."""
+    """The best TFLOP/s of `k` over sweep() (a config a compiler refuses is said and skipped)."""
     best = 0.0
     B, M, K = a.shape
     N = b.shape[2]
     flop = 2.0 * B * M * N * K
-    for cfg in CONFIGS:
+    for cfg in sweep(a.dtype):
         try:
             ms = time_ms(lambda: launch(kind, k, a, b, c, cfg))
         except Exception as exc:  # noqa: BLE001 - a config a compiler refuses: say so, go on
@@ -268,7 +298,7 @@ def table(device, twins, time_ms, sizes=None):
         c = torch.zeros((B, M, N), device=device, dtype=out_dtype(kind, dt))
         got = [best_rate(kind, k, a, b, c, time_ms)]
         got.append(best_rate(kind, twins[k], a, b, c, time_ms) if k in twins else 0.0)
-        ms = time_ms(lambda: torch.matmul(a, b))
+        ms = time_ms(cublas(dt, a, b))
         got.append(2.0 * B * M * N * K / ms * 1e-9)
         ratio = got[0] / got[1] if got[1] else float("nan")
         print(f"{name:36s} " + " ".join(f"{v:8.1f}" for v in got) + f" {ratio:6.2f}")

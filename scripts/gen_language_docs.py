@@ -95,6 +95,15 @@ TRITON_DIFFERENCES = """\
   atomics are honoured ([newt/codegen/atomics.py](../newt/codegen/atomics.py)).
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
+- **A dot operand loaded without a mask along its contiguous axis reads rows of at most the
+  row stride on sm_90a**, and a dot's result stored without a mask writes rows of at most the
+  row stride: the tiles move by TMA, and the map's extent on that axis is the row stride (the
+  driver's maps have rows that do not overlap). A pointer block that reaches past the row
+  stride into the next row without a mask (a view whose rows overlap, such as a sliding
+  window) reads zeros there and does not write there, where Triton reads and writes the
+  memory; a mask on that axis makes its bound the extent instead
+  ([newt/passes/tc/dot_tma.py](../newt/passes/tc/dot_tma.py),
+  [store_tma.py](../newt/passes/tc/store_tma.py)).
 - **Missing Triton names**: no `dot_scaled`, no tensor descriptors (TMA): only the names
   listed on this page exist.
 - **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`

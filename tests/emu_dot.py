@@ -428,9 +428,10 @@ def emulated_source(src: str) -> str:
             dot_ring._CP4, dot_swap._LDS64] + [dot_ptx.mma_sync_instr(k)
                                                for k in ("f16", "bf16", "tf32", "s8")]
     from newt.codegen.tc.ring_tma import load_nd_helper
-    from newt.codegen.tc.store_tma import STORE_HELPERS
+    from newt.codegen.tc.store_tma import STORE_HELPERS, store_nd_helper
     tma = TMA_HELPERS in src
-    for text in drop + [TMA_HELPERS, STORE_HELPERS] + [load_nd_helper(r) for r in (3, 4, 5)]:
+    for text in drop + [TMA_HELPERS, STORE_HELPERS] + [load_nd_helper(r) for r in (3, 4, 5)] \
+            + [store_nd_helper(3)]:
         src = src.replace(text, "")
     src, rs = rs_models(src)
     src, wg = wgmma_models(src)

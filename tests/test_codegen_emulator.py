@@ -178,6 +178,28 @@ def _emu_atomic_function(em, kind, dt, sem, scope):
     return name
 
 
+def _emu_red_function(em, red, dt, scope):
+    """CPU stand-in for codegen.atomics.red_function: red.n adds under the lock."""
+    from newt.codegen.elementwise import binary_expr
+    from newt.codegen.emitter import reg_type, storage_type
+    from newt.codegen.memory import load_conv, store_conv
+    name = f"nt_red_add_v{red.n}_{red.ptx}"
+    if name not in em.helpers:
+        args = ", ".join(f"{reg_type(dt)} v{i}" for i in range(red.n))
+        adds = " ".join(f"{{ {reg_type(dt)} old = {load_conv(dt, f'p[{i}]')}; "
+                        f"p[{i}] = {store_conv(dt, binary_expr('add', dt, 'old', f'v{i}'))}; }}"
+                        for i in range(red.n))
+        em.helpers[name] = (f"NT_INLINE void {name}({storage_type(dt)}* p, {args}) {{ "
+                            f"pthread_mutex_lock(&nt_mu);\n  {adds}\n  "
+                            "pthread_mutex_unlock(&nt_mu); }")
+    return name
+
+
+def _emu_fence_function(em, scope):
+    em.helpers.setdefault("nt_emu_fence", "NT_INLINE void nt_emu_fence() {}")
+    return "nt_emu_fence"
+
+
 _CTYPES = {"fp32": ctypes.c_float, "fp64": ctypes.c_double, "i1": ctypes.c_bool,
            "i32": ctypes.c_int32, "i64": ctypes.c_int64, "u64": ctypes.c_uint64,
            "i8": ctypes.c_int8, "i16": ctypes.c_int16, "u8": ctypes.c_uint8,
@@ -199,12 +221,13 @@ def build(jitfn, signature, constexprs, spec, num_warps):
     _apply_specialization(fn, spec)
     opts = Options(arch="sm_90a", num_warps=num_warps)
     run_passes(fn, opts)
-    saved = atomics.atomic_function
+    saved = atomics.atomic_function, atomics.red_function, atomics.fence_function
     atomics.atomic_function = _emu_atomic_function
+    atomics.red_function, atomics.fence_function = _emu_red_function, _emu_fence_function
     try:
         source, name = generate(fn, opts)
     finally:
-        atomics.atomic_function = saved
+        atomics.atomic_function, atomics.red_function, atomics.fence_function = saved
     assert source.startswith(HEADER)
     params = [p for p in fn.params if p.name not in fn.attrs["equal_to_1"]]
     body = source[len(HEADER):]

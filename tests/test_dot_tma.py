@@ -124,7 +124,7 @@ static void newt_tma_load_4d(newt_u32 dst, const newt_tmap* map, int c0, int c1,
 // coordinates are inside the map's extents, only at the issuing thread's wait_group.read, so
 // a missing wait leaves the output unwritten (NaN-poisoned); shared memory the box covers must
 // have been fenced (fence.proxy.async) by its writers before the issue.
-struct nt_tma_st { newt_tmap map; int c0, c1; newt_u32 src; };
+struct nt_tma_st { newt_tmap map; int c0, c1; newt_u32 src; int c2; };   // c2: a batch index
 static thread_local std::vector<nt_tma_st> nt_stores;
 static void nt_tma_st_each(const nt_tma_st& s, bool write) {
   const newt_u64* f = s.map.opaque;
@@ -138,15 +138,24 @@ static void nt_tma_st_each(const nt_tma_st& s, bool write) {
           nt_emu_fail("TMA store reads shared memory written without fence.proxy.async");
         continue;
       }
-      long long gx = (long long)s.c0 + x, gy = (long long)s.c1 + y;
-      if (gx >= 0 && gy >= 0 && gx < (long long)f[2] && gy < (long long)f[3])
-        memcpy((unsigned char*)f[0] + gy * (long long)f[4] + gx * es, nt_smem + a, es);
+      long long gx = (long long)s.c0 + x, gy = (long long)s.c1 + y, gz = s.c2;
+      long long outer = (int)f[8] == 3 ? gz * (long long)f[12] : 0;   // rank 3: the batch
+      bool in_z = (int)f[8] == 2 || (gz >= 0 && gz < (long long)f[9]);
+      if (in_z && gx >= 0 && gy >= 0 && gx < (long long)f[2] && gy < (long long)f[3])
+        memcpy((unsigned char*)f[0] + outer + gy * (long long)f[4] + gx * es, nt_smem + a, es);
     }
 }
 static void newt_tma_store_2d(const newt_tmap* map, int c0, int c1, newt_u32 src) {
   if ((int)map->opaque[8] != 2) nt_emu_fail("TMA store of another rank than its map's");
   if (src % 128) nt_emu_fail("TMA store source not 128-byte aligned");
-  nt_tma_st s{*map, c0, c1, src};
+  nt_tma_st s{*map, c0, c1, src, 0};
+  nt_tma_st_each(s, false);
+  nt_stores.push_back(s);
+}
+static void newt_tma_store_3d(const newt_tmap* map, int c0, int c1, int c2, newt_u32 src) {
+  if ((int)map->opaque[8] != 3) nt_emu_fail("TMA store of another rank than its map's");
+  if (src % 128) nt_emu_fail("TMA store source not 128-byte aligned");
+  nt_tma_st s{*map, c0, c1, src, c2};
   nt_tma_st_each(s, false);
   nt_stores.push_back(s);
 }

@@ -6,7 +6,9 @@ around a PTX `atom` instruction. Where PTX has no instruction (float max/min, bf
 sm_90) the function is a compare-and-swap loop with the same semantics. Every valid, unmasked
 element performs exactly one atomic (layouts are never replicated). An atomic on a scalar
 pointer is performed once per program, by thread 0, and its old value is broadcast through
-the scratch arena.
+the scratch arena. A block add whose old values are unused and whose groups the accesses pass
+proved consecutive and aligned (op.attrs["red"]) is one vector `red` per group run instead,
+bracketed by the fences its semantics need (newt/passes/accesses.py says why).
 """
 from __future__ import annotations
 
@@ -120,10 +122,68 @@ def _to_bits(dt, x):
     return f"({reg_type(_bits_type(dt))})({to_bits(dt, x)})"
 
 
+def red_function(em, red, dt, scope) -> str:
+    """Name of the device function doing one vector reduction (Red `red`: red.n elements);
+    emits its definition on first use."""
+    name = f"nt_red_add_v{red.n}_{red.ptx}_{scope or 'gpu'}"
+    if name in em.helpers:
+        return name
+    st = storage_type(dt)
+    wide = red.ptx == "f32"
+    c, ct = ("f", "float") if wide else ("h", "u16")
+    ty = f".v{red.n}.f32" if wide else f".noftz.v{red.n}.{red.ptx}"
+    regs = ", ".join(f"%{i + 1}" for i in range(red.n))
+    args = ", ".join(f"{reg_type(dt)} v{i}" for i in range(red.n))
+    ins = ", ".join(f'"{c}"({_to_op(dt, ct, f"v{i}")})' for i in range(red.n))
+    em.helpers[name] = (
+        f"NT_INLINE void {name}({st}* p, {args}) {{\n"
+        f'  asm volatile("red.relaxed{_SCOPE[scope]}.global.add{ty} [%0], {{{regs}}};" '
+        f':: "l"(p), {ins} : "memory");\n}}')
+    return name
+
+
+def fence_function(em, scope) -> str:
+    """Name of the device function of one `fence.acq_rel` at `scope`."""
+    name = f"nt_fence_acq_rel_{scope or 'gpu'}"
+    if name not in em.helpers:
+        em.helpers[name] = (f'NT_INLINE void {name}() {{ asm volatile("fence.acq_rel'
+                            f'{_SCOPE[scope]};" ::: "memory"); }}')
+    return name
+
+
+def _vector_red(em, op, red, sem, scope):
+    """op.attrs["red"]: per group of red.vec slots, red.vec / red.n vector reductions under the
+    group's one mask bit, between the fences of the atomic's semantics."""
+    from .memory import operand_at
+    ptr, val, r = op.operands[0], op.operands[1], op.result
+    mask = op.operands[2] if op.attrs.get("has_mask") else None
+    lay = r.attrs["layout"]
+    f = red_function(em, red, r.dtype, scope)
+    if sem in ("release", "acq_rel", ""):
+        em.emit(f"{fence_function(em, scope)}();")
+    with em.slots(lay.nslots // red.vec, "g"):
+        first = f"g * {red.vec}"
+        conds = [c for c in (lay.valid("tid", first),
+                             mask is not None and operand_at(em, mask, first, lay)) if c]
+        if conds:
+            em.emit(f"if (!({' && '.join(conds)})) continue;")
+        p0 = em.fresh("p")
+        em.emit(f"{em.ctype(ptr)} {p0} = {operand_at(em, ptr, first, lay)};")
+        for a in range(0, red.vec, red.n):
+            vals = ", ".join(em.at(val, f"{first} + {a + e}", lay) for e in range(red.n))
+            em.emit(f"{f}({p0} + {a}, {vals});" if a else f"{f}({p0}, {vals});")
+    if sem in ("acquire", "acq_rel", ""):
+        em.emit(f"{fence_function(em, scope)}();")
+
+
 @handles("atomic")
 def _atomic(em, op):
     kind, sem, scope = op.attrs["kind"], op.attrs.get("sem", "acq_rel"), op.attrs.get("scope", "gpu")
     ptr, r = op.operands[0], op.result
+    red = op.attrs.get("red")
+    if red is not None:
+        _vector_red(em, op, red, sem, scope)
+        return
     dt = r.dtype
     f = atomic_function(em, kind, dt, sem, scope)
     if kind == "cas":

@@ -184,6 +184,8 @@ class TmaOperand:
     col0: object
     adv_axis: int             # the axis the loop advances (0 rows, 1 cols)
     adv: int                  # elements per iteration along adv_axis
+    outer: list = dataclasses.field(default_factory=list)   # scalar Values: the coordinates
+                              # of the map's outer dimensions (a batch), one index each
 
     @property
     def smem_bytes(self) -> int:
@@ -223,6 +225,9 @@ class StoreBox:
     stride: object
     bound_r: object           # the mask's bounds (Value or int)
     bound_c: object
+    outer: list = dataclasses.field(default_factory=list)   # scalar Values: the coordinates
+                              # of the map's outer dimensions (a batch); ptr is then the
+                              # scalar base P + u * s the per-element fallback stores from
 
     @property
     def smem_bytes(self) -> int:
@@ -230,7 +235,8 @@ class StoreBox:
         return self.rows * self.cols * self.esize
 
     def __repr__(self):       # (the printed IR)
-        return f"box(map={self.map_index}, {self.rows}x{self.cols})"
+        rank = f", rank {2 + len(self.outer)}" if self.outer else ""
+        return f"box(map={self.map_index}, {self.rows}x{self.cols}{rank})"
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

@@ -25,6 +25,16 @@ interleaved rounds; docs/results/2026-12-02-1630-h200.md):
     eight scalar accesses packed into words; that path costs the layernorm 7 registers, one
     CTA per SM and 8% (3,706 against 4,037), and without immediate offsets it reads 0.5% less.
   - Unmasked groups proved static stay one plain vector access: nothing to branch on.
+
+A block `atomic_add` whose old values are never read (split-K's `atomic_add(c_ptrs, acc)`)
+becomes vector reductions on sm_90 (PTX `red.global.add.v2/.v4.f32`, `.v2/.v4/.v8.f16` and
+`.bf16`, sm_90 and PTX ISA 8.1) when the same run facts prove each group consecutive, aligned
+to the vector and under one mask bit: `op.attrs["red"]` (a Red, printed `red=v4.f32`), else
+`red_why` saying which fact is missing, and codegen/atomics.py keeps one scalar atomic per
+element. A vector reduction's elements are not ordered among themselves; the atomic's
+acquire / release semantics come from one `fence.acq_rel` before the thread's reductions
+(release) and one after them (acquire) instead of one per element: a tile's elements were
+never ordered among each other (Triton does not order them either).
 """
 from __future__ import annotations
 
@@ -78,8 +88,54 @@ def choose(kind, ptr, mask, lay, dt, plan) -> Access:
     return Access(vec, width, per, groups, addr)
 
 
+# elements per vector reduction (PTX ISA, red: .v2/.v4 of .f32, .v2/.v4/.v8 of 16-bit floats)
+RED_WIDEST = {"float32": 4, "float16": 8, "bfloat16": 8}
+RED_TYPE = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Red:
+    vec: int          # slots per group (the layout's)
+    n: int            # elements per red instruction (vec is a multiple)
+    ptx: str          # the element type's PTX name
+
+    def __str__(self):
+        return f"v{self.n}.{self.ptx}"
+
+
+def plan_red(op, options, uses):
+    """(Red or None, why not) of a block atomic: the module docstring's rule."""
+    if op.attrs.get("kind") != "add" or not is_block(op.operands[0].type) or options.sm < 90:
+        return None, ""
+    r = op.result
+    if uses.get(r.id):
+        return None, "the old values are read"
+    widest = RED_WIDEST.get(r.dtype.name)
+    if widest is None:
+        return None, f"no vector reduction of {r.dtype.name}"
+    lay = r.attrs.get("layout")
+    if lay is None or not hasattr(lay, "vec") or lay.vec < 2:
+        return None, "the layout gives each thread one element of a run"
+    n = min(lay.vec, widest)
+    size = r.dtype.bits // 8
+    mask = op.operands[2] if op.attrs.get("has_mask") else None
+    if not static_groups(op.operands[0], mask, lay.vec, n * size, size):
+        return None, (f"the pointers are not proven consecutive and {n * size}-byte aligned "
+                      f"under one mask bit per group of {lay.vec}")
+    return Red(lay.vec, n, RED_TYPE[r.dtype.name]), ""
+
+
 def plan_accesses(fn, options):
+    uses = None
     for op in fn.walk():
+        if op.opcode == "atomic":
+            uses = uses if uses is not None else fn.body.uses()
+            red, why = plan_red(op, options, uses)
+            if red is not None:
+                op.attrs["red"] = red
+            elif why:
+                op.attrs["red_why"] = why
+            continue
         if op.opcode not in ("load", "store") or not is_block(op.operands[0].type):
             continue
         ptr = op.operands[0]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from .dot import own_region
 from .dot_ptx import add_helpers
 from ...ir.schedule import tile_boxes
-from .tma import TMA_HELPERS
+from .tma import TMA_HELPERS, load_nd_helper
 
 
 def operand_coords(em, t, it: str) -> tuple[str, str]:
@@ -98,9 +98,14 @@ def issue_boxes(em, ring, g: str, k: str, before_copies=()):
     for t, off in ((ta, 0), (tb, ring.a_bytes)):
         x, y = operand_coords(em, t, k)
         _, boxes = tile_boxes(t.rows, t.cols, t.esize)
+        # a batch (the map's outer dimensions): one index each, the same for every box
+        outer = "".join(f", {_c(em, u)}" for u in t.outer)
+        rank = 2 + len(t.outer)
+        if rank > 2:
+            add_helpers(em, (f"newt_tma_load_{rank}d", load_nd_helper(rank)))
         for inner, soff in boxes:
-            em.emit(f"newt_tma_load_2d(st + {off + soff}u, &{map_param(t.map_index)}, "
-                    f"{x} + {inner}, {y}, fb);")
+            em.emit(f"newt_tma_load_{rank}d(st + {off + soff}u, &{map_param(t.map_index)}, "
+                    f"{x} + {inner}, {y}{outer}, fb);")
 
 
 def emit_consume(em, ring, consume, it: str):

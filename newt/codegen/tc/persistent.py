@@ -89,7 +89,7 @@ def open_kernel(em):
     st["extra"] = own_region(em, plan.store.attrs["smem"]) if plan.extra_bytes else "0u"
     em.emit("int nt_c = 0, nt_g = 0, nt_pti = 0, nt_pk = 0, nt_free_slot = 0;")
     em.emit("bool nt_pending = false;   // thread 0's last TMA store may still read its panels")
-    ncoord = 2 * len(ring.tma)
+    ncoord = sum(2 + len(t.outer) for t in ring.tma)
     em.emit(f"int {', '.join(f'nt_co{i} = 0' for i in range(ncoord))};")
     # the loop's trip count, the same for every program (the pass checked)
     lb, ub, step = plan.loop.operands[:3]
@@ -117,7 +117,7 @@ def produce(em):
     plan = plan_of(em)
     ring = plan.ring
     with em.scope("if (tid == 0 && nt_g < nt_steps)"):
-        coords = [v for t in ring.tma for v in (t.row0, t.col0)]
+        coords = [v for t in ring.tma for v in (t.row0, t.col0, *t.outer)]
         with em.scope("if (nt_pk == 0)"):
             names = clone_slice(em, plan.slice_ops,
                            "((i32)blockIdx.x + nt_pti * (i32)gridDim.x)")

@@ -25,20 +25,7 @@ from .dot import dot_tiles, own_region
 from .dot_ptx import add_helpers
 from .dot_tma import map_param
 from ...ir.schedule import tile_boxes
-from .tma import TMA_HELPERS
-
-
-def load_nd_helper(rank: int) -> str:
-    """cp.async.bulk.tensor of a rank-D box (the outer dimensions: one index each)."""
-    cs = ", ".join(f"int c{i}" for i in range(rank))
-    regs = ", ".join(f"%{i + 2}" for i in range(rank))
-    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
-    return (f"NEWT_DEV void newt_tma_load_{rank}d(newt_u32 dst, const newt_tmap* map, {cs}, "
-            f"newt_u32 bar) {{\n"
-            f'  asm volatile("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.'
-            f'mbarrier::complete_tx::bytes"\n'
-            f'               " [%0], [%1, {{{regs}}}], [%{rank + 2}];\\n"\n'
-            f'               :: "r"(dst), "l"((newt_u64)map), {ins}, "r"(bar) : "memory");\n}}\n')
+from .tma import TMA_HELPERS, load_nd_helper
 
 
 def _helpers_for(em, pre):

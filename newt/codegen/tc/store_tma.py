@@ -68,10 +68,26 @@ def _exact(em, sb) -> str:
     return " && ".join(f"({e})" for e in exact)
 
 
+def store_nd_helper(rank: int) -> str:
+    """The rank-D store of a box (the outer dimensions: one index each)."""
+    cs = ", ".join(f"int c{i}" for i in range(rank))
+    regs = ", ".join(f"%{i + 1}" for i in range(rank))
+    ins = ", ".join(f'"r"(c{i})' for i in range(rank))
+    return (f"NEWT_DEV void newt_tma_store_{rank}d(const newt_tmap* map, {cs}, newt_u32 src) "
+            f"{{\n  asm volatile(\"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group "
+            f"[%0, {{{regs}}}], [%{rank + 1}];\\n\"\n               :: \"l\"((newt_u64)map), "
+            f"{ins}, \"r\"(src) : \"memory\");\n}}\n")
+
+
 def _store_panel(em, sb, tile, q, r0, c0):
     src = persistent.panel(em, str(q)) if persistent.plan_of(em) is not None else \
         f"{tile} + {q * sb.rows * 128}u"
-    em.emit(f"newt_tma_store_2d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}, {src});")
+    rank = 2 + len(sb.outer)
+    if rank > 2:
+        add_helpers(em, (f"newt_tma_store_{rank}d", store_nd_helper(rank)))
+    outer = "".join(f", (int){_scalar(em, u)}" for u in sb.outer)
+    em.emit(f"newt_tma_store_{rank}d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}{outer}, "
+            f"{src});")
 
 
 def stage(em, op, src, base, n, pack):

@@ -5,9 +5,12 @@ planned; it only adds facts. On sm_90a with wgmma, a ring's two operand loads be
 one box each (cp.async.bulk.tensor, one thread issuing them, completing on an mbarrier) when
 the pass can prove that a box computes exactly what the pointer block and mask compute:
 
-    pointer  = P + rows[:, None] * s + cols[None, :]        P a 16-byte aligned pointer
-                                                            parameter, s a row stride whose
-                                                            bytes are a multiple of 16
+    pointer  = P + u1 * s1 + ...                           P a 16-byte aligned pointer
+               + rows[:, None] * s + cols[None, :]          parameter, s a row stride whose
+                                                            bytes are a multiple of 16; each u
+                                                            a non-negative scalar computed
+                                                            before the loop (a batch: the grid's
+                                                            axis 2), its stride like s (k <= 3)
     rows     = r0 + arange(R)     or  (r0 + arange(R)) % W  (same for cols); the loop advances
                                                             one axis by a constant per iteration
     mask     = per-axis terms `axis_index < bound`, one per axis at most, where the bound is a
@@ -20,7 +23,17 @@ rows (columns, for B) past W, and the pass accepts the wrap only when every use 
 result is elementwise and ends in a store whose mask has the conjunct `r0 + arange < W` on that
 axis: those rows are never written, so what they hold does not matter.
 
-Facts recorded: the ring's `tma = [TmaOperand(A), TmaOperand(B)]` (a new RingPlan: facts.py) and fn.attrs["tma_maps"], the
+An axis neither masked nor wrapped takes its extent from the launch without reading anything
+more than the call's packed values: every element the load reads lies in the tensor (reading
+past it is undefined behaviour), and the map's extent decides only which reads return 0, so any
+extent at least the largest index read gives the same tile. The rows get 2^31 - 1 (every int32
+coordinate); the contiguous columns get the row stride: the map is a matrix of rows that do not
+overlap, as the driver requires (a view whose rows overlap, read past the row stride without a
+mask, is read as zeros there: docs/language.md). The u terms get 2^31 - 1 likewise. A launch
+therefore builds no more maps than the masked form: the same cache key per tensor and stride.
+
+Facts recorded: the ring's `tma = [TmaOperand(A), TmaOperand(B)]` (a new RingPlan: facts.py) and
+fn.attrs["tma_maps"], the
 recipes the launcher builds CUtensorMaps from (newt/runtime/tensormap.py): one per operand, in
 the order of the kernel's extra `__grid_constant__` parameters. Codegen: codegen/tc/dot_tma.py.
 A ring the pass cannot prove stays on cp.async, with the reason in ring.tma_why (printed IR).
@@ -36,13 +49,16 @@ from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, 
 from ...ir.pointers import k_contiguous, split_ptr
 from ...ir.schedule import TmaOperand, tile_boxes
 from .facts import replace_fact
+from .tma_terms import BIG, before_loop, nonneg, scalar_base, tma_stride, uncast
 
 TMA_KIND = {"float16": "f16", "bfloat16": "bf16", "float8e4nv": "u8", "float8e5": "u8",
          "int8": "u8"}
 
 
-def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
-    """TmaOperand + map recipe of one ring load, or raise NoMatch(reason).
+def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False):
+    """(TmaOperand, map recipe, wraps, extents as printed) of one ring load, or raise
+    NoMatch(reason). `positive` collects the parameters a coordinate divides by (the launcher
+    checks them).
 
     The operand's tile lands in the order of memory: rows of the box set are the block's axis
     whose stride is the row stride, columns the contiguous one. That is the block's own order,
@@ -65,9 +81,9 @@ def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
     P = ptr_terms(base, (R, C), terms)
     if P is None:
         raise NoMatch("the pointer block is not `pointer parameter + offsets`")
-    P = param_of(fn, P)
-    if P is None or not P.divisible_by_16:
-        raise NoMatch("the base pointer is not a 16-byte aligned parameter")
+    P, uterms = scalar_base(fn, P)
+    if len(uterms) > 3:
+        raise NoMatch("more than three index * stride terms in the base pointer (TMA rank <= 5)")
     if sorted(t[0] for t in terms) != [0, 1]:
         raise NoMatch("the offsets are not rows * stride + cols")
     by_axis = {t[0]: t for t in terms}
@@ -85,6 +101,15 @@ def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
         if sp is None or not sp.divisible_by_16:
             raise NoMatch("the row stride is not a parameter divisible by 16")
         stride_src = ("param", sp.index, sp.name)
+    body = loop.regions[0]
+    outer = []
+    for u, us in uterms:
+        if not u.dtype.is_int() or uncast(u).dtype.bits > 32 or not before_loop(u, body):
+            raise NoMatch("an offset index of the base pointer is not a 32-bit scalar computed "
+                          "before the loop")
+        if not nonneg(fn, u, positive):
+            raise NoMatch("an offset index of the base pointer is not provably non-negative")
+        outer.append((u, tma_stride(fn, us, es, "an offset stride of the base pointer")))
     idx = {}
     for ax in (0, 1):
         got = arange_index(by_axis[ax][1])
@@ -135,21 +160,39 @@ def _operand(fn, loop, ld, role, it_step, tf32=False, k_major_b=False):
             elif want:
                 raise NoMatch("a mask bound does not follow the loop")
             extent[ax] = launch_value(fn, brest, "a mask bound")
-    wraps = {}
+    wraps, said = {}, {}
     for ax in (0, 1):
-        if extent[ax] is None:
-            if idx[ax][2] is None:
-                raise NoMatch("an axis has neither a mask nor a wrap: its extent is unknown")
+        if extent[ax] is not None:
+            said[ax] = f"< {_src(extent[ax])} (mask)"
+        elif idx[ax][2] is not None:
             extent[ax] = launch_value(fn, idx[ax][2], "a wrap bound")
             wraps[ax] = (idx[ax][0], idx[ax][2])
+            said[ax] = f"< {_src(extent[ax])} (wrap)"
+        elif ax == cax:
+            # unbounded: the launch's tensor bounds it (module docstring)
+            extent[ax] = stride_src
+            said[ax] = f"< {_src(stride_src)} (no mask: the row stride)"
+        else:
+            extent[ax] = ("const", BIG)
+            said[ax] = "< 2^31-1 (no mask)"
     shape = (R, C)
     box, _ = tile_boxes(shape[rax], shape[cax], es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=extent[rax], cols=extent[cax],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
                   swizzle=box.swizzle, esize=es)
+    if outer:
+        recipe["outer"] = [dict(extent=["const", BIG], stride=list(st)) for _, st in outer]
     t = TmaOperand(role, -1, shape[rax], shape[cax], es, idx[rax][0], idx[cax][0],
-                   0 if adv_axis == rax else 1, adv)
-    return t, recipe, wraps
+                   0 if adv_axis == rax else 1, adv, [u for u, _ in outer])
+    told = f"rows {said[rax]}, cols {said[cax]}" + "".join(
+        f", then a dimension of stride {_src(st)} at a {u.name or 'uniform'} index"
+        for u, st in outer)
+    return t, recipe, wraps, told
+
+
+def _src(src) -> str:
+    """A recipe's launch value as the printed IR names it."""
+    return str(src[1]) if src[0] == "const" else src[2]
 
 
 _ELEMENTWISE = {"cast", "binary", "unary", "select", "fma", "convert_layout"}
@@ -228,6 +271,7 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     steps = []
     for ld in loads:
         steps.append(_carried_step(ld, body, yld))
+    positive = []
     try:
         if any(s is None for s in steps):
             raise NoMatch("a pointer does not advance by a loop-invariant step")
@@ -241,9 +285,9 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
         for role, ld, s in zip("ab", loads, steps):
             # B's boxes land in the order of the ring's B tile: K-major ([N][K]) ones are
             # the transposed block
-            ops.append(_operand(fn, loop, ld, role, s, plan.kind == "tf32",
+            ops.append(_operand(fn, loop, ld, role, s, positive, plan.kind == "tf32",
                                 role == "b" and k_major_b))
-        (ta, ra, wa), (tb, rb, wb) = ops
+        (ta, ra, wa, _), (tb, rb, wb, _) = ops
         # A's wrapped rows are the result's rows; B's wrapped columns the result's columns
         dead = [(0, *wa[0])] if 0 in wa else []
         dead += [(1, *wb[1])] if 1 in wb else []
@@ -258,8 +302,12 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
     maps = fn.attrs.setdefault("tma_maps", [])
     boxes = []
     for t, r in ((ta, ra), (tb, rb)):
+        if positive:
+            r["positive"] = [list(p) for p in dict.fromkeys(map(tuple, positive))]
         boxes.append(dataclasses.replace(t, map_index=len(maps)))
         maps.append(r)
+    for ld, op in zip(loads, ops):
+        ld.attrs["tma_box"] = op[3]      # the map's extents, as decided (printed IR)
     replace_fact(fn, ring, tma=boxes)
     replace_fact(fn, plan, swap=swap)
     return True

@@ -89,7 +89,7 @@ def _plan(fn, options, loop, ring) -> PersistPlan:
     bounds = scalar_slice(loop.operands[:3], body)
     if any(op.opcode == "program_id" for op in bounds):
         raise NoSlice("the loop's bounds depend on the program id")
-    coords = [v for t in ring.tma for v in (t.row0, t.col0)]
+    coords = [v for t in ring.tma for v in (t.row0, t.col0, *t.outer)]
     slice_ops = scalar_slice(coords, body)
     sb = stores[0].attrs["tma_store"]
     box = sb.rows * 128                         # a panel: rows x 64 16-bit columns

@@ -37,108 +37,12 @@ with the reason on the prefetch op (printed IR). Codegen: codegen/tc/ring_tma.py
 from __future__ import annotations
 
 from ... import dtypes as D
-from ...ir.core import Block, Op
 from ...ir.schedule import RingBox, tile_boxes, uses_wgmma
 from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
-                               lt_term, mask_terms, op_of, param_of, ptr_terms, same)
-from .dot_loads import IrRef, op_inside
+                               lt_term, mask_terms, param_of, ptr_terms, same)
+from .dot_loads import IrRef
 from .dot_tma import TMA_KIND
-
-BIG = (1 << 31) - 1      # extent of an axis nothing bounds: every int32 coordinate is inside
-
-
-def tma_stride(fn, v, es, what):
-    """("const", n) / ("param", index, name) of a stride in elements (a Value or an int) whose
-    bytes TMA can take."""
-    c = v if isinstance(v, int) else index_constant(v)
-    if c is not None:
-        if c <= 0 or (c * es) % 16:
-            raise NoMatch(f"{what} ({c} elements) is not a positive multiple of 16 bytes")
-        return ("const", int(c))
-    p = param_of(fn, _uncast(v))
-    if p is None or not p.divisible_by_16 or p.dtype not in (D.int32, D.int64):
-        raise NoMatch(f"{what} is not a parameter divisible by 16")
-    return ("param", p.index, p.name)
-
-
-def _uncast(v):
-    o = op_of(v, "cast")
-    while o is not None and v.dtype.is_int() and o.operands[0].dtype.is_int():
-        v = o.operands[0]
-        o = op_of(v, "cast")
-    return v
-
-
-def _nonneg(fn, v, positive) -> bool:
-    """v >= 0 whenever the parameters in `positive` (added here) are >= 1."""
-    v = _uncast(v)
-    o = op_of(v)
-    if o is None:
-        return False
-    if o.opcode == "program_id":
-        return True
-    c = index_constant(v)
-    if c is not None:
-        return c >= 0
-    k = o.attrs.get("op") if o.opcode == "binary" else None
-    if k in ("add", "mul"):
-        return all(_nonneg(fn, x, positive) for x in o.operands)
-    if k in ("idiv", "mod"):
-        a, b = o.operands
-        cb = index_constant(b)
-        if cb is not None:
-            return cb >= 1 and _nonneg(fn, a, positive)
-        p = param_of(fn, _uncast(b))
-        if p is None or not _nonneg(fn, a, positive):
-            return False
-        positive.append(("param", p.index, p.name))
-        return True
-    return False
-
-
-def _offset_terms(fn, v, out):
-    """Split a scalar element offset into (coordinate, stride) products."""
-    a = binop_of(v, "add")
-    if a is not None:
-        return all(_offset_terms(fn, x, out) for x in a.operands)
-    m = binop_of(v, "mul")
-    if m is None:
-        raise NoMatch("the base pointer's offset is not a sum of index * stride products")
-    x, y = m.operands
-    # the stride is the parameter (or constant) side; with two parameters, the one divisible
-    # by 16
-    def is_stride(w):
-        p = param_of(fn, _uncast(w))
-        return index_constant(w) is not None or (p is not None and p.divisible_by_16)
-    if is_stride(x) and not is_stride(y):
-        x, y = y, x
-    elif not is_stride(y):
-        raise NoMatch("a term of the base pointer's offset has no stride parameter")
-    out.append((x, y))
-    return True
-
-
-def _scalar_base(fn, ptr):
-    """(pointer parameter, [(coordinate, stride)]) of P + u1 * s1 + ... (through addptr)."""
-    terms = []
-    while True:
-        o = op_of(ptr, "addptr")
-        if o is None:
-            break
-        _offset_terms(fn, o.operands[1], terms)
-        ptr = o.operands[0]
-    p = param_of(fn, ptr)
-    if p is None or not p.divisible_by_16:
-        raise NoMatch("the base pointer is not a 16-byte aligned parameter")
-    return p, terms
-
-
-def _before_loop(v, body) -> bool:
-    """v is defined outside the loop body `body` (and is not a block argument inside it)."""
-    o = v.owner
-    if isinstance(o, Block):
-        return o is not body and not (isinstance(o.parent, Op) and op_inside(o.parent, body))
-    return o is None or not op_inside(o, body)
+from .tma_terms import BIG, before_loop, nonneg, scalar_base, tma_stride, uncast
 
 
 def _ring_box(fn, loop, ld, transposed, positive):
@@ -162,7 +66,7 @@ def _ring_box(fn, loop, ld, transposed, positive):
         raise NoMatch("the tile's columns are not contiguous")
     row_stride = by_axis[rax][2]
     row_src = tma_stride(fn, row_stride, es, "the row stride")
-    P, uterms = _scalar_base(fn, P)
+    P, uterms = scalar_base(fn, P)
     if len(uterms) > 3:
         raise NoMatch("more than three index * stride terms in the base pointer (TMA rank <= 5)")
     ri, ci = arange_index(by_axis[rax][1]), arange_index(by_axis[cax][1])
@@ -173,7 +77,7 @@ def _ring_box(fn, loop, ld, transposed, positive):
     rest, c = (None, 0) if isinstance(ri[0], int) else iv_affine(ri[0], iv)
     if isinstance(ri[0], int):
         rest = ri[0]
-    elif rest is not None and not _before_loop(rest, body):
+    elif rest is not None and not before_loop(rest, body):
         raise NoMatch("the first row is not the induction variable plus a loop invariant")
     if c == 0 and not isinstance(rest, int):
         raise NoMatch("the tile does not move with the loop")
@@ -188,7 +92,7 @@ def _ring_box(fn, loop, ld, transposed, positive):
             raise NoMatch("the mask does not bound the rows")
         b = got[2]
         cb = index_constant(b)
-        bp = param_of(fn, _uncast(b))
+        bp = param_of(fn, uncast(b))
         if cb is not None:
             extent = ("const", max(int(cb), 0))
         elif bp is not None and bp.dtype in (D.int32, D.int64):
@@ -197,12 +101,12 @@ def _ring_box(fn, loop, ld, transposed, positive):
             raise NoMatch("the rows' bound is not a parameter")
     outer = []
     for u, s in uterms:
-        if not u.dtype.is_int() or _uncast(u).dtype.bits > 32 or not _before_loop(u, body):
+        if not u.dtype.is_int() or uncast(u).dtype.bits > 32 or not before_loop(u, body):
             raise NoMatch("an offset index is not a 32-bit scalar computed before the loop")
-        if not _nonneg(fn, u, positive):
+        if not nonneg(fn, u, positive):
             raise NoMatch("an offset index is not provably non-negative")
-        m = binop_of(_uncast(u), "mod")
-        mp = param_of(fn, _uncast(m.operands[1])) if m is not None else None
+        m = binop_of(uncast(u), "mod")
+        mp = param_of(fn, uncast(m.operands[1])) if m is not None else None
         ext = ("param", mp.index, mp.name) if mp is not None else ("const", BIG)
         outer.append((ext, tma_stride(fn, s, es, "an offset stride")))
     R, C = shape[rax], shape[cax]

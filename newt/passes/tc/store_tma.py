@@ -5,9 +5,13 @@ the value leaving the fragment layout is already 16-bit) and before smem. On sm_
 whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilogue
 
     store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
+    (P may carry `+ u * s'` terms, u a non-negative scalar: a batch, one more map dimension)
     rows = r0 + arange(BM), cols = c0 + arange(BN)      P a 16-byte aligned pointer parameter,
                                                         s a parameter divisible by 16, X and Y
-                                                        parameters or constants
+                                                        parameters or constants; without a
+                                                        mask, X = 2^31 - 1 and Y = s (the
+                                                        launch's tensor bounds the store, as
+                                                        passes/tc/dot_tma.py's loads)
 
 becomes: dot_acc_out writes the fragments into the idle ring in the box format (64-column
 panels of BM rows x 128 bytes, 128-byte swizzle), and the store, a `tma_store` op, has one
@@ -32,11 +36,11 @@ the acc_out's attrs["tma_store_why"] (printed IR).
 """
 from __future__ import annotations
 
-from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms, param_of,
+from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms,
                                ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
-from .ring_tma import tma_stride
+from .tma_terms import BIG, nonneg, scalar_base, tma_stride, uncast
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
 # emits without shared memory (a layout change through the scratch arena could overwrite the
@@ -54,8 +58,6 @@ def _store_of(fn, out):
     st = uses[0]
     if st.operands[1] is not out.result or st.operands[0] is out.result:
         raise NoMatch("the epilogue's value is not what the store writes")
-    if not st.attrs.get("has_mask"):
-        raise NoMatch("the store has no mask: its extents are unknown")
     if st.attrs.get("volatile"):
         raise NoMatch("the store is volatile")
     block = out.parent.ops
@@ -68,8 +70,10 @@ def _store_of(fn, out):
 
 
 def _box(fn, out, st):
-    """(StoreBox without its map index, map recipe) of the store, or raise NoMatch."""
-    ptr, mask = st.operands[0], st.operands[2]
+    """(StoreBox without its map index, map recipe, the extents as printed when they come
+    from the launch) of the store, or raise NoMatch."""
+    ptr = st.operands[0]
+    mask = st.operands[2] if st.attrs.get("has_mask") else None
     R, C = out.result.shape
     kind = TMA_KIND.get(out.result.dtype.name)
     es = out.result.dtype.bits // 8
@@ -78,10 +82,18 @@ def _box(fn, out, st):
     if (C * es) % 128 or R > 256:
         raise NoMatch("the tile is not whole 128-byte panels of at most 256 rows")
     terms = []
-    P = ptr_terms(ptr, (R, C), terms)
-    P = param_of(fn, P) if P is not None else None
-    if P is None or not P.divisible_by_16:
+    base = ptr_terms(ptr, (R, C), terms)
+    if base is None:
         raise NoMatch("the pointer block is not `16-byte aligned pointer parameter + offsets`")
+    P, uterms = scalar_base(fn, base)
+    outer = []
+    for u, us in uterms:     # a batch: an outer map dimension (passes/tc/dot_tma.py)
+        if not u.dtype.is_int() or uncast(u).dtype.bits > 32 or not nonneg(fn, u, []):
+            raise NoMatch("an offset index of the base pointer is not a non-negative 32-bit "
+                          "scalar")
+        outer.append((u, tma_stride(fn, us, es, "an offset stride of the base pointer")))
+    if len(outer) > 3:
+        raise NoMatch("more than three index * stride terms in the base pointer (TMA rank <= 5)")
     by_axis = {t[0]: t for t in terms}
     if sorted(by_axis) != [0, 1] or len(terms) != 2 or by_axis[1][2] != 1:
         raise NoMatch("the offsets are not rows * stride + contiguous columns")
@@ -94,21 +106,37 @@ def _box(fn, out, st):
             raise NoMatch("an axis index is not `start + arange` (a wrap cannot be a box)")
         idx.append(got)
     conj, bounds = [], {}
-    mask_terms(mask, conj)
+    if mask is not None:
+        mask_terms(mask, conj)
     for t in conj:
         got = lt_term(t, (R, C))
         if got is None or got[0] in bounds or not same(got[1], idx[got[0]][3]):
             raise NoMatch("the mask is not `rows < X` and `cols < Y`")
         bounds[got[0]] = got[2]
-    if sorted(bounds) != [0, 1]:
+    if mask is None:
+        # no mask: the extents come from the launch, as a ring load's (passes/tc/dot_tma.py):
+        # every element written lies in the tensor, rows of at most the row stride
+        ext = [("const", BIG), stride_src]
+        bounds = {0: BIG, 1: stride}
+        told = f"rows < 2^31-1 (no mask), cols < {_name(stride_src)} (no mask: the row stride)"
+    elif sorted(bounds) != [0, 1]:
         raise NoMatch("the mask does not bound both axes")
-    ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+    else:
+        ext = [launch_value(fn, bounds[ax], "a mask bound") for ax in (0, 1)]
+        told = None
     box, _ = tile_boxes(R, C, es)
     recipe = dict(ptr=P.index, ptr_name=P.name, kind=kind, rows=ext[0], cols=ext[1],
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
                   swizzle=box.swizzle, esize=es, optional=True)
-    sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], P.value, stride, bounds[0], bounds[1])
-    return sb, recipe
+    if outer:
+        recipe["outer"] = [dict(extent=["const", BIG], stride=list(st)) for _, st in outer]
+    sb = StoreBox(-1, R, C, es, idx[0][0], idx[1][0], base, stride, bounds[0], bounds[1],
+                  [u for u, _ in outer])
+    return sb, recipe, told
+
+
+def _name(src) -> str:
+    return str(src[1]) if src[0] == "const" else src[2]
 
 
 def plan_store_tma(fn, options):
@@ -122,7 +150,7 @@ def plan_store_tma(fn, options):
             if out.operands[0].attrs.get("layout") == out.result.attrs.get("layout"):
                 raise NoMatch("the value does not leave the fragment layout")
             st = _store_of(fn, out)
-            sb, recipe = _box(fn, out, st)
+            sb, recipe, told = _box(fn, out, st)
             if ring.stages * ring.stage_bytes < sb.rows * sb.cols * sb.esize:
                 raise NoMatch("the ring is smaller than the tile")
         except NoMatch as e:
@@ -134,4 +162,6 @@ def plan_store_tma(fn, options):
         out.attrs["tma_store"] = sb
         st.opcode = "tma_store"
         st.attrs["tma_store"] = sb
+        if told:
+            st.attrs["tma_box"] = told
     return fn
