@@ -61,8 +61,11 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     of the device function issuing that wgmma (emitted once per kernel)."""
     chunks = [(c0, min(256, plan.N - c0)) for c0 in range(0, plan.N, 256)]
     fns = {}
+    # the name says B's order too: one kernel can hold both (attention's backward: K^T loaded
+    # transposed, V^T as stored), and the instruction's trans-b operand differs between them
+    order = "" if b_kmajor else "_tb"
     for _, w in chunks:
-        fns[w] = name = f"{prefix}_{plan.kind}_n{w}"
+        fns[w] = name = f"{prefix}_{plan.kind}_n{w}{order}"
         add_helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
                  (name, instr(plan.kind, w, not b_kmajor, name)))
     return chunks, fns
