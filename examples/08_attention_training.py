@@ -302,3 +302,133 @@ class Attention(torch.autograd.Function):
 
 def attention(q, k, v, causal=False, sm_scale=None, fwd_config=None, bwd_config=None):
     return Attention.apply(q, k, v, causal, sm_scale, fwd_config, bwd_config)
+
+
+# ----------------------------------------------------------------------------- checks
+
+def reference(q, k, v, causal, sm_scale=None):
+    """SDPA in fp64 on the CPU: the gradients every check compares with."""
+    return torch.nn.functional.scaled_dot_product_attention(
+        q.double(), k.double(), v.double(), is_causal=causal, scale=sm_scale)
+
+
+def check_gradients(device, shapes, dtypes, fwd_config=None, bwd_config=None):
+    """newt's O, dQ, dK, dV against torch autograd in fp64, fresh data, NaN-poisoned outputs."""
+    for dt in dtypes:
+        for (B, H, N, D) in shapes:
+            for causal in (False, True):
+                q, k, v, do = (torch.randn(B, H, N, D, device=device).to(dt) for _ in range(4))
+                sm_scale = 1.0 / math.sqrt(D)
+                o, lse = forward(q, k, v, causal, sm_scale, fwd_config)
+                poisoned = [torch.full_like(q, float("nan")) for _ in range(3)]
+                grads = backward(q, k, v, o, lse, do, causal, sm_scale, bwd_config, out=poisoned)
+                leaves = [t.detach().cpu().double().requires_grad_() for t in (q, k, v)]
+                ref = reference(*leaves, causal, sm_scale)
+                ref.backward(do.cpu().double())
+                atol = 2e-2 if dt == torch.float16 else 4e-2 if dt == torch.bfloat16 else 1e-4
+                errs = [float((got.cpu().double() - want).abs().max())
+                        for got, want in zip([o] + list(grads), [ref.detach()] + [t.grad for t in leaves])]
+                ok = all(e <= atol for e in errs)   # NaN fails too
+                print(f"{str(dt)[6:]:9} B={B} H={H} N={N} D={D} causal={causal!s:5} max err "
+                      f"o {errs[0]:.1e} dq {errs[1]:.1e} dk {errs[2]:.1e} dv {errs[3]:.1e} "
+                      f"{'ok' if ok else 'FAIL'}")
+                assert ok, f"attention gradients disagree with torch autograd ({errs} > {atol})"
+
+
+def gradcheck(device, fwd_config, bwd_config):
+    """torch.autograd.gradcheck of Attention in fp64 (causal and not, N not a block multiple)."""
+    for causal in (False, True):
+        q, k, v = (torch.randn(1, 2, 6, 16, device=device, dtype=torch.float64,
+                               requires_grad=True) for _ in range(3))
+        fn = lambda q, k, v: attention(q, k, v, causal, None, fwd_config, bwd_config)  # noqa
+        assert torch.autograd.gradcheck(fn, (q, k, v), eps=1e-6, atol=1e-5, rtol=1e-3,
+                                        fast_mode=True)
+        print(f"gradcheck fp64 causal={causal}: ok")
+
+
+class TinyBlock(torch.nn.Module):
+    """One self-attention layer: x -> qkv projection -> causal attention -> projection."""
+
+    def __init__(self, dim, heads, attn):
+        super().__init__()
+        self.heads, self.attn = heads, attn
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.out = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        B, N, C = x.shape
+        q, k, v = self.qkv(x).view(B, N, 3, self.heads, C // self.heads).permute(2, 0, 3, 1, 4)
+        o = self.attn(q, k, v)
+        return x + self.out(o.transpose(1, 2).reshape(B, N, C).to(x.dtype))
+
+
+def train_losses(attn, device, dtype, steps, seed=0, B=2, N=50, dim=64, heads=2,
+                 fwd_config=None, bwd_config=None):
+    """Losses of `steps` SGD steps of TinyBlock with attention `attn` ("newt" or "sdpa")."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(B, N, dim, generator=gen).to(device)
+    target = torch.randn(B, N, dim, generator=gen).to(device)
+
+    def run(q, k, v):
+        q, k, v = (t.to(dtype) for t in (q, k, v))
+        if attn == "sdpa":
+            return torch.nn.functional.scaled_dot_product_attention(
+                q.float(), k.float(), v.float(), is_causal=True)
+        return attention(q, k, v, True, None, fwd_config, bwd_config)
+    torch.manual_seed(seed)
+    model = TinyBlock(dim, heads, run).to(device)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    losses = []
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        losses.append(float(loss))
+    return losses
+
+
+def check_training(device, steps=5, fwd_config=None, bwd_config=None):
+    """A few training steps: newt's losses follow SDPA's."""
+    dtype = torch.float16 if device == "cuda" else torch.float32
+    ours = train_losses("newt", device, dtype, steps, fwd_config=fwd_config,
+                        bwd_config=bwd_config)
+    ref = train_losses("sdpa", device, dtype, steps)
+    print("training losses newt:", " ".join(f"{x:.5f}" for x in ours))
+    print("training losses sdpa:", " ".join(f"{x:.5f}" for x in ref))
+    rtol = 1e-2 if dtype == torch.float16 else 1e-4
+    assert ours[-1] < ours[0], "the loss does not go down"
+    for a, b in zip(ours, ref):
+        assert abs(a - b) <= rtol * abs(b), f"training loss {a} differs from SDPA's {b}"
+
+
+def check(device, small=True):
+    """Gradients against torch autograd, gradcheck, a few training steps; raises on a mismatch."""
+    if device == "cuda":
+        shapes = [(1, 2, 45, 64), (2, 1, 130, 128)] if small else \
+            [(2, 4, 1024, 64), (1, 3, 1000, 128), (2, 2, 777, 64)]
+        check_gradients(device, shapes, (torch.float16, torch.bfloat16))
+        gradcheck(device, SMALL_FWD_CONFIG, SMALL_BWD_CONFIG)
+        check_training(device)
+    else:
+        shapes = [(1, 2, 37, 16), (1, 1, 70, 32)]
+        check_gradients(device, shapes[:1] if small else shapes, (torch.float16,),
+                        SMALL_FWD_CONFIG, SMALL_BWD_CONFIG)
+        gradcheck(device, SMALL_FWD_CONFIG, SMALL_BWD_CONFIG)
+        check_training(device, steps=3, fwd_config=SMALL_FWD_CONFIG,
+                       bwd_config=SMALL_BWD_CONFIG)
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    gpu = torch.cuda.is_available() and not newt.options.flags.interpret
+    if not gpu:
+        newt.options.flags.interpret = True
+        print("note: no CUDA device: running on the CPU interpreter, small sizes")
+    torch.manual_seed(0)
+    check("cuda" if gpu else "cpu", small="--small" in argv or not gpu)
+    print("08_attention_training: matches torch autograd")
+
+
+if __name__ == "__main__":
+    main()
