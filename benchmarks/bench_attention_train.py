@@ -84,7 +84,7 @@ def registers(ex, q, k, v, o, lse, do, causal, sm_scale, cfg=None):
         fwd = ex._attn_fwd_train.warmup(
             q, k, v, sm_scale, lse, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), H, N,
             HEAD_DIM=D, STAGE=3 if causal else 1, EVEN_N=N % fcfg["BLOCK_M"] == 0, **fcfg)
-        bcfg = ex.bwd_config_for(D, ex.device_arch(q.device))
+        bcfg = ex.bwd_config_for(D)
         bwd = ex._attn_bwd.warmup(q, k, v, sm_scale, do, q, k, v, lse, lse, *q.stride(), H, N,
                                   HEAD_DIM=D, CAUSAL=causal, **bcfg)
         return {"fwd": f"{fwd.n_regs}r/{fwd.n_spills}s", "bwd": f"{bwd.n_regs}r/{bwd.n_spills}s"}

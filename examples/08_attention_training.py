@@ -230,34 +230,23 @@ def _attn_bwd(Q, K, V, sm_scale, DO, DQ, DK, DV, M, Delta, stride_z, stride_h, s
 KERNELS = (_attn_fwd_inner, _attn_fwd_train, _attn_bwd_preprocess, _attn_bwd_dkdv, _attn_bwd_dq,
            _attn_bwd)
 
-# launch parameters on the GPU by architecture and head size; the interpreter runs small
-# blocks. One program owns BLOCK_N1 keys and BLOCK_M2 = BLOCK_N1 queries; a tensor-core dot
-# needs its rows a multiple of 16 * num_warps, so dK and dV take D / 2 registers per thread
-# each whatever the tile: at D = 128 everything else must fit in the other ~127. The small
-# BLOCK_M1 / BLOCK_N2 (the walked blocks) keep P^T, dS^T and their operands small; these are
-# the spill-free configurations (tests/test_attention_training.py checks the ptxas report).
+# launch parameters on the GPU (sm_80 and sm_90a alike); the interpreter runs small blocks.
+# One program owns BLOCK_N1 keys and BLOCK_M2 = BLOCK_N1 queries; a tensor-core dot needs its
+# rows a multiple of 16 * num_warps, so dK and dV take D / 2 registers per thread each whatever
+# the tile: at D = 128 everything else must fit in the other ~127. The walked blocks (BLOCK_M1
+# queries, BLOCK_N2 keys) are small for that reason: P^T, dS^T and their operands stay small.
+# These are spill-free (tests/test_attention_training.py checks the ptxas report).
 _W8 = dict(BLOCK_N1=128, BLOCK_M2=128, num_warps=8, num_stages=2)
-BWD_CONFIG = {("sm_90a", 64): dict(_W8, BLOCK_M1=32, BLOCK_N2=32),
-              ("sm_90a", 128): dict(_W8, BLOCK_M1=16, BLOCK_N2=16),
-              ("sm_80", 64): dict(_W8, BLOCK_M1=32, BLOCK_N2=32),
-              ("sm_80", 128): dict(BLOCK_M1=16, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=16,
-                                   num_warps=4, num_stages=2)}
-PRE_BLOCK = 128
+BWD_CONFIG = {64: dict(_W8, BLOCK_M1=32, BLOCK_N2=32), 128: dict(_W8, BLOCK_M1=16, BLOCK_N2=16)}
+PRE_ELEMENTS = 4096   # the preprocess tile: O and dO in fp32 take 32 registers each per thread
 SMALL_FWD_CONFIG = fwd_example.SMALL_CONFIG
 SMALL_BWD_CONFIG = dict(BLOCK_M1=16, BLOCK_N1=32, BLOCK_M2=32, BLOCK_N2=16, num_warps=4,
                         num_stages=1)
 
 
-def device_arch(device=None):
-    """"sm_90a" on Hopper and later, "sm_80" before (the two tables of BWD_CONFIG)."""
-    if device is None or torch.device(device).type != "cuda":
-        return "sm_90a"
-    return "sm_90a" if torch.cuda.get_device_capability(device)[0] >= 9 else "sm_80"
-
-
-def bwd_config_for(D, arch="sm_90a"):
+def bwd_config_for(D):
     """The backward's launch parameters (the D = 64 entry for other head sizes)."""
-    return dict(BWD_CONFIG.get((arch, D), BWD_CONFIG[(arch, 64)]))
+    return dict(BWD_CONFIG.get(D, BWD_CONFIG[64]))
 
 
 def forward(q, k, v, causal, sm_scale, config=None, kernel=None):
@@ -279,14 +268,14 @@ def backward(q, k, v, o, lse, do, causal, sm_scale, config=None, kernels=None, o
     Triton twins (preprocess, bwd); `out` three tensors to write into."""
     B, H, N, D = q.shape
     assert q.stride() == k.stride() == v.stride() == o.stride() == do.stride()
-    cfg = dict(config or bwd_config_for(D, device_arch(q.device)))
+    cfg = dict(config or bwd_config_for(D))
     assert cfg["BLOCK_N1"] == cfg["BLOCK_M2"], "one program owns key block j and query block j"
     assert cfg["BLOCK_N1"] % cfg["BLOCK_M1"] == 0 and cfg["BLOCK_M2"] % cfg["BLOCK_N2"] == 0
     pre, bwd = kernels or (_attn_bwd_preprocess, _attn_bwd)
     dq, dk, dv = out if out is not None else (torch.empty_like(q) for _ in range(3))
     assert dq.stride() == q.stride()
     delta = torch.empty_like(lse)
-    pre_block = min(PRE_BLOCK, cfg["BLOCK_M2"])
+    pre_block = PRE_ELEMENTS // D
     pre[(newt.cdiv(N, pre_block), B * H, 1)](o, do, delta, *o.stride(), H, N, HEAD_DIM=D,
                                              BLOCK_M=pre_block, num_warps=4)
     bwd[(newt.cdiv(N, cfg["BLOCK_N1"]), B * H, 1)](
@@ -308,13 +297,13 @@ _BWD_ARGS = ["Q", "K", "V", "sm_scale", "DO", "DQ", "DK", "DV", "M", "Delta", "s
              "stride_h", "stride_tok", "stride_d", "H", "N_CTX"]
 
 
-def aot_backward(arch, D, causal, dt="fp16"):
-    """The compile-only description of _attn_bwd at its launch configuration on `arch`."""
-    cfg = bwd_config_for(D, arch)
+def aot_backward(D, causal, dt="fp16"):
+    """The compile-only description of _attn_bwd at its launch configuration."""
+    cfg = bwd_config_for(D)
     nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
     return dict(fn=_attn_bwd, signature=_signature(_BWD_ARGS, dt),
                 constexprs=dict(HEAD_DIM=D, CAUSAL=causal, **cfg), num_warps=nw,
-                num_stages=ns, archs=(arch,))
+                num_stages=ns)
 
 
 # Compile-only descriptions of the kernels above (tests compile them for sm_80 and sm_90a)
@@ -324,8 +313,8 @@ AOT = [dict(fn=_attn_fwd_train, signature=_signature(_FWD_ARGS),
        dict(fn=_attn_bwd_preprocess,
             signature=_signature(["O", "DO", "Delta", "stride_z", "stride_h", "stride_tok",
                                   "stride_d", "H", "N_CTX"]),
-            constexprs=dict(HEAD_DIM=128, BLOCK_M=PRE_BLOCK), num_warps=4),
-       aot_backward("sm_90a", 64, True), aot_backward("sm_80", 64, True)]
+            constexprs=dict(HEAD_DIM=128, BLOCK_M=PRE_ELEMENTS // 128), num_warps=4),
+       aot_backward(64, True)]
 
 
 class Attention(torch.autograd.Function):
@@ -432,7 +421,7 @@ def train_losses(attn, device, dtype, steps, seed=0, B=2, N=50, dim=64, heads=2,
         loss = torch.nn.functional.mse_loss(model(x), target)
         loss.backward()
         opt.step()
-        losses.append(float(loss))
+        losses.append(loss.item())
     return losses
 
 
