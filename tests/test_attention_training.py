@@ -96,7 +96,7 @@ def _compile_bwd(arch, D, causal):
 def test_backward_compiles_without_spills(arch, D, causal):
     """The example's configuration: no spills, no local memory; Q and dO read transposed as
     loads of the transposed block (passes/tc/trans_loads.py), not through a register
-    transpose; on sm_80 at D = 128 (dK and dV: 128 accumulator registers per thread) the
+    transpose; the dQ walk's row vectors broadcast in registers; on sm_80 at D = 128 (dK and dV: 128 accumulator registers per thread) the
     mma.sync k-steps stay rolled (passes/tc/fragment_epilogue.py)."""
     k = _compile_bwd(arch, D, causal)
     cfg = ex.bwd_config_for(D)
@@ -105,6 +105,9 @@ def test_backward_compiles_without_spills(arch, D, causal):
     assert k.num_threads == 32 * cfg["num_warps"]
     assert k.n_spills == 0 and k.local_bytes == 0 and 0 < k.n_regs <= 255, k.log
     assert "permute" not in k.ir
+    # the dQ walk's logsumexp and delta rows: converted to the fragment's rows once, before
+    # the loop (passes/tc/dot_rows.py 3b), broadcast in registers inside it
+    assert k.ir.count("dot_row_bcast") == (4 if causal else 2)
     if arch == "sm_90a":
         assert "wgmma.mma_async" in k.ptx
     else:

@@ -79,6 +79,6 @@ def exchange(em, op, x, r, src_coords_fn):
     n = em.declare(r)
     with em.slots(rl.nslots) as s:
         src = flat_of(src_coords_fn(coords_of(rl.flat("tid", s), r.shape)), x.shape)
-        v = rl.valid("tid", s)
+        v = None if getattr(rl, "fill_all_lanes", False) else rl.valid("tid", s)
         rd = f"{buf}[{src}]"
         em.emit(f"{n}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")

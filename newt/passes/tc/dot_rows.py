@@ -19,6 +19,8 @@ scratch arena:
 3. Broadcasts back. `broadcast(row[:, None])` whose users all want AccLayout(M, N) becomes
    `dot_row_bcast`: slot s of the fragment reads row slot (s / (N/2)) * 2 + (s % 4) / 2 of its
    own registers, no data moves (acc * alpha[:, None], qk - m[:, None]).
+   A row vector from outside the loop (attention backward's loaded logsumexp) is converted
+   to AccRowLayout once, before the loop, and broadcast the same way inside it.
 4. A from registers. A `dot` whose A operand is a 16-bit value already in the accumulator
    layout of M x K rows (P = softmax(S).to(fp16) of the previous dot) takes it from registers:
    the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
@@ -300,9 +302,52 @@ def _outer_loop_without(op, d):
     return found
 
 
+def _invariant_rows(fn, T):
+    """3b. A row vector defined outside a loop and broadcast inside it into the fragment
+    (`p = exp2(qk - m[:, None])` with `m` loaded before the loop: attention backward's dQ walk)
+    is converted to AccRowLayout once, before the loop; each iteration's broadcast is then a
+    dot_row_bcast (no data moves) instead of two trips through shared memory."""
+    done: dict[tuple, object] = {}
+    for bc in [op for op in fn.walk() if op.opcode == "broadcast"]:
+        x = bc.operands[0]
+        rs = x.owner
+        if not (isinstance(rs, Op) and rs.opcode == "reshape" and len(x.shape) == 2
+                and x.shape[1] == 1 and len(rs.operands[0].shape) == 1):
+            continue
+        v = rs.operands[0]
+        d = v.owner
+        if v.attrs.get("icomp") or isinstance(v.attrs.get("layout"), AccRowLayout) \
+                or not isinstance(d, Op) or d.parent is None:
+            continue
+        loop = _outer_loop_without(bc, d)
+        users = _users_of(fn, bc)
+        lays = {u.result.attrs.get("layout") for u in users}
+        if loop is None or not users or any(u.opcode != "convert_layout" for u in users) \
+                or len(lays) != 1:
+            continue
+        lay = lays.pop()
+        if not (isinstance(lay, AccLayout) and lay.num_threads == T and lay.M == v.shape[0]
+                and lay.N == bc.result.shape[1]):
+            continue
+        block = loop.parent       # one conversion per block: later loops of it reuse it
+        row = done.get((v.id, id(block)))
+        if row is None:
+            w = _convert(v, AccRowLayout(lay.M, T), loop, block, "smem")
+            r = Op("reshape", [w], [x.type], {"movement": "none"}, (), rs.loc)
+            r.result.attrs["layout"] = w.attrs["layout"]
+            row = done[(v.id, id(block))] = _insert_before(block, loop, r).result
+        bc.operands[0] = row
+        bc.opcode = "dot_row_bcast"
+        bc.result.attrs["layout"] = lay
+        bc.attrs.pop("movement", None)
+        for u in users:
+            u.attrs["movement"] = "none"
+
+
 def fuse_rows(fn, options):
     """Items 1-3 above: row statistics of dot results stay in the fragment (AccRowLayout)."""
     _fuse_rows(fn, options.num_threads)
+    _invariant_rows(fn, options.num_threads)
     return fn
 
 
