@@ -45,6 +45,8 @@ def value_at(em, v, coords: list[str]) -> str:
         return em.name(op.operands[0])
     if c in ("broadcast", "reshape", "permute", "convert_layout"):
         return value_at(em, op.operands[0], source_coords(op, coords))
+    if c == "dot_frag_icomp":     # a layout change of index math: the same element
+        return value_at(em, op.operands[0], coords)
     return expr_of(em, op, [value_at(em, o, coords) for o in op.operands])
 
 

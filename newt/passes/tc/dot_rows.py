@@ -21,6 +21,8 @@ scratch arena:
    own registers, no data moves (acc * alpha[:, None], qk - m[:, None]).
    A row vector from outside the loop (attention backward's loaded logsumexp) is converted
    to AccRowLayout once, before the loop, and broadcast the same way inside it.
+   A vector loaded inside the loop and only broadcast into the fragment (a column, the
+   backward's per-block logsumexp) is loaded in the fragment layout directly.
 4. A from registers. A `dot` whose A operand is a 16-bit value already in the accumulator
    layout of M x K rows (P = softmax(S).to(fp16) of the previous dot) takes it from registers:
    the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
@@ -45,7 +47,7 @@ plan_prefetch).
 """
 from __future__ import annotations
 
-from ...ir.core import Op, is_block
+from ...ir.core import BlockType, Op, is_block
 from ...ir.layouts import AccLayout, AccRowLayout
 from ...ir.schedule import StagedTile
 
@@ -344,10 +346,57 @@ def _invariant_rows(fn, T):
             u.attrs["movement"] = "none"
 
 
+def _vector_loads_in_fragment(fn, T):
+    """3c. A vector loaded inside a loop and read only broadcast into the fragment
+    (`p_t = exp2(qk_t - m[None, :])` with `m` loaded per query block: attention backward's
+    dK / dV walk) is loaded in the fragment layout itself: its pointer, mask and other are
+    index-computable, so each thread reads the elements of its own slots (cached, repeated
+    across rows) instead of two trips through shared memory and their barriers."""
+    uses = fn.uses()
+    for cv in [op for op in fn.walk() if op.opcode == "convert_layout"]:
+        lay = cv.result.attrs.get("layout")
+        bc = cv.operands[0].owner
+        if not (isinstance(lay, AccLayout) and lay.num_threads == T and isinstance(bc, Op)
+                and bc.opcode == "broadcast" and cv.parent is not None):
+            continue
+        rs = bc.operands[0].owner
+        ld = rs.operands[0].owner if isinstance(rs, Op) and rs.opcode == "reshape" else None
+        if not (isinstance(ld, Op) and ld.opcode == "load" and ld.parent is cv.parent
+                and len(ld.result.shape) == 1 and not ld.attrs.get("volatile")
+                and all(o.attrs.get("icomp") for o in ld.operands if is_block(o.type))):
+            continue
+        block = cv.parent
+        operands = []
+        for o in ld.operands:       # o[reshape][broadcast], recomputed in the fragment
+            if not is_block(o.type):
+                operands.append(o)
+                continue
+            r = Op("reshape", [o], [BlockType(o.dtype, rs.result.shape)],
+                   {"movement": "recompute"}, (), ld.loc)
+            r.result.attrs.update(layout=rs.result.attrs["layout"], icomp=True)
+            b = Op("broadcast", [_insert_before(block, cv, r).result],
+                   [BlockType(o.dtype, bc.result.shape)], {"movement": "recompute"}, (), ld.loc)
+            b.result.attrs.update(layout=bc.result.attrs["layout"], icomp=True)
+            operands.append(_convert(_insert_before(block, cv, b).result, lay, cv, block,
+                                     "recompute"))
+        new = Op("load", operands, [cv.result.type],
+                 {k: v for k, v in ld.attrs.items() if k != "access"}, (), ld.loc)
+        new.result.attrs["layout"] = lay
+        _insert_before(block, cv, new)
+        for u in uses.get(cv.result.id, []):
+            u.operands = [new.result if o is cv.result else o for o in u.operands]
+        for dead in (cv, bc, rs, ld):     # what only fed the broadcast goes with it
+            if any(o is dead.result for u in fn.walk() for o in u.operands):
+                break
+            dead.parent.ops.remove(dead)
+        uses = fn.uses()
+
+
 def fuse_rows(fn, options):
     """Items 1-3 above: row statistics of dot results stay in the fragment (AccRowLayout)."""
     _fuse_rows(fn, options.num_threads)
     _invariant_rows(fn, options.num_threads)
+    _vector_loads_in_fragment(fn, options.num_threads)
     return fn
 
 
