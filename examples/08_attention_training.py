@@ -301,9 +301,12 @@ def aot_backward(D, causal, dt="fp16"):
     """The compile-only description of _attn_bwd at its launch configuration."""
     cfg = bwd_config_for(D)
     nw, ns = cfg.pop("num_warps"), cfg.pop("num_stages")
-    return dict(fn=_attn_bwd, signature=_signature(_BWD_ARGS, dt),
-                constexprs=dict(HEAD_DIM=D, CAUSAL=causal, **cfg), num_warps=nw,
-                num_stages=ns)
+    sig = _signature(_BWD_ARGS, dt)
+    # what the JIT sees for contiguous tensors: stride_d is 1, the rest divisible by 16
+    spec = {p: dict(divisible_by_16=p not in ("sm_scale", "H", "N_CTX"),
+                    equal_to_1=p == "stride_d", large=False) for p in sig}
+    return dict(fn=_attn_bwd, signature=sig, constexprs=dict(HEAD_DIM=D, CAUSAL=causal, **cfg),
+                num_warps=nw, num_stages=ns, specialization=spec)
 
 
 # Compile-only descriptions of the kernels above (tests compile them for sm_80 and sm_90a)

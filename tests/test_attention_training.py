@@ -74,19 +74,13 @@ def test_wrong_gradient_is_detected(monkeypatch):
 _compiled: dict = {}
 
 
-def _spec(sig, ones):
-    return {p: dict(divisible_by_16=not (t in ("fp32", "i32") and p in ("sm_scale", "H",
-                                                                             "N_CTX")),
-                    equal_to_1=p in ones, large=False) for p, t in sig.items()}
-
-
 def _compile_bwd(arch, D, causal):
     key = ("bwd", arch, D, causal)
     if key not in _compiled:
         e = ex.aot_backward(D, causal)
         _compiled[key] = newt.compile(e["fn"], e["signature"], e["constexprs"], arch=arch,
                                       num_warps=e["num_warps"], num_stages=e["num_stages"],
-                                      specialization=_spec(e["signature"], ("stride_d",)))
+                                      specialization=e["specialization"])
     return _compiled[key]
 
 
