@@ -77,7 +77,8 @@ def _err(got, want):
 
 
 def registers(ex, q, k, v, o, lse, do, causal, sm_scale, cfg=None):
-    """'regs/spills' of newt's forward and backward binaries for these arguments."""
+    """'registers r/spilled bytes s' of newt's forward, backward and preprocess binaries for
+    these arguments (compiled or loaded from the cache, not launched)."""
     try:
         B, H, N, D = q.shape
         fcfg = dict(cfg or ex.fwd_example.config_for(D, causal))
@@ -87,7 +88,11 @@ def registers(ex, q, k, v, o, lse, do, causal, sm_scale, cfg=None):
         bcfg = ex.bwd_config_for(D)
         bwd = ex._attn_bwd.warmup(q, k, v, sm_scale, do, q, k, v, lse, lse, *q.stride(), H, N,
                                   HEAD_DIM=D, CAUSAL=causal, **bcfg)
-        return {"fwd": f"{fwd.n_regs}r/{fwd.n_spills}s", "bwd": f"{bwd.n_regs}r/{bwd.n_spills}s"}
+        pre = ex._attn_bwd_preprocess.warmup(o, do, lse, *o.stride(), H, N, HEAD_DIM=D,
+                                             BLOCK_M=ex.PRE_ELEMENTS // D, num_warps=4)
+        return {"fwd": f"fwd {fwd.n_regs}r/{fwd.n_spills}s",
+                "bwd": f"bwd {bwd.n_regs}r/{bwd.n_spills}s, preprocess "
+                       f"{pre.n_regs}r/{pre.n_spills}s"}
     except Exception as exc:  # noqa: BLE001 - reporting only
         return {"fwd": f"? ({type(exc).__name__})", "bwd": f"? ({type(exc).__name__})"}
 

@@ -166,3 +166,17 @@ def test_bench_reports_a_wrong_backward(monkeypatch):
                      bwd_config=ex.SMALL_BWD_CONFIG, show_registers=False)
     assert rows[0]["newt"] is not None and rows[1]["newt"] is None
     assert "newt" in rows[1]["errors"]
+
+
+def test_bench_registers_report_without_gpu(monkeypatch):
+    """The benchmark's register report compiles the GPU configuration here (warmup without a
+    driver compiles for sm_90a), D = 64, causal: nothing spills."""
+    if torch.cuda.is_available():
+        pytest.skip("the report is the GPU run's")
+    monkeypatch.setattr(newt.options.flags, "interpret", False)
+    b = _bench()
+    q, k, v, do = (torch.randn(1, 2, 256, 64, dtype=torch.float16) for _ in range(4))
+    lse = torch.empty(1, 2, 256)
+    regs = b.registers(ex, q, k, v, torch.empty_like(q), lse, do, True, 0.125)
+    text = regs["fwd"] + " " + regs["bwd"]
+    assert "?" not in text and text.count("r/0s") == 3, text
