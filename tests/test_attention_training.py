@@ -113,9 +113,15 @@ def test_backward_compiles_without_spills(arch, D, causal):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_forward_and_preprocess_compile_without_spills(arch):
-    for e in ex.AOT:
-        if e["fn"] is ex._attn_bwd:
-            continue
+    """The AOT entries (forward at D = 64 causal, preprocess at D = 128) and the forward at
+    D = 128 at its benchmark configuration (4 stages, non-causal)."""
+    entries = [e for e in ex.AOT if e["fn"] is not ex._attn_bwd]
+    cfg = ex.fwd_example.config_for(128, False)
+    entries.append(dict(entries[0], constexprs=dict(HEAD_DIM=128, STAGE=1, EVEN_N=True,
+                                                    BLOCK_M=cfg["BLOCK_M"],
+                                                    BLOCK_N=cfg["BLOCK_N"]),
+                        num_warps=cfg["num_warps"], num_stages=cfg["num_stages"]))
+    for e in entries:
         k = newt.compile(e["fn"], e["signature"], e["constexprs"], arch=arch,
                          num_warps=e["num_warps"], num_stages=e.get("num_stages", 3))
         assert k.n_spills == 0 and k.local_bytes == 0, (e["fn"].__name__, k.log)
