@@ -357,7 +357,9 @@ def _vector_loads_in_fragment(fn, T):
         lay = cv.result.attrs.get("layout")
         bc = cv.operands[0].owner
         if not (isinstance(lay, AccLayout) and lay.num_threads == T and isinstance(bc, Op)
-                and bc.opcode == "broadcast" and cv.parent is not None):
+                and bc.opcode == "broadcast" and cv.parent is not None
+                and isinstance(cv.parent.parent, Op)
+                and cv.parent.parent.opcode in ("for", "while")):
             continue
         rs = bc.operands[0].owner
         ld = rs.operands[0].owner if isinstance(rs, Op) and rs.opcode == "reshape" else None
