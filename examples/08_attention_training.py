@@ -16,7 +16,9 @@ Backward, two kernels:
     The tiles P^T / dS^T / dS live in the accumulator layout of the dot that made them and
     go back to the tensor cores as A operands after a cast to the input type; Q^T, K^T and
     V^T are loaded transposed through swapped pointer strides, dO^T and Q (for dK) come from
-    nl.trans of a loaded tile.
+    nl.trans of a loaded tile (the compiler then loads the transposed block beside the tile:
+    passes/tc/trans_loads.py). The logsumexp and delta vectors are loaded straight into the
+    fragment layout of the dot they offset (passes/tc/dot_rows.py).
   Causal attention splits each walk like the forward does: the blocks that cross the diagonal
   are masked with nl.where, the rest run unmasked.
 
@@ -26,6 +28,9 @@ kernel, and makes the result depend on the order of the adds; the second walk re
 Q K^T and dO V^T (2 of the 5 backward matmuls again, FLOP-wise ~40% more work) but keeps
 every output written once, by one program, deterministically, and every dot a plain
 register-accumulated one, which the compiler keeps spill-free at these tile sizes.
+
+Not yet: the walks' tile copies are not issued ahead of their dots (the forward's K / V ring,
+passes/tc/dot_loads.py's prefetch, covers two tiles feeding two dots; a walk reads four).
 
 Masks: a query row past N loads M = +inf, so its P column is exp2(-inf) = 0; a key row past N
 loads K = V = 0, so it adds nothing to dQ; the stores are masked.
