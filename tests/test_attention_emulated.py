@@ -306,3 +306,69 @@ def test_attention_sm90a_tma_layouts_emulated(emu90, layout, D, cfg, causal):
         q, k, v = (torch.randn(B, H, N, 2 * D).half()[..., :D] for _ in range(3))
         o = torch.full((B, H, N, 2 * D), float("nan")).half()[..., :D]
     _emulate_and_check(emu90, q, k, v, o, causal, cfg, 2e-2)
+
+
+# ----------------------------------------------------------------------------- backward
+# examples/08_attention_training.py's backward kernels through their generated code: the
+# preprocess (delta = rowsum(O * dO)) and the dK / dV / dQ kernel, whose dots take Q, K and V
+# transposed, P^T / dS^T / dS from registers as A operands, and K^T / V^T / Q^T tiles of both
+# orders (K-major and MN-major B tiles of one shape in one kernel).
+
+ex08 = common.load_file(os.path.join(HERE, "..", "examples", "08_attention_training.py"),
+                        "newt_example_08_attention_training")
+
+
+def _emulate_backward(E, B, H, N, D, causal, cfg, dt=torch.float16, seed=0):
+    import math
+    torch.manual_seed(seed)
+    q, k, v, do = (torch.randn(B, H, N, D).to(dt) for _ in range(4))
+    sm_scale = 1.0 / math.sqrt(D)
+    leaves = [t.double().requires_grad_() for t in (q, k, v)]
+    o = ex08.reference(*leaves, causal, sm_scale)
+    o.backward(do.double())
+    s = (leaves[0] @ leaves[1].transpose(-1, -2)).detach() * sm_scale
+    if causal:
+        s = s.masked_fill(torch.ones(N, N, dtype=torch.bool).triu(1), float("-inf"))
+    lse = (torch.logsumexp(s, -1) / math.log(2)).float()     # the forward's M (log2 units)
+    o16 = o.detach().to(dt)
+    delta = torch.full((B, H, N), float("nan"))
+    pre = ex08.PRE_ELEMENTS // D
+    E.emulate(ex08._attn_bwd_preprocess, (math.ceil(N / pre), B * H), o16, do, delta,
+              *o16.stride(), H, N, HEAD_DIM=D, BLOCK_M=pre, num_warps=4)
+    torch.testing.assert_close(delta, (o16.float() * do.float()).sum(-1), atol=1e-3, rtol=1e-3)
+    grads = [torch.full_like(q, float("nan")) for _ in range(3)]
+    c = dict(cfg)
+    nw = c.pop("num_warps")
+    c.pop("num_stages", None)
+    E.emulate(ex08._attn_bwd, (math.ceil(N / c["BLOCK_N1"]), B * H), q, k, v, sm_scale, do,
+              *grads, lse, delta, *q.stride(), H, N, HEAD_DIM=D, CAUSAL=causal, num_warps=nw,
+              **c)
+    atol = 2e-2 if dt == torch.float16 else 4e-2
+    for name, got, leaf in zip(("dq", "dk", "dv"), grads, leaves):
+        assert torch.isfinite(got).all(), name
+        err = float((got.double() - leaf.grad).abs().max())
+        assert err <= atol, (name, err)
+
+
+BWD4 = dict(BLOCK_M1=16, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=16, num_warps=4)
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_attention_backward_sm80_emulated(emu, causal):
+    """N = 45: a partial key block and query block; two heads."""
+    _emulate_backward(emu, 1, 2, 45, 32, causal, BWD4)
+
+
+def test_attention_backward_sm90a_emulated(emu90):
+    """wgmma: Q K^T and dO V^T from staged Q / dO tiles, P^T dO and dS^T Q with A from
+    registers; bf16."""
+    _emulate_backward(emu90, 1, 1, 45, 32, True, BWD4, dt=torch.bfloat16, seed=1)
+
+
+@pytest.mark.parametrize("arch,D", [("sm_80", 128), ("sm_90a", 64), ("sm_90a", 128)])
+def test_attention_backward_gpu_config_emulated(monkeypatch, arch, D):
+    """The example's GPU configuration (two warpgroups, 128 keys and queries per program; at
+    D = 128 the mma.sync k-steps rolled), N = 130: a second, partial block; causal."""
+    import test_dot_emulated as T
+    E = T._emulator(monkeypatch, arch)
+    _emulate_backward(E, 1, 1, 130, D, True, ex08.bwd_config_for(D), seed=2)

@@ -175,6 +175,86 @@ def test_single_dot_wgmma_emulated(emu90, dt, M, N, K, W):
     assert err < (2e-3 if dt != torch.bfloat16 else 8e-3), err
 
 
+def _k_two_orders():
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def k_two_orders(A, B, C, Out, M: nl.constexpr, N: nl.constexpr, K: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(A + rm[:, None] * K + rk[None, :])
+        acc = nl.zeros([M, N], dtype=nl.float32)
+        for i in range(0, 2):
+            b_t = nl.load(B + i * N * K + rk[:, None] + rn[None, :] * K)   # B^T as stored
+            c = nl.load(C + i * N * K + rk[:, None] * N + rn[None, :])
+            acc = nl.dot(a, b_t, acc)
+            acc = nl.dot(a, c, acc)
+        nl.store(Out + rm[:, None] * N + rn[None, :], acc)
+    return k_two_orders
+
+
+def test_two_b_orders_of_one_shape_wgmma_emulated(emu90):
+    """Two dots of one shape, one with a K-major B tile (read transposed from [N, K] storage)
+    and one MN-major: the wgmma helpers differ in the trans-b operand, so they need two
+    names (one name for both ran the first one's order for the second dot)."""
+    torch.manual_seed(2)
+    M, N, K = 64, 16, 32
+    a = torch.randn(M, K).half()
+    b = torch.randn(2, N, K).half()
+    c = torch.randn(2, K, N).half()
+    out = torch.full((M, N), float("nan"))
+    emu90.emulate(_k_two_orders(), (1,), a, b, c, out, M=M, N=N, K=K, num_warps=4)
+    ref = sum(a.double() @ b[i].double().T + a.double() @ c[i].double() for i in range(2))
+    torch.testing.assert_close(out.double(), ref, atol=2e-3, rtol=2e-3)
+
+
+def _k_tile_and_transpose():
+    import newt
+    import newt.language as nl
+
+    @newt.jit
+    def k_tile_and_transpose(A, B, X, Out1, Out2, M: nl.constexpr, N: nl.constexpr,
+                             K: nl.constexpr):
+        rm = nl.arange(0, M)
+        rn = nl.arange(0, N)
+        rk = nl.arange(0, K)
+        a = nl.load(A + rm[:, None] * K + rk[None, :])
+        b = nl.load(B + rm[:, None] * N + rn[None, :])
+        acc1 = nl.zeros([M, N], dtype=nl.float32)
+        acc2 = nl.zeros([M, K], dtype=nl.float32)
+        for i in range(0, 2):
+            x = nl.load(X + i * K * N + rk[:, None] * N + rn[None, :])
+            acc1 = nl.dot(a, x, acc1)
+            acc2 = nl.dot(b, nl.trans(x), acc2)
+        nl.store(Out1 + rm[:, None] * N + rn[None, :], acc1)
+        nl.store(Out2 + rm[:, None] * K + rk[None, :], acc2)
+    return k_tile_and_transpose
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_tile_and_its_transpose_as_operands_emulated(monkeypatch, arch):
+    """One loaded tile read by a dot and, transposed, by another (attention's backward: Q and
+    dO): passes/tc/trans_loads.py adds a load of the transposed block beside the first one,
+    so no register transpose through shared memory remains."""
+    import newt
+    kern = _k_tile_and_transpose()
+    sig = dict(A="*fp16", B="*fp16", X="*fp16", Out1="*fp32", Out2="*fp32")
+    k = newt.compile(kern, sig, dict(M=64, N=16, K=32), arch=arch, num_warps=4)
+    assert "permute" not in k.ir and k.n_spills == 0
+    E = _emulator(monkeypatch, arch)
+    torch.manual_seed(3)
+    M, N, K = 64, 16, 32
+    a, b, x = torch.randn(M, K).half(), torch.randn(M, N).half(), torch.randn(2, K, N).half()
+    out1, out2 = torch.full((M, N), float("nan")), torch.full((M, K), float("nan"))
+    E.emulate(kern, (1,), a, b, x, out1, out2, M=M, N=N, K=K, num_warps=4)
+    xd = x.double()
+    torch.testing.assert_close(out1.double(), a.double() @ (xd[0] + xd[1]), atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(out2.double(), b.double() @ (xd[0] + xd[1]).T, atol=2e-3,
+                               rtol=2e-3)
+
+
 @pytest.mark.parametrize("dt,M,N,K,cfg,act", [
     # wrapped rows and columns (M, N past the last tile), K tail, activation epilogue
     (torch.float16, 130, 160, 336, (128, 128, 64, 8, 4), "leaky_relu"),

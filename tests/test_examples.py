@@ -27,7 +27,7 @@ def _bench_launch():
 
 def _aot_entries():
     """(file, entry) for every kernel listed in an `AOT = [dict(fn=, signature=, constexprs=,
-    num_warps=[, num_stages=, archs=])]` of an example or benchmark file: listing a kernel there is all
+    num_warps=[, num_stages=, archs=, specialization=])]` of an example or benchmark file: listing a kernel there is all
     it takes to have it compiled here. A file that cannot be imported for want of an optional
     package (e.g. triton) yields a skip entry; any other import error a failing one."""
     entries = []
@@ -150,7 +150,8 @@ def test_kernel_compiles_without_spills(entry, arch):
         pytest.skip(f"{e['fn'].__name__} is not meant for {arch}")
     try:
         k = compile_fn(e["fn"], e["signature"], e["constexprs"], arch=arch,
-                       num_warps=e["num_warps"], num_stages=e.get("num_stages", 3))
+                       num_warps=e["num_warps"], num_stages=e.get("num_stages", 3),
+                       specialization=e.get("specialization"))
     except NotImplementedError as exc:
         pytest.skip(f"compiler stage not implemented: {exc}")
     assert k.cubin and k.ptx and k.source

@@ -45,6 +45,8 @@ def value_at(em, v, coords: list[str]) -> str:
         return em.name(op.operands[0])
     if c in ("broadcast", "reshape", "permute", "convert_layout"):
         return value_at(em, op.operands[0], source_coords(op, coords))
+    if c == "dot_frag_icomp":     # a layout change of index math: the same element
+        return value_at(em, op.operands[0], coords)
     return expr_of(em, op, [value_at(em, o, coords) for o in op.operands])
 
 
@@ -79,6 +81,6 @@ def exchange(em, op, x, r, src_coords_fn):
     n = em.declare(r)
     with em.slots(rl.nslots) as s:
         src = flat_of(src_coords_fn(coords_of(rl.flat("tid", s), r.shape)), x.shape)
-        v = rl.valid("tid", s)
+        v = None if getattr(rl, "fill_all_lanes", False) else rl.valid("tid", s)
         rd = f"{buf}[{src}]"
         em.emit(f"{n}[{s}] = {f'{v} ? {rd} : ({ct})0' if v else rd};")

@@ -277,6 +277,10 @@ class AccRowLayout(Layout):
     2 * ms + h of lane l of warp w is row g * rows_grp + ms * sub + wi * 16 + l / 4 + 8 h
     (names as in AccLayout). The 4 lanes of a quad hold the same rows; lane % 4 == 0 is valid."""
 
+    # every lane holds its row's value (dot_row_bcast reads its own registers), so a value
+    # moved into this layout is read by all four lanes of a quad, not just the valid one
+    fill_all_lanes = True
+
     def __init__(self, M: int, num_threads: int):
         ref = AccLayout(M, 16, num_threads)
         self.M, self.numel, self.num_threads = M, M, num_threads

@@ -245,7 +245,8 @@ def emit_dot(em, op):
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
             emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad)
         else:       # (copies after the mma: its fragments are dead by then)
-            emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None)
+            emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None,
+                          rolled=bool(op.attrs.get("ksteps_rolled")))
         if late:
             assert wait == 0, "late copies follow a waited mma"
             em.barrier()

@@ -171,5 +171,8 @@ def wgmma_instr(kind: str, n: int, trans_b: bool, name: str) -> str:
 
 
 def add_helpers(em, *parts):
+    """Declare device functions once per kernel. A name declared again must mean the same
+    text: two dots whose instructions differ under one name would both run the first one."""
     for key, text in parts:
-        em.helpers.setdefault(key, text)
+        if em.helpers.setdefault(key, text) != text:
+            raise AssertionError(f"helper {key} declared twice with different code")

@@ -61,8 +61,11 @@ def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
     of the device function issuing that wgmma (emitted once per kernel)."""
     chunks = [(c0, min(256, plan.N - c0)) for c0 in range(0, plan.N, 256)]
     fns = {}
+    # the name says B's order too: one kernel can hold both (attention's backward: K^T loaded
+    # transposed, V^T as stored), and the instruction's trans-b operand differs between them
+    order = "" if b_kmajor else "_tb"
     for _, w in chunks:
-        fns[w] = name = f"{prefix}_{plan.kind}_n{w}"
+        fns[w] = name = f"{prefix}_{plan.kind}_n{w}{order}"
         add_helpers(em, ("newt_wgmma_helpers", WGMMA_HELPERS),
                  (name, instr(plan.kind, w, not b_kmajor, name)))
     return chunks, fns
@@ -184,7 +187,7 @@ def emit_wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
     _commit_wait(em, between, wait)
 
 
-def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
+def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None, rolled=False):
     N = plan.N
     add_helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
              (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
@@ -195,10 +198,12 @@ def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None):
     mma_row = em.fresh("mma_row")
     em.emit(f"const int {mma_row} = {g} * {lay.rows_grp} + {wi} * 16;")
     with em.slots(lay.nsub, "ms"):
-        # with 128+ accumulator registers, unrolled k-steps prefetch fragments of the next
+        # with 128+ accumulator registers (this dot's, or those its loop carries: `rolled`,
+        # passes/tc/fragment_epilogue.py), unrolled k-steps prefetch fragments of the next
         # step and push live values out to local memory; rolled, nothing spills
         # (A from registers needs constant slot indices: always unrolled)
-        em.emit("#pragma unroll" if lay.nslots < 128 or a_regs is not None else "#pragma unroll 1")
+        unroll = (lay.nslots < 128 and not rolled) or a_regs is not None
+        em.emit("#pragma unroll" if unroll else "#pragma unroll 1")
         with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
             em.emit("u32 fa[4];")
             if a_regs is not None:

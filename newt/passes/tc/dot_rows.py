@@ -19,6 +19,10 @@ scratch arena:
 3. Broadcasts back. `broadcast(row[:, None])` whose users all want AccLayout(M, N) becomes
    `dot_row_bcast`: slot s of the fragment reads row slot (s / (N/2)) * 2 + (s % 4) / 2 of its
    own registers, no data moves (acc * alpha[:, None], qk - m[:, None]).
+   A row vector from outside the loop (attention backward's loaded logsumexp) is converted
+   to AccRowLayout once, before the loop, and broadcast the same way inside it.
+   A vector loaded inside the loop and only broadcast into the fragment (a column, the
+   backward's per-block logsumexp) is loaded in the fragment layout directly.
 4. A from registers. A `dot` whose A operand is a 16-bit value already in the accumulator
    layout of M x K rows (P = softmax(S).to(fp16) of the previous dot) takes it from registers:
    the m16n8k16 C fragment of two adjacent n8 tiles is exactly the A fragment of one k16 step,
@@ -43,7 +47,7 @@ plan_prefetch).
 """
 from __future__ import annotations
 
-from ...ir.core import Op, is_block
+from ...ir.core import BlockType, Op, is_block
 from ...ir.layouts import AccLayout, AccRowLayout
 from ...ir.schedule import StagedTile
 
@@ -300,9 +304,101 @@ def _outer_loop_without(op, d):
     return found
 
 
+def _invariant_rows(fn, T):
+    """3b. A row vector defined outside a loop and broadcast inside it into the fragment
+    (`p = exp2(qk - m[:, None])` with `m` loaded before the loop: attention backward's dQ walk)
+    is converted to AccRowLayout once, before the loop; each iteration's broadcast is then a
+    dot_row_bcast (no data moves) instead of two trips through shared memory."""
+    done: dict[tuple, object] = {}
+    for bc in [op for op in fn.walk() if op.opcode == "broadcast"]:
+        x = bc.operands[0]
+        rs = x.owner
+        if not (isinstance(rs, Op) and rs.opcode == "reshape" and len(x.shape) == 2
+                and x.shape[1] == 1 and len(rs.operands[0].shape) == 1):
+            continue
+        v = rs.operands[0]
+        d = v.owner
+        if v.attrs.get("icomp") or isinstance(v.attrs.get("layout"), AccRowLayout) \
+                or not isinstance(d, Op) or d.parent is None:
+            continue
+        loop = _outer_loop_without(bc, d)
+        users = _users_of(fn, bc)
+        lays = {u.result.attrs.get("layout") for u in users}
+        if loop is None or not users or any(u.opcode != "convert_layout" for u in users) \
+                or len(lays) != 1:
+            continue
+        lay = lays.pop()
+        if not (isinstance(lay, AccLayout) and lay.num_threads == T and lay.M == v.shape[0]
+                and lay.N == bc.result.shape[1]):
+            continue
+        block = loop.parent       # one conversion per block: later loops of it reuse it
+        row = done.get((v.id, id(block)))
+        if row is None:
+            w = _convert(v, AccRowLayout(lay.M, T), loop, block, "smem")
+            r = Op("reshape", [w], [x.type], {"movement": "none"}, (), rs.loc)
+            r.result.attrs["layout"] = w.attrs["layout"]
+            row = done[(v.id, id(block))] = _insert_before(block, loop, r).result
+        bc.operands[0] = row
+        bc.opcode = "dot_row_bcast"
+        bc.result.attrs["layout"] = lay
+        bc.attrs.pop("movement", None)
+        for u in users:
+            u.attrs["movement"] = "none"
+
+
+def _vector_loads_in_fragment(fn, T):
+    """3c. A vector loaded inside a loop and read only broadcast into the fragment
+    (`p_t = exp2(qk_t - m[None, :])` with `m` loaded per query block: attention backward's
+    dK / dV walk) is loaded in the fragment layout itself: its pointer, mask and other are
+    index-computable, so each thread reads the elements of its own slots (cached, repeated
+    across rows) instead of two trips through shared memory and their barriers."""
+    uses = fn.uses()
+    for cv in [op for op in fn.walk() if op.opcode == "convert_layout"]:
+        lay = cv.result.attrs.get("layout")
+        bc = cv.operands[0].owner
+        if not (isinstance(lay, AccLayout) and lay.num_threads == T and isinstance(bc, Op)
+                and bc.opcode == "broadcast" and cv.parent is not None
+                and isinstance(cv.parent.parent, Op)
+                and cv.parent.parent.opcode in ("for", "while")):
+            continue
+        rs = bc.operands[0].owner
+        ld = rs.operands[0].owner if isinstance(rs, Op) and rs.opcode == "reshape" else None
+        if not (isinstance(ld, Op) and ld.opcode == "load" and ld.parent is cv.parent
+                and len(ld.result.shape) == 1 and not ld.attrs.get("volatile")
+                and all(o.attrs.get("icomp") for o in ld.operands if is_block(o.type))):
+            continue
+        block = cv.parent
+        operands = []
+        for o in ld.operands:       # o[reshape][broadcast], recomputed in the fragment
+            if not is_block(o.type):
+                operands.append(o)
+                continue
+            r = Op("reshape", [o], [BlockType(o.dtype, rs.result.shape)],
+                   {"movement": "recompute"}, (), ld.loc)
+            r.result.attrs.update(layout=rs.result.attrs["layout"], icomp=True)
+            b = Op("broadcast", [_insert_before(block, cv, r).result],
+                   [BlockType(o.dtype, bc.result.shape)], {"movement": "recompute"}, (), ld.loc)
+            b.result.attrs.update(layout=bc.result.attrs["layout"], icomp=True)
+            operands.append(_convert(_insert_before(block, cv, b).result, lay, cv, block,
+                                     "recompute"))
+        new = Op("load", operands, [cv.result.type],
+                 {k: v for k, v in ld.attrs.items() if k != "access"}, (), ld.loc)
+        new.result.attrs["layout"] = lay
+        _insert_before(block, cv, new)
+        for u in uses.get(cv.result.id, []):
+            u.operands = [new.result if o is cv.result else o for o in u.operands]
+        for dead in (cv, bc, rs, ld):     # what only fed the broadcast goes with it
+            if any(o is dead.result for u in fn.walk() for o in u.operands):
+                break
+            dead.parent.ops.remove(dead)
+        uses = fn.uses()
+
+
 def fuse_rows(fn, options):
     """Items 1-3 above: row statistics of dot results stay in the fragment (AccRowLayout)."""
     _fuse_rows(fn, options.num_threads)
+    _invariant_rows(fn, options.num_threads)
+    _vector_loads_in_fragment(fn, options.num_threads)
     return fn
 
 

@@ -3,7 +3,8 @@
     acc_between_loops  an accumulator passed from one loop to the next stays in the fragment
     row_scale          `acc / l_i[:, None]` (and * + - by a row vector) in the fragment
     frag_cast          the epilogue's elementwise ops up to the 16-bit cast in the fragment
-    recompute_index    fragment index math inside loops recomputed, not hoisted
+    recompute_index    fragment index math inside loops recomputed, not hoisted; mma.sync
+                       k-steps kept rolled next to 128+ carried accumulator registers
 
 Each is one entry of PASSES (newt/passes/__init__.py); the items they cite are those of
 dot_rows.py's module docstring.
@@ -178,7 +179,28 @@ def recompute_index(fn, options=None):
             op.opcode = "dot_frag_icomp"
         elif op.opcode in ("dot", "dot_tile_load") and op.attrs.get("ring") is None:
             op.attrs["recompute_index"] = True
+            if op.opcode == "dot" and _carried_acc_slots(op) >= _ROLL_SLOTS:
+                op.attrs["ksteps_rolled"] = True
     return fn
+
+
+# Unrolled, mma.sync's k-steps let ptxas load the fragments of later steps early: a register
+# each, next to every accumulator the loop carries. At 128 accumulator registers per thread
+# (one 128 x 256 tile on 8 warps, or attention backward's dK and dV at D = 128) that spills;
+# with the k-step loop kept rolled nothing does. codegen/tc/mma.py reads attrs["ksteps_rolled"].
+_ROLL_SLOTS = 128
+
+
+def _carried_acc_slots(op):
+    """Registers per thread of the dot accumulators (AccLayout values) that the innermost loop
+    around `op` carries."""
+    b = op.parent
+    while b is not None and isinstance(b.parent, Op) and b.parent.opcode not in ("for", "while"):
+        b = b.parent.parent
+    if b is None or not isinstance(b.parent, Op):
+        return 0
+    return sum(a.attrs["layout"].nslots for r in b.parent.regions for a in r.args
+               if isinstance(a.attrs.get("layout"), AccLayout))
 
 
 def _uniform(v):

@@ -2,8 +2,8 @@
 
 Where it sits: the `trans_loads` entry of PASSES (newt/passes/__init__.py), after loop-carried
 pointer blocks were rewritten as `I + splat(offset)` and before fp8 dots and rings are planned.
-Consumes a `permute` (order (1, 0)) whose operand is a 2-D `load` read by nothing else and whose
-result is a `dot` operand; rewrites
+Consumes a `permute` (order (1, 0)) whose operand is a 2-D `load` and whose result is a `dot`
+operand read by nothing else; rewrites
 
     v = load(p, mask, other)              ->   w = load(T(p), T(mask), T(other))
     t = permute(v) {order=(1, 0)}              dot(..., w, ...)
@@ -14,6 +14,12 @@ through elementwise ops, `addptr`, `broadcast`, `splat` and the `reshape` of a 1
 row or a column (`x[:, None]` becomes `x[None, :]`), and a permute of a permute cancels. What it
 cannot go through keeps a `permute`. Both sides compute the same value: the element (i, j) of
 the new load reads the address, mask and other of element (j, i) of the old one.
+
+A load that other ops read too stays, and the transposed load is added beside it: the same
+addresses read twice at one point of the program (the second read hits the cache), instead of a
+register transpose through shared memory. Attention's backward reads each Q and dO tile as one
+dot's operand and, transposed, another's (dot(k, q_t) and dot(ds_t, trans(q_t))). A volatile
+load is not read twice.
 
 Why: a dot operand that is a load is what the ring (dot_pipeline.py), the tile copies
 (dot_loads.py), TMA (dot_tma.py) and 8-bit wgmma (dot_fp8.py) work from; behind a permute it is
@@ -93,15 +99,18 @@ def load_transposed_operands(fn, options=None):
                     and uses.get(tr.result.id, []) == [dot]):
                 continue
             ld = tr.operands[0].owner
-            if not (isinstance(ld, Op) and ld.opcode == "load"
-                    and uses.get(ld.result.id, []) == [tr] and len(ld.result.shape) == 2):
+            if not (isinstance(ld, Op) and ld.opcode == "load" and len(ld.result.shape) == 2):
+                continue
+            shared = uses.get(ld.result.id, []) != [tr]
+            if shared and ld.attrs.get("volatile"):
                 continue
             new = Op("load", [T(o) for o in ld.operands], [tr.result.type], dict(ld.attrs),
                      (), ld.loc)
             blk = ld.parent
             new.parent = blk
             blk.ops.insert(blk.ops.index(ld), new)
-            blk.ops.remove(ld)
+            if not shared:
+                blk.ops.remove(ld)
             tr.parent.ops.remove(tr)
             dot.operands[i] = new.result
             new.result.name = tr.result.name
