@@ -97,7 +97,7 @@ def store(tracer, tensor, index, value, extra_mask=None, atomic=None):
     idx, starts, dims = parse_index(tracer, tensor, index)
     value = as_operand(tracer, value)
     vdims = getattr(value, "dims", ())
-    if ir.broadcast_dims(dims, vdims) != dims:
+    if not ir.dims_match(ir.broadcast_dims(dims, vdims), dims):
         raise TraceError("mismatched tile shapes in store: value has dims "
                          f"[{', '.join(d.describe() for d in vdims)}], target "
                          f"[{', '.join(d.describe() for d in dims)}]")
@@ -118,6 +118,6 @@ def _mask_operand(tracer, m, dims):
     m = as_operand(tracer, m)
     if not isinstance(m, ir.Value) or m.dtype != torch.bool:
         raise TraceError("extra_mask must be a boolean tile value (e.g. tile.index < n)")
-    if ir.broadcast_dims(dims, m.dims) != dims:
+    if not ir.dims_match(ir.broadcast_dims(dims, m.dims), dims):
         raise TraceError("extra_mask's tile dims must be among the accessed tile's dims")
     return m

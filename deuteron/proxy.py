@@ -270,6 +270,8 @@ def _table():
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
     t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax
+    t[torch.var_mean] = _var_mean
+    t[torch.var] = t[torch.Tensor.var] = lambda tr, x, *a, **k: _var_mean(tr, x, *a, **k)[0]
     t[torch.cumsum] = t[torch.Tensor.cumsum] = lambda tr, x, dim, dtype=None: _dtype(
         tr, ops.cumsum(tr, x, dim), dtype)
     t[F.gelu] = lambda tr, x, approximate="none": ops.gelu(tr, x, approximate)
@@ -296,6 +298,34 @@ def _softmax(tracer, x, dim=None, dtype=None, _stacklevel=3):
     if dim is None:
         raise TraceError("softmax in a tile loop needs dim=")
     return ops.softmax(tracer, x, dim, dtype)
+
+
+def _var_mean(tracer, x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    """(variance, mean) as torch.var_mean: the mean of squared deviations from the mean (the
+    reduction skips padded lanes), scaled by n / (n - correction)."""
+    x = ops.as_operand(tracer, x)
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    if dim is None:
+        dim = list(range(x.rank))
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    mean = ops.reduce(tracer, "mean", x, dims, True)
+    dev = ops.binary(tracer, "sub", x, mean)
+    var = ops.reduce(tracer, "mean", ops.binary(tracer, "mul", dev, dev), dims, keepdim)
+    if correction:
+        n = 1
+        for d in dims:
+            e = x.dims[d % x.rank]
+            if e is not ir.ONE and e.kind != "full":
+                raise TraceError("var_mean with correction over a tiled dim: the count of "
+                                 "elements is known only for a full slice ':' (or pass "
+                                 "correction=0)")
+            n *= 1 if e is ir.ONE else e.extent
+        var = ops.binary(tracer, "mul", var, n / max(n - correction, 0) if n > correction
+                         else float("nan"))
+    if not keepdim:
+        mean = ops.reduce(tracer, "mean", x, dims, False)
+    return var, mean
 
 
 def _unsqueeze(tracer, x, d):

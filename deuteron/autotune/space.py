@@ -64,8 +64,9 @@ class Space:
         from ..pads import all_values
         kdims = set()       # dims some dot contracts over (the others a dot reads are M / N)
         for pi, p in enumerate(self.programs):
+            # (a registered block size used as a size is a tile dim here, not a row)
             row = math.prod(max(next_pow2(d.extent), 16 if d.in_dot else 1)
-                            for d in p.dims if d.kind == "full")
+                            for d in p.dims if d.kind == "full" and d.block_of is None)
             for d in p.dims:
                 owner[id(d)] = (pi, row)
             kdims |= {id(v.attrs["kdim"]) for v in all_values(p.items) if v.op == "dot"}
