@@ -111,6 +111,7 @@ def main(argv=None) -> int:
             print(f"running {name} ...", flush=True)
             # run_one copies again with triton's rewrite only, which leaves this text as it is
             rows.append((name, *triton_runner.run_one(copy, workdir, args.timeout, env)))
+            print(f"  {rows[-1][1]} after {rows[-1][2]:.1f} s  {rows[-1][3][:160]}", flush=True)
     finally:
         if args.keep:
             print(f"copies kept in {workdir}")
