@@ -71,6 +71,10 @@ def same_dim(x, y) -> bool:
     return (bx is not None and bx in (by, sy)) or (by is not None and by == sx)
 
 
+def _unit(d) -> bool:
+    return d.kind == "full" and d.extent == 1 and d.block_of is None
+
+
 def dims_match(a, b) -> bool:
     return a is not None and len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
 
@@ -85,6 +89,10 @@ def broadcast_dims(a: tuple, b: tuple):
         if x is y or y is ONE:
             out.append(x)
         elif x is ONE:
+            out.append(y)
+        elif _unit(y):            # `r[t, :]` of an [m, 1] tensor broadcasts as in torch
+            out.append(x)
+        elif _unit(x):
             out.append(y)
         elif same_dim(x, y):
             out.append(x if x.block_of is not None else y)

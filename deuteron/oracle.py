@@ -233,6 +233,10 @@ class OracleMode(TorchFunctionMode):
             if isinstance(acc, torch.Tensor) and (acc.dtype != a.dtype or _low(a) and
                                                   a.dtype.itemsize == 1):
                 return acc * beta + alpha * matmul_in(acc.dtype, a, b).to(acc.dtype)
+        if func in (torch.mm, torch.bmm) and (len(args) == 3 or "out_dtype" in kwargs):
+            # torch.bmm(a, b, out_dtype): accumulate in fp32, as the kernel's dot does
+            out = args[2] if len(args) == 3 else kwargs["out_dtype"]
+            return matmul_in(torch.float32, args[0], args[1]).to(out)
         if func in (torch.matmul, torch.mm, torch.bmm, torch.Tensor.__matmul__) and len(args) == 2:
             a, b = args
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and (

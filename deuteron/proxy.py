@@ -101,7 +101,13 @@ class TileValue(ir.Value):
             return ops.unary(self.tracer, "rsqrt", self)
         if p == -1:
             return 1.0 / self
-        raise TraceError(f"x ** {p!r} is not supported in a tile loop (2, 0.5, -0.5, -1 are)")
+        if isinstance(p, int) and not isinstance(p, bool) and 2 < p <= 8:
+            r = self                   # small integer powers: repeated products, as written
+            for _ in range(p - 1):
+                r = r * self
+            return r
+        raise TraceError(f"x ** {p!r} is not supported in a tile loop (integers 1..8, 0.5, "
+                         "-0.5, -1 are)")
 
     def __getitem__(self, index):
         return ops.view(self.tracer, self, index)
@@ -251,7 +257,10 @@ def _table():
             t[r] = (lambda f: lambda tr, a, b: ops.binary(tr, f, b, a))(fn)
     t[torch.Tensor.__matmul__] = lambda tr, a, b: ops.dot(tr, a, b)
     t[torch.Tensor.__rmatmul__] = lambda tr, a, b: ops.dot(tr, b, a)
-    t[torch.matmul] = t[torch.mm] = t[torch.bmm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.matmul] = lambda tr, a, b: ops.dot(tr, a, b)
+    # torch.mm / torch.bmm(a, b, out_dtype): the product in fp32, then out_dtype (hl.dot's)
+    t[torch.mm] = t[torch.bmm] = lambda tr, a, b, out_dtype=None: (
+        ops.dot(tr, a, b) if out_dtype is None else ops.hl_dot(tr, a, b, None, out_dtype))
     t[torch.baddbmm] = _addmm
     t[torch.Tensor.transpose] = lambda tr, x, d0, d1: ops.trans(tr, ops.as_operand(tr, x), d0, d1)
     t[torch.transpose] = t[torch.Tensor.transpose]
@@ -285,6 +294,12 @@ def _table():
     t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
+    # `w.new_zeros(n)` in a tile loop (w a host tensor): a tile of n values, as hl.zeros([n])
+    for m, v in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
+        t[getattr(torch.Tensor, m)] = (lambda v: lambda tr, x, *size, dtype=None, **kw: ops.full(
+            tr, _sizes(size), v, dtype or x.dtype))(v)
+    t[torch.Tensor.new_full] = lambda tr, x, size, value, dtype=None, **kw: ops.full(
+        tr, _sizes((size,)), value, dtype or x.dtype)
     for m in ("to", "float", "half", "bfloat16", "type", "sum", "mean", "amax", "amin", "exp",
               "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
               "abs", "relu", "floor", "ceil", "neg", "__neg__", "__invert__", "__pow__", "clamp",
@@ -292,6 +307,13 @@ def _table():
         t[getattr(torch.Tensor, m)] = (lambda m: lambda tr, x, *a, **k: getattr(TileValue, m)(
             ops.as_operand(tr, x), *a, **k))(m)
     return t
+
+
+def _sizes(size) -> list:
+    """new_zeros(n), new_zeros(m, n), new_zeros([m, n]) -> [sizes]."""
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = size[0]
+    return list(size)
 
 
 def _softmax(tracer, x, dim=None, dtype=None, _stacklevel=3):

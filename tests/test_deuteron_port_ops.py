@@ -120,3 +120,71 @@ def test_var_with_correction_over_a_tiled_dim_is_refused():
         return out
     with pytest.raises(dt.TraceError, match="correction"):
         tiled_var(torch.randn(8, 8), _nan(8))
+
+
+@dt.kernel
+def rms_backward(grad_out, x, w, rstd, grad_x, grad_w_parts):
+    """Helion's RMSNorm backward form: per-program partial weight grads in a tile of
+    `w.new_zeros(n)`, an inner loop over the program's own rows (`hl.tile(t.begin, t.end)`),
+    `rstd[mb, :]` of an [m, 1] tensor broadcast against [mb, n], `w[None, :]`, `r ** 3`."""
+    mb_size = hl.register_block_size(x.size(0))
+    n = hl.specialize(w.size(0))
+    for cta in hl.tile(x.size(0), block_size=mb_size):
+        gw = w.new_zeros(n, dtype=torch.float32)
+        for mb in hl.tile(cta.begin, cta.end):
+            xm, dm, rm = x[mb, :], grad_out[mb, :], rstd[mb, :]
+            gw += (xm * dm * rm).sum(0)
+            wm = w[None, :]
+            grad_x[mb, :] = wm * dm * rm - xm * rm ** 3 * (wm * dm * xm).mean(-1)[:, None]
+        grad_w_parts[cta.id, :] = gw
+    return grad_x, grad_w_parts
+
+
+def test_rms_norm_backward_form():
+    m, n = 45, 24
+    x, w, g = torch.randn(m, n), torch.randn(n), torch.randn(m, n)
+    xr, wr = x.clone().requires_grad_(), w.clone().requires_grad_()
+    rstd = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    (xr * torch.rsqrt(xr.pow(2).mean(-1, keepdim=True) + 1e-5) * wr).backward(g)
+    for bs in (16, 64):
+        parts = -(-m // bs)
+        gx, gw = rms_backward.run((g, x, w, rstd, _nan(m, n), _nan(parts, n)), {},
+                                  dt.Config(block_sizes=[bs, 8]))
+        torch.testing.assert_close(gx, xr.grad, rtol=1e-4, atol=1e-4)
+        torch.testing.assert_close(gw.sum(0), wr.grad, rtol=1e-4, atol=1e-4)
+
+
+@dt.kernel
+def scores_fp32(q, k, out):
+    for tb, tm in hl.tile([q.size(0), q.size(1)]):
+        acc = hl.zeros([tb, tm, k.size(1)], dtype=torch.float32)
+        acc = acc + torch.bmm(q[tb, tm, :], k[tb, :, :].transpose(1, 2), torch.float32)
+        out[tb, tm, :] = acc
+    return out
+
+
+def test_bmm_with_an_out_dtype():
+    q, k = torch.randn(3, 17, 16).half(), torch.randn(3, 21, 16).half()
+    want = q.float() @ k.float().transpose(1, 2)
+    torch.testing.assert_close(scores_fp32(q, k, _nan(3, 17, 21)), want, rtol=1e-3, atol=1e-3)
+    torch.testing.assert_close(scores_fp32.ref(q, k, _nan(3, 17, 21)), want, rtol=1e-3,
+                               atol=1e-3)
+
+
+@dt.kernel
+def tail_copy(lengths, y, out):
+    """A loop that begins at a value the kernel loaded and ends at a host size."""
+    for tr in hl.tile(y.size(0), block_size=16):      # one program: one start for all rows
+        start = lengths[tr].amax()
+        for tc in hl.tile(start, y.size(1)):
+            out[tr, tc] = y[tr, tc] * 3.0
+    return out
+
+
+def test_loop_from_a_loaded_begin_to_a_host_end():
+    y = torch.randn(9, 37)
+    lengths = torch.randint(0, 30, (9,))
+    got = tail_copy(lengths, y, _nan(9, 37))
+    cut = int(lengths.max())
+    torch.testing.assert_close(got[:, cut:], y[:, cut:] * 3.0)
+    assert torch.isnan(got[:, :cut]).all()
