@@ -117,7 +117,8 @@ class RefRun:
         return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
 
     def load(self, tensor, index, extra_mask):
-        v = tensor[_clamped(tensor, unwrap(index))]
+        index = unwrap(index)
+        v = _padded(tensor, index)[_clamped(tensor, index)]
         return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
     def store(self, tensor, index, value, extra_mask):
@@ -168,6 +169,26 @@ class RefRun:
         if acc is not None:
             r = acc + r
         return r.to(out_dtype) if out_dtype is not None else r
+
+
+def _padded(tensor, index):
+    """The tensor, zero-padded where a tile's slice reaches past a dim's end (lanes an
+    extra_mask turns off: Helion's concatenation reads x[t, tile] over out's width)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(i is Ellipsis for i in index):
+        return tensor
+    need, axis = list(tensor.shape), 0
+    for i in index:
+        if i is None:
+            continue
+        if isinstance(i, slice) and i.stop is not None and i.stop > need[axis]:
+            need[axis] = i.stop
+        axis += 1
+    if need == list(tensor.shape):
+        return tensor
+    big = tensor.new_zeros(need)
+    big[tuple(slice(0, n) for n in tensor.shape)] = tensor
+    return big
 
 
 def _clamped(tensor, index):

@@ -188,3 +188,49 @@ def test_loop_from_a_loaded_begin_to_a_host_end():
     cut = int(lengths.max())
     torch.testing.assert_close(got[:, cut:], y[:, cut:] * 3.0)
     assert torch.isnan(got[:, :cut]).all()
+
+
+@dt.kernel
+def softmax_two_loops(x, out):
+    """One name for the tile of two loops over n (Helion's two-pass softmax)."""
+    m, n = x.size()
+    for tm in hl.tile(m):
+        mi = hl.full([tm], float("-inf"), dtype=torch.float32)
+        di = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n):
+            values = x[tm, tn]
+            mi_next = torch.maximum(mi, torch.amax(values, dim=1))
+            di = di * torch.exp(mi - mi_next) + torch.exp(values - mi_next[:, None]).sum(dim=1)
+            mi = mi_next
+        for tn in hl.tile(n):
+            values = x[tm, tn]
+            out[tm, tn] = torch.exp(values - mi[:, None]) / di[:, None]
+    return out
+
+
+def test_a_name_reused_by_a_later_loop_is_a_new_value():
+    x = torch.randn(21, 150)
+    for cfg in (None, dt.Config(block_sizes=[4, 32, 64])):
+        got = softmax_two_loops(x, _nan(21, 150)) if cfg is None else softmax_two_loops.run(
+            (x, _nan(21, 150)), {}, cfg)
+        torch.testing.assert_close(got, torch.softmax(x, 1), rtol=1e-5, atol=1e-6)
+
+
+@dt.kernel
+def concat_cols(x, y, out):
+    """Helion's concatenation: tiles over out's width read x and y under extra_mask."""
+    for t0, t1 in hl.tile(out.size()):
+        cols = hl.tile_index(t1)
+        left = hl.load(x, [t0, t1], extra_mask=(cols < x.size(1))[None, :])
+        right = hl.load(y, [t0, cols - x.size(1)], extra_mask=(cols >= x.size(1))[None, :])
+        out[t0, t1] = torch.where((cols < x.size(1))[None, :], left, right)
+    return out
+
+
+def test_masked_loads_may_reach_past_the_tensor():
+    x, y = torch.randn(13, 40), torch.randn(13, 61)
+    want = torch.cat([x, y], 1)
+    torch.testing.assert_close(concat_cols(x, y, _nan(13, 101)), want)
+    torch.testing.assert_close(concat_cols.ref(x, y, _nan(13, 101)), want)
+    torch.testing.assert_close(concat_cols.run((x, y, _nan(13, 101)), {},
+                                               dt.Config(block_sizes=[8, 16])), want)
