@@ -234,3 +234,25 @@ def test_masked_loads_may_reach_past_the_tensor():
     torch.testing.assert_close(concat_cols.ref(x, y, _nan(13, 101)), want)
     torch.testing.assert_close(concat_cols.run((x, y, _nan(13, 101)), {},
                                                dt.Config(block_sizes=[8, 16])), want)
+
+
+@dt.kernel
+def row_max_registered(x, out):
+    """A registered block size for the rows, used in hl.full([tile_m]): the default config
+    must not make the row tile an index (block size 1)."""
+    m, n = x.size()
+    bm = hl.register_block_size(m)
+    bn = hl.register_block_size(n)
+    for tm in hl.tile(m, block_size=bm):
+        best = hl.full([tm], float("-inf"), dtype=torch.float32)
+        for tn in hl.tile(n, block_size=bn):
+            best = torch.maximum(best, torch.amax(x[tm, tn], dim=1))
+        out[tm] = best
+    return out
+
+
+def test_registered_block_sizes_are_not_one_by_default():
+    x = torch.randn(29, 1100)
+    cfg = row_max_registered.config_for((x, _nan(29)))
+    assert min(cfg.block_sizes) > 1, cfg
+    torch.testing.assert_close(row_max_registered(x, _nan(29)), x.amax(1))

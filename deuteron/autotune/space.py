@@ -83,7 +83,10 @@ class Space:
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
         self.fp32_dot = any(p.fp32_dot for p in self.programs)
-        self.block_choices = [self._choices(t) for t in self.tiles]
+        # a registered block size is never 1 where it can be more: tiles pinned to 1 are
+        # indexes (they drop their dim), which would change what hl.zeros([tile, ...]) means
+        self.block_choices = [[b for b in ch if b > 1 or t.kind != "bs"] or ch
+                              for ch, t in ((self._choices(t), t) for t in self.tiles)]
         self.warps = [4, 8] if self.has_dot else [1, 2, 4, 8, 16]
         self.stages = ([2, 3, 4, 5] if self.has_dot else [1, 2, 3]) if self.has_loops else [3]
         self.groups = [1, 4, 8, 16] if self.grouped else [8]
