@@ -84,3 +84,27 @@ def fragment_choices(fragment) -> list:
 def fragment_default(fragment):
     d = getattr(fragment, "default", None)
     return d() if callable(d) else fragment
+
+
+class PatternSearch:
+    """Helion's search classes are named in `search_algorithms` for programs that pick one in
+    an `autotuner_fn`. deuteron has one search (autotune/search.py: a sampled start, then a
+    pattern search), sized by autotune_effort, and never calls autotuner_fn, so a program can
+    name this class but not run it."""
+
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("deuteron runs its own search (autotune/search.py); choose "
+                                  "its budget with autotune_effort= or "
+                                  "DEUTERON_AUTOTUNE_EFFORT instead of an autotuner_fn")
+
+
+search_algorithms = {"PatternSearch": PatternSearch}
+
+
+class LocalAutotuneCache:
+    """Helion's on-disk cache around a search, which an `autotuner_fn` returns. deuteron caches
+    every tuned config on disk itself (autotune/cache.py) and does not call autotuner_fn; this
+    only holds the search it wraps."""
+
+    def __init__(self, autotuner):
+        self.autotuner = autotuner

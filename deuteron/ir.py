@@ -31,6 +31,7 @@ class Dim:
         self.is_index = kind != "full" and block == 1
         self.lo, self.hi = 0, self.extent   # bounds: host ints, or scalar Values (jagged loops)
         self.users = []           # a registered block size's placeholder: the dims using it
+        self.block_of = None      # hl.zeros([.., bs]) with bs registered: that config slot
 
     def describe(self) -> str:
         what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]
@@ -56,8 +57,31 @@ class _One:
 ONE = _One()
 
 
+def same_dim(x, y) -> bool:
+    """x is y, or one is the dim of a registered block size used as a size (`hl.zeros([tm,
+    bs])`) and the other that block size's dim or a tile dim pinned to it: one block wide
+    both, so they line up as in Helion (padded lanes of such a tile are the user's to mask)."""
+    if x is y:
+        return True
+    bx, by = getattr(x, "block_of", None), getattr(y, "block_of", None)
+    if bx is None and by is None:
+        return False
+    sx = getattr(getattr(x, "shared", None), "index", None)
+    sy = getattr(getattr(y, "shared", None), "index", None)
+    return (bx is not None and bx in (by, sy)) or (by is not None and by == sx)
+
+
+def _unit(d) -> bool:
+    return d.kind == "full" and d.extent == 1 and d.block_of is None
+
+
+def dims_match(a, b) -> bool:
+    return a is not None and len(a) == len(b) and all(same_dim(x, y) for x, y in zip(a, b))
+
+
 def broadcast_dims(a: tuple, b: tuple):
-    """Right-aligned broadcast of two dim tuples; returns None when they disagree."""
+    """Right-aligned broadcast of two dim tuples; returns None when they disagree. Of two
+    same_dim dims the block-size one is kept: it outlives the inner loop of the tile one."""
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else ONE
@@ -66,6 +90,12 @@ def broadcast_dims(a: tuple, b: tuple):
             out.append(x)
         elif x is ONE:
             out.append(y)
+        elif _unit(y):            # `r[t, :]` of an [m, 1] tensor broadcasts as in torch
+            out.append(x)
+        elif _unit(x):
+            out.append(y)
+        elif same_dim(x, y):
+            out.append(x if x.block_of is not None else y)
         else:
             return None
     return tuple(reversed(out))
@@ -137,6 +167,16 @@ class Program:
         r = TensorRef(t)
         self.tensors.append(r)
         return r
+
+    def block_dim(self, bs) -> Dim:
+        """The dim of a registered block size used as a size: bs wide, no padding."""
+        for d in self.dims:
+            if d.block_of == bs.index:
+                return d
+        d = Dim("full", int(bs), block=int(bs))
+        d.block_of = bs.index
+        self.dims.append(d)
+        return d
 
     def full_dim(self, extent: int) -> Dim:
         """Full slices of equal extent share one Dim, so `x[t, :] * w[:]` lines up."""

@@ -350,7 +350,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "ptr":
             args.append(what[1].tensor)
         elif what[0] == "extent":
-            args.append(what[1].lo + what[1].extent)
+            args.append(_end(what[1]))
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}
@@ -358,7 +358,7 @@ def bind(low, config: Config, jitfn) -> Launch:
         if what[0] == "block":
             kwargs[name] = block_of(what[1], config)
         elif what[0] == "extent":
-            kwargs[name] = what[1].lo + what[1].extent
+            kwargs[name] = _end(what[1])
         else:
             kwargs[name] = config.group_size
     grid = 1
@@ -366,6 +366,11 @@ def bind(low, config: Config, jitfn) -> Launch:
         grid *= -(-d.extent // block_of(d, config))
     kwargs.update(num_warps=config.num_warps, num_stages=config.num_stages)
     return Launch(jitfn, (grid,), tuple(args), kwargs, low.name, low.source)
+
+
+def _end(d) -> int:
+    """The host end of a dim's range (its begin may be a value the kernel computes)."""
+    return d.hi if isinstance(d.hi, int) else d.lo + d.extent
 
 
 def _poison(t: torch.Tensor):

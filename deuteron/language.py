@@ -97,6 +97,13 @@ def register_block_size(min_or_max, max_or_none=None):
     return _run().register_block_size(min_or_max, max_or_none)
 
 
+def register_reduction_dim(size):
+    """A dim that kernels take whole (Helion's older spelling for marking a reduction dim):
+    deuteron takes a host int as a full dim wherever a tile shape lists it, so this returns
+    the size as an int."""
+    return int(size)
+
+
 def register_tunable(name, fragment):
     """A named value the autotuner picks among the fragment's choices
     (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,

@@ -73,8 +73,9 @@ class _Lowering(ExprMixin):
             params.append((f"{r.name}_ptr", ("ptr", r)))
             self.names.used.add(f"{r.name}_ptr")
         for d in self.p.dims:
-            if isinstance(d.hi, ir.Value) or isinstance(d.lo, ir.Value):
-                continue                   # bounds computed in the kernel: no parameter
+            if isinstance(d.hi, ir.Value):
+                continue                   # an end computed in the kernel: no parameter
+            # (a begin computed in the kernel, `hl.tile(loaded, n)`, still ends at host n)
             (constexprs if self.static else params).append((d.letter.upper(), ("extent", d)))
         for r in self.p.tensors:
             for axis in range(r.tensor.dim()):

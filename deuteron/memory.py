@@ -19,8 +19,9 @@ from .errors import TraceError
 from .ir import ONE
 
 
-def parse_index(tracer, tensor: torch.Tensor, index):
-    """-> (entries, starts, result dims)."""
+def parse_index(tracer, tensor: torch.Tensor, index, masked=False):
+    """-> (entries, starts, result dims). `masked`: an extra_mask guards the access, so a
+    tile may reach past the tensor's end (Helion's concatenation idiom)."""
     from .trace import Tile
     prog = tracer.program
     if not isinstance(index, tuple):
@@ -43,7 +44,7 @@ def parse_index(tracer, tensor: torch.Tensor, index):
             continue
         size = tensor.shape[axis]
         if isinstance(i, Tile):
-            if isinstance(i.dim.hi, int) and i.dim.hi > size:
+            if isinstance(i.dim.hi, int) and i.dim.hi > size and not masked:
                 raise TraceError(f"tile {i.dim.describe()} is larger than dimension {axis} of "
                                  f"the tensor it indexes (size {size})")
             out.append(("index" if i.dim.is_index else "tile", i.dim))
@@ -83,7 +84,7 @@ def parse_index(tracer, tensor: torch.Tensor, index):
 
 
 def load(tracer, tensor, index, extra_mask=None):
-    idx, starts, dims = parse_index(tracer, tensor, index)
+    idx, starts, dims = parse_index(tracer, tensor, index, extra_mask is not None)
     ref = tracer.program.tensor_ref(tensor)
     ref.loaded = True
     args = [_mask_operand(tracer, extra_mask, dims)] if extra_mask is not None else []
@@ -94,10 +95,10 @@ def load(tracer, tensor, index, extra_mask=None):
 
 def store(tracer, tensor, index, value, extra_mask=None, atomic=None):
     from .ops import as_operand, cast
-    idx, starts, dims = parse_index(tracer, tensor, index)
+    idx, starts, dims = parse_index(tracer, tensor, index, extra_mask is not None)
     value = as_operand(tracer, value)
     vdims = getattr(value, "dims", ())
-    if ir.broadcast_dims(dims, vdims) != dims:
+    if not ir.dims_match(ir.broadcast_dims(dims, vdims), dims):
         raise TraceError("mismatched tile shapes in store: value has dims "
                          f"[{', '.join(d.describe() for d in vdims)}], target "
                          f"[{', '.join(d.describe() for d in dims)}]")
@@ -118,6 +119,6 @@ def _mask_operand(tracer, m, dims):
     m = as_operand(tracer, m)
     if not isinstance(m, ir.Value) or m.dtype != torch.bool:
         raise TraceError("extra_mask must be a boolean tile value (e.g. tile.index < n)")
-    if ir.broadcast_dims(dims, m.dims) != dims:
+    if not ir.dims_match(ir.broadcast_dims(dims, m.dims), dims):
         raise TraceError("extra_mask's tile dims must be among the accessed tile's dims")
     return m

@@ -251,6 +251,8 @@ def full(tracer, shape, value, dtype):
             if s.dim.is_index:
                 raise TraceError("a tile with block_size=1 is an index, not a dimension of a tile")
             dims.append(s.dim)
+        elif isinstance(s, ir.BlockSize) and s.index >= 0:
+            dims.append(tracer.program.block_dim(s))
         elif isinstance(s, int) and not isinstance(s, bool):
             dims.append(ONE if s == 1 else tracer.program.full_dim(s))
         else:

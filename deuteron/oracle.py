@@ -14,7 +14,7 @@ import itertools
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .ir import BlockSize, default_block
+from .ir import BlockSize
 
 
 def _int(x):
@@ -108,14 +108,17 @@ class RefRun:
         return torch.full(dims, value, dtype=dtype, device=self.device)
 
     def register_block_size(self, lo, hi=None):
+        # the largest size: the oracle's tiles are whole dims, so a block the size of the
+        # dim it registers for (hl.zeros([t, bs]) + x[t, tile_n]) lines up with them
         lo, hi = (1, int(lo)) if hi is None else (int(lo), int(hi))
-        return BlockSize(default_block(lo, hi), -1, lo, hi)
+        return BlockSize(hi, -1, lo, hi)
 
     def arange(self, begin, end, dtype):
         return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
 
     def load(self, tensor, index, extra_mask):
-        v = tensor[_clamped(tensor, unwrap(index))]
+        index = unwrap(index)
+        v = _padded(tensor, index)[_clamped(tensor, index)]
         return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
     def store(self, tensor, index, value, extra_mask):
@@ -166,6 +169,26 @@ class RefRun:
         if acc is not None:
             r = acc + r
         return r.to(out_dtype) if out_dtype is not None else r
+
+
+def _padded(tensor, index):
+    """The tensor, zero-padded where a tile's slice reaches past a dim's end (lanes an
+    extra_mask turns off: Helion's concatenation reads x[t, tile] over out's width)."""
+    index = index if isinstance(index, tuple) else (index,)
+    if any(i is Ellipsis for i in index):
+        return tensor
+    need, axis = list(tensor.shape), 0
+    for i in index:
+        if i is None:
+            continue
+        if isinstance(i, slice) and i.stop is not None and i.stop > need[axis]:
+            need[axis] = i.stop
+        axis += 1
+    if need == list(tensor.shape):
+        return tensor
+    big = tensor.new_zeros(need)
+    big[tuple(slice(0, n) for n in tensor.shape)] = tensor
+    return big
 
 
 def _clamped(tensor, index):
@@ -231,6 +254,10 @@ class OracleMode(TorchFunctionMode):
             if isinstance(acc, torch.Tensor) and (acc.dtype != a.dtype or _low(a) and
                                                   a.dtype.itemsize == 1):
                 return acc * beta + alpha * matmul_in(acc.dtype, a, b).to(acc.dtype)
+        if func in (torch.mm, torch.bmm) and (len(args) == 3 or "out_dtype" in kwargs):
+            # torch.bmm(a, b, out_dtype): accumulate in fp32, as the kernel's dot does
+            out = args[2] if len(args) == 3 else kwargs["out_dtype"]
+            return matmul_in(torch.float32, args[0], args[1]).to(out)
         if func in (torch.matmul, torch.mm, torch.bmm, torch.Tensor.__matmul__) and len(args) == 2:
             a, b = args
             if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and (

@@ -101,7 +101,13 @@ class TileValue(ir.Value):
             return ops.unary(self.tracer, "rsqrt", self)
         if p == -1:
             return 1.0 / self
-        raise TraceError(f"x ** {p!r} is not supported in a tile loop (2, 0.5, -0.5, -1 are)")
+        if isinstance(p, int) and not isinstance(p, bool) and 2 < p <= 8:
+            r = self                   # small integer powers: repeated products, as written
+            for _ in range(p - 1):
+                r = r * self
+            return r
+        raise TraceError(f"x ** {p!r} is not supported in a tile loop (integers 1..8, 0.5, "
+                         "-0.5, -1 are)")
 
     def __getitem__(self, index):
         return ops.view(self.tracer, self, index)
@@ -251,7 +257,10 @@ def _table():
             t[r] = (lambda f: lambda tr, a, b: ops.binary(tr, f, b, a))(fn)
     t[torch.Tensor.__matmul__] = lambda tr, a, b: ops.dot(tr, a, b)
     t[torch.Tensor.__rmatmul__] = lambda tr, a, b: ops.dot(tr, b, a)
-    t[torch.matmul] = t[torch.mm] = t[torch.bmm] = lambda tr, a, b: ops.dot(tr, a, b)
+    t[torch.matmul] = lambda tr, a, b: ops.dot(tr, a, b)
+    # torch.mm / torch.bmm(a, b, out_dtype): the product in fp32, then out_dtype (hl.dot's)
+    t[torch.mm] = t[torch.bmm] = lambda tr, a, b, out_dtype=None: (
+        ops.dot(tr, a, b) if out_dtype is None else ops.hl_dot(tr, a, b, None, out_dtype))
     t[torch.baddbmm] = _addmm
     t[torch.Tensor.transpose] = lambda tr, x, d0, d1: ops.trans(tr, ops.as_operand(tr, x), d0, d1)
     t[torch.transpose] = t[torch.Tensor.transpose]
@@ -270,6 +279,8 @@ def _table():
     t[torch.max] = _maxmin("max")
     t[torch.min] = _maxmin("min")
     t[torch.softmax] = t[F.softmax] = t[torch.Tensor.softmax] = _softmax
+    t[torch.var_mean] = _var_mean
+    t[torch.var] = t[torch.Tensor.var] = lambda tr, x, *a, **k: _var_mean(tr, x, *a, **k)[0]
     t[torch.cumsum] = t[torch.Tensor.cumsum] = lambda tr, x, dim, dtype=None: _dtype(
         tr, ops.cumsum(tr, x, dim), dtype)
     t[F.gelu] = lambda tr, x, approximate="none": ops.gelu(tr, x, approximate)
@@ -283,6 +294,12 @@ def _table():
     t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
+    # `w.new_zeros(n)` in a tile loop (w a host tensor): a tile of n values, as hl.zeros([n])
+    for m, v in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
+        t[getattr(torch.Tensor, m)] = (lambda v: lambda tr, x, *size, dtype=None, **kw: ops.full(
+            tr, _sizes(size), v, dtype or x.dtype))(v)
+    t[torch.Tensor.new_full] = lambda tr, x, size, value, dtype=None, **kw: ops.full(
+        tr, _sizes((size,)), value, dtype or x.dtype)
     for m in ("to", "float", "half", "bfloat16", "type", "sum", "mean", "amax", "amin", "exp",
               "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
               "abs", "relu", "floor", "ceil", "neg", "__neg__", "__invert__", "__pow__", "clamp",
@@ -292,10 +309,45 @@ def _table():
     return t
 
 
+def _sizes(size) -> list:
+    """new_zeros(n), new_zeros(m, n), new_zeros([m, n]) -> [sizes]."""
+    if len(size) == 1 and isinstance(size[0], (list, tuple, torch.Size)):
+        size = size[0]
+    return list(size)
+
+
 def _softmax(tracer, x, dim=None, dtype=None, _stacklevel=3):
     if dim is None:
         raise TraceError("softmax in a tile loop needs dim=")
     return ops.softmax(tracer, x, dim, dtype)
+
+
+def _var_mean(tracer, x, dim=None, *, correction=1, keepdim=False, unbiased=None):
+    """(variance, mean) as torch.var_mean: the mean of squared deviations from the mean (the
+    reduction skips padded lanes), scaled by n / (n - correction)."""
+    x = ops.as_operand(tracer, x)
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    if dim is None:
+        dim = list(range(x.rank))
+    dims = list(dim) if isinstance(dim, (list, tuple)) else [dim]
+    mean = ops.reduce(tracer, "mean", x, dims, True)
+    dev = ops.binary(tracer, "sub", x, mean)
+    var = ops.reduce(tracer, "mean", ops.binary(tracer, "mul", dev, dev), dims, keepdim)
+    if correction:
+        n = 1
+        for d in dims:
+            e = x.dims[d % x.rank]
+            if e is not ir.ONE and e.kind != "full":
+                raise TraceError("var_mean with correction over a tiled dim: the count of "
+                                 "elements is known only for a full slice ':' (or pass "
+                                 "correction=0)")
+            n *= 1 if e is ir.ONE else e.extent
+        var = ops.binary(tracer, "mul", var, n / max(n - correction, 0) if n > correction
+                         else float("nan"))
+    if not keepdim:
+        mean = ops.reduce(tracer, "mean", x, dims, False)
+    return var, mean
 
 
 def _unsqueeze(tracer, x, d):

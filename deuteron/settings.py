@@ -24,7 +24,18 @@ HELION_ONLY = frozenset({
     "autotune_progress_bar", "autotune_cache", "autotune_baseline_fn", "autotune_baseline_atol",
     "autotune_baseline_rtol", "autotuner_fn", "force_autotune", "allow_warp_specialize",
     "debug_dtype_asserts", "ref_mode", "key", "persistent_reserved_sms", "autotune_search_acc",
-    "autotune_config_overrides", "autotune_ignore_errors", "static_ranges",
+    "autotune_config_overrides", "autotune_ignore_errors", "static_ranges", "backend",
+    "cute_rng_stream", "fast_math", "autotune_force_persistent", "distributed", "autotune_log",
+    "autotune_log_details", "autotune_handoff", "autotune_handoff_budget_seconds",
+    "autotune_benchmark_subprocess", "autotune_benchmark_timeout", "autotune_best_of_k",
+    "autotune_suspicious_rebenchmark_ratio", "autotune_search_acf", "autotune_budget_seconds",
+    "autotune_adaptive_timeout", "print_repro", "output_origin_lines", "autotune_seed_configs",
+    "disable_autotuner_heuristics", "autotune_baseline_accuracy_check_fn", "autotune_benchmark_fn",
+    "autotune_best_available_max_configs", "autotune_best_available_max_cache_scan",
+    "autotune_initial_population_strategy", "torch_compile_fusion",
+    "autotune_with_torch_compile_fusion", "autotune_config_filter", "triton_do_not_specialize",
+    "autotune_log_search_space", "autotune_log_search_space_verbose",
+    "autotune_log_search_space_path",
 })
 
 

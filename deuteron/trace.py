@@ -256,7 +256,12 @@ class Tracer:
             old = start.get(name, _MISSING)
             if old is new:
                 continue
-            if _defined_in(new, loop) and old is not _MISSING:
+            if _defined_in(new, loop) and old is not _MISSING and _ended(old):
+                # a name reused from an earlier loop whose tile has ended (`values = x[tm, tn]`
+                # in two loops over n): a new value, not one carried across iterations
+                if new.name is None:
+                    new.name = name
+            elif _defined_in(new, loop) and old is not _MISSING:
                 if isinstance(old, (int, float)) and not isinstance(old, bool):
                     old = self.new("full", [], new.dims, new.dtype, old, value=old, hoist=loop)
                 if not isinstance(old, TileValue):
@@ -372,6 +377,12 @@ class Tracer:
 
 
 _MISSING = object()
+
+
+def _ended(v) -> bool:
+    """Does tile value v have a dim of an inner loop that has ended?"""
+    return any(getattr(d, "loop", None) is not None and d.loop.closed
+               for d in getattr(v, "dims", ()))
 
 
 def _defined_in(v, loop) -> bool:

@@ -172,9 +172,17 @@ TRITON_DIFFERENCES = """\
 HELION_DIFFERENCES = """\
 - **One port step**: `import deuteron.language as hl` and `import deuteron as dt` (for
   `dt.kernel`, `dt.Config`) replace `helion.language` and `helion`. The `hl.*` names that exist
-  mean what Helion's mean; the rest of this list is what still differs.
+  mean what Helion's mean; the rest of this list is what still differs. Helion's other module
+  paths exist too: `deuteron.cdiv`, `deuteron.next_power_of_2`, `deuteron.jit`, `deuteron.exc`
+  (its warning classes, for `ignore_warnings=`), `deuteron.runtime`,
+  `deuteron.autotuner.search_algorithms` (named, never run: `autotuner_fn` is not called), and
+  `deuteron._testing` (the public `deuteron.testing`: `run_example`, `DEVICE`, `HALF_DTYPE`,
+  `LONG_INT_TYPE`, `code_and_output`). `run_example` checks as Helion's does, times with
+  `newt.testing.do_bench` and skips timing without a GPU (kernels then run on the
+  interpreter). `scripts/run_helion_examples.py` runs a folder of Helion programs with only
+  their imports rewritten.
 - **Missing `hl.*` names**: `hl.jagged_tile` (loop over `hl.tile(start, end)` with bounds read
-  in the kernel instead), `hl.barrier`, `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
+  in the kernel instead), `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
   `hl.associative_scan`, `hl.cumprod`, `hl.split` / `hl.join`, `hl.subscript`,
   `hl.inline_asm_elementwise`, `hl.inline_triton` / `hl.triton_kernel`, `hl.device_print`,
   `hl.breakpoint`, `hl.StackTensor`. `hl.constexpr` is an annotation only (host numbers are
@@ -190,8 +198,9 @@ HELION_DIFFERENCES = """\
   index (`hl.grid`, `block_size=1`) is an int carrying `.begin`, `.end`, `.index`, `.id`. In the
   oracle these are host ints: `t.end * 1.0`, not `t.end.float()`.
 - **`hl.register_block_size`** is an int in host code: this run's config value (when only
-  tracing, and in the oracle, the power of two nearest 64 within the range). Tiles given it as
-  `block_size=` share one tuned size.
+  tracing, the power of two nearest 64 within the range; in the oracle, whose tiles are whole
+  dims, the top of the range). Tiles given it as `block_size=` share one tuned size, and as a
+  size (`hl.zeros([tile_m, bs])`) it lines up with those tiles.
 - **`hl.register_tunable(name, fragment)` is not searched**: the kernel runs with
   `dt.Config(name=value)` when a config sets it, else the fragment's default
   (`deuteron.autotuner.PowerOfTwoFragment`, `IntegerFragment`, `EnumFragment`,

@@ -64,8 +64,9 @@ class Space:
         from ..pads import all_values
         kdims = set()       # dims some dot contracts over (the others a dot reads are M / N)
         for pi, p in enumerate(self.programs):
+            # (a registered block size used as a size is a tile dim here, not a row)
             row = math.prod(max(next_pow2(d.extent), 16 if d.in_dot else 1)
-                            for d in p.dims if d.kind == "full")
+                            for d in p.dims if d.kind == "full" and d.block_of is None)
             for d in p.dims:
                 owner[id(d)] = (pi, row)
             kdims |= {id(v.attrs["kdim"]) for v in all_values(p.items) if v.op == "dot"}
@@ -82,7 +83,10 @@ class Space:
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
         self.fp32_dot = any(p.fp32_dot for p in self.programs)
-        self.block_choices = [self._choices(t) for t in self.tiles]
+        # a registered block size is never 1 where it can be more: tiles pinned to 1 are
+        # indexes (they drop their dim), which would change what hl.zeros([tile, ...]) means
+        self.block_choices = [[b for b in ch if b > 1 or t.kind != "bs"] or ch
+                              for ch, t in ((self._choices(t), t) for t in self.tiles)]
         self.warps = [4, 8] if self.has_dot else [1, 2, 4, 8, 16]
         self.stages = ([2, 3, 4, 5] if self.has_dot else [1, 2, 3]) if self.has_loops else [3]
         self.groups = [1, 4, 8, 16] if self.grouped else [8]
