@@ -194,10 +194,12 @@ def _axis(x, dim):
     return dim % x.rank
 
 
-def dot(tracer, a, b):
+def dot(tracer, a, b, acc_dtype=None):
+    """a @ b; `acc_dtype`: the accumulator's dtype when the product feeds `torch.addmm(acc, a,
+    b)` / `torch.baddbmm`, whose product the oracle (and the kernel) keep in that precision."""
     a, b = as_operand(tracer, a), as_operand(tracer, b)
     if isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 3 and b.rank == 3:
-        return _batched_dot(tracer, a, b)
+        return _batched_dot(tracer, a, b, acc_dtype)
     if not (isinstance(a, ir.Value) and isinstance(b, ir.Value) and a.rank == 2 and b.rank == 2):
         raise TraceError("matmul in a tile loop takes two 2-D tiles (or two 3-D tiles of one "
                          "batch tile)")
@@ -216,11 +218,13 @@ def dot(tracer, a, b):
     prog.fp32_dot = prog.fp32_dot or a.dtype == torch.float32
     fp8 = a.dtype.is_floating_point and a.dtype.itemsize == 1   # torch has no fp8 matmul:
     rtype = torch.float32 if fp8 else _infer("matmul", a, b)   # fp32, as the kernel's dot
+    if acc_dtype is not None and acc_dtype != rtype and acc_dtype.is_floating_point:
+        rtype = acc_dtype     # not rounded to the operands' dtype before it is added
     return tracer.new("dot", [a, b], (a.dims[0], b.dims[1]), rtype, None,
                       kdim=a.dims[1], precision=_fp32_precision(a.dtype), partial=partial)
 
 
-def _batched_dot(tracer, a, b):
+def _batched_dot(tracer, a, b, acc_dtype=None):
     """[B, M, K] @ [B, K, N] over a batch tile B: the batch tile runs one batch element per
     program (its block size is pinned to 1), so the product is one 2-D dot per program."""
     bdim = a.dims[0]
@@ -233,7 +237,7 @@ def _batched_dot(tracer, a, b):
                              "autotuner may size (it is pinned to one element per program)")
         bdim.batch = True
     flat = [tracer.new("reshape", [x], x.dims[1:], x.dtype, None) for x in (a, b)]
-    d = dot(tracer, *flat)
+    d = dot(tracer, *flat, acc_dtype=acc_dtype)
     return tracer.new("reshape", [d], (bdim,) + d.dims, d.dtype, None)
 
 

@@ -231,7 +231,10 @@ def _maxmin(kind):
 def _addmm(tracer, inp, a, b, *, beta=1, alpha=1):
     if beta != 1 or alpha != 1:
         raise TraceError("torch.addmm in a tile loop supports beta=1 and alpha=1 only")
-    return ops.binary(tracer, "add", inp, ops.dot(tracer, a, b))
+    # the product stays in the accumulator's precision (an fp32 acc of fp16 operands adds the
+    # fp32 product, as the oracle computes), not rounded to the operands' dtype first
+    acc_dtype = inp.dtype if isinstance(inp, ir.Value) else None
+    return ops.binary(tracer, "add", inp, ops.dot(tracer, a, b, acc_dtype))
 
 
 def _table():

@@ -255,6 +255,35 @@ def test_fp16_matmul_into_fp32_runs_in_the_oracle(k):
     _both(k, (x, y, _nan(33, 17)), x.float() @ y.float(), rtol=1e-3, atol=1e-3)
 
 
+@dt.kernel
+def mixed_baddbmm(a, b, out):
+    for tb, tm, tn in hl.tile([a.shape[0], a.shape[1], b.shape[2]]):
+        acc = hl.zeros([tb, tm, tn])
+        for tk in hl.tile(a.shape[2]):
+            acc = torch.baddbmm(acc, a[tb, tm, tk], b[tb, tk, tn])
+        out[tb, tm, tn] = acc
+    return out
+
+
+@pytest.mark.parametrize("k,batched", [(mixed_addmm, False), (mixed_baddbmm, True)])
+def test_fp16_products_added_to_fp32_are_not_rounded_to_fp16(k, batched):
+    """Each k-step's product joins the fp32 accumulator unrounded: rounded to fp16 (the
+    operands' dtype) first, the error grows by about 1e-3 of each partial sum. Four k-steps
+    of large partials, compared against fp64 with a tolerance the rounding would exceed."""
+    torch.manual_seed(3)
+    x = (torch.randn(2, 19, 61) * 4).half()
+    y = (torch.randn(2, 61, 23) * 4).half()
+    out = _nan(2, 19, 23)
+    if not batched:
+        x, y, out = x[0], y[0], out[0]
+    cfg = dt.Config(block_sizes=[1, 16, 16, 16] if batched else [16, 16, 16])
+    assert ".to(nl.float16)" not in k.to_newt_source(x, y, out)
+    got = k.run((x, y, out), {}, cfg)
+    want = x.double() @ y.double()
+    torch.testing.assert_close(got.double(), want, rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(k.ref(x, y, _nan(*out.shape)).double(), want, rtol=1e-5, atol=1e-4)
+
+
 def test_oracle_fp8_matmul_accumulates_in_fp32():
     if not hasattr(torch, "float8_e4m3fn"):
         pytest.skip("no fp8 in this torch")
