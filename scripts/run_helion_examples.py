@@ -117,13 +117,7 @@ def main(argv=None) -> int:
             print(f"copies kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    width = max(len("example"), *(len(r[0]) for r in rows))
-    print(f"\n{'example'.ljust(width)}  result   seconds  why")
-    for name, result, secs, why in rows:
-        print(f"{name.ljust(width)}  {result:7s} {secs:8.1f}  {why[:160]}")
-    failed = sum(r[1] != "pass" for r in rows)
-    print(f"\n{len(rows) - failed} of {len(rows)} pass")
-    return failed
+    return triton_runner.print_table(rows, "example")
 
 
 if __name__ == "__main__":

@@ -137,8 +137,13 @@ def main(argv=None) -> int:
             print(f"copies kept in {workdir}")
         else:
             shutil.rmtree(workdir, ignore_errors=True)
-    width = max(len("tutorial"), *(len(r[0]) for r in rows))
-    print(f"\n{'tutorial'.ljust(width)}  result   seconds  why")
+    return print_table(rows, "tutorial")
+
+
+def print_table(rows, label):
+    """The summary of (name, result, seconds, why) rows; returns how many did not pass."""
+    width = max(len(label), *(len(r[0]) for r in rows))
+    print(f"\n{label.ljust(width)}  result   seconds  why")
     for name, result, secs, why in rows:
         print(f"{name.ljust(width)}  {result:7s} {secs:8.1f}  {why[:160]}")
     failed = sum(r[1] != "pass" for r in rows)
