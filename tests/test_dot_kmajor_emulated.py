@@ -26,7 +26,7 @@ def _kinds(src: str) -> set:
     """The wgmma kinds the generated code calls (its helpers are named newt_wgmma_<kind>_n<N>;
     the emulator replaced their bodies)."""
     import re
-    return set(re.findall(r"\bnewt_wgmma_(\w+?)_n\d+\(", src))
+    return set(re.findall(r"\bnewt_wgmma_(\w+?)_n\d+(?:_t?[ab])*\(", src))
 
 
 def _check(c, a, b, act=""):
