@@ -189,7 +189,12 @@ class Space:
             mn = [(b, t) for b, t in zip(blocks, self.tiles) if t.role == "mn"]
             acc = math.prod(b for b, _ in mn) * max((t.row for _, t in mn), default=1)
             big = acc >= 16384 or any(b >= 128 for b, _ in mn)   # accumulators: 8 warps
-            cfg = dataclasses.replace(cfg, num_warps=8 if big else 4)
+            w = 8 if big else 4
+            # newt's tensor-core fragment gives each warp 16-row strips of the first (row)
+            # tile: fewer warps where the rows do not split over them (else the dot runs on FMA)
+            while mn and w > 1 and mn[0][0] % (16 * w):
+                w //= 2
+            cfg = dataclasses.replace(cfg, num_warps=w)
         else:
             row = max((t.row for t in self.tiles), default=1)
             if row > 1:

@@ -49,10 +49,12 @@ class DotPlan:
     swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/tc/dot_tma.py)
     wgmma: bool = False    # the instruction: wgmma.mma_async, else mma.sync (passes/tc/dot.py,
     #                        record_instructions)
+    why: str = ""          # an fma plan's reason: which input or shape keeps it off tensor cores
 
     def __str__(self):
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
-            (" swapped" if self.swap else "") + (" wgmma" if self.wgmma else "")
+            (" swapped" if self.swap else "") + (" wgmma" if self.wgmma else "") + \
+            (f" ({self.why})" if self.why else "")
 
 
 def acc_out_bytes(op) -> int:
@@ -95,10 +97,20 @@ def plan_dot(op, num_threads) -> DotPlan:
         ka, kb = _FP8_KIND[dt], _FP8_KIND[b.dtype.name]
         kind = ka if ka == kb else f"{ka}_{kb}"
     esize = _TC_INPUTS.get(dt, 8)
-    if kind is not None and AccLayout.fits(M, N, num_threads) and (K * esize) % 32 == 0 \
-            and (K * esize) >= 32:
+    W = num_threads // 32
+    if kind is None:
+        why = f"{dt} x {b.dtype.name} inputs" + (f" with input_precision={prec!r}"
+                                                 if dt == "float32" else "")
+    elif not AccLayout.fits(M, N, num_threads):
+        # the fragment gives each warp 16-row strips of whole rows (AccLayout); Triton would
+        # split the warps along N as well
+        why = (f"{M} rows do not split into 16-row strips over {W} warps" if N % 16 == 0
+               else f"N = {N} is not a multiple of 16")
+    elif (K * esize) % 32 or K * esize < 32:
+        why = f"K = {K} is under 32 bytes or not a multiple of them"
+    else:
         return DotPlan("mma", kind, M, N, K, esize)
-    return DotPlan("fma", "fma", M, N, K, esize)
+    return DotPlan("fma", "fma", M, N, K, esize, why=why)
 
 
 def a_tile_bytes(op, plan) -> int:

@@ -353,8 +353,9 @@ def _no_ring(dot, body, uses, yld, plan_dot, options):
     why = _carried_acc_why(dot, body, uses, yld)
     if why:
         return why
-    if plan_dot(dot, options.num_threads).engine != "mma":
-        return "the dot does not run on tensor cores"
+    plan = plan_dot(dot, options.num_threads)
+    if plan.engine != "mma":
+        return f"the dot does not run on tensor cores: {plan.why}"
     for role, v in zip("ab", dot.operands[:2]):
         ld = op_of(v)
         if ld is None or ld.opcode != "load" or ld.parent is not body:
