@@ -381,7 +381,8 @@ def _consume(em, op, ring, tile_index: str, wait: int):
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
     if plan.wgmma:
-        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
+        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait,
+                   promote=dot.attrs.get("fp8_promote", False))
     else:
         emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
 
