@@ -2,11 +2,21 @@
 with the same config sweep, beside cuBLAS: every form should take the fast path. Correctness
 first (odd shapes, NaN-poisoned outputs), then one table of TFLOP/s (best config of each).
 
-    PYTHONPATH=. python benchmarks/matmul_forms.py [--check-only]
+    PYTHONPATH=. python benchmarks/matmul_forms.py [--check-only] [--no-tma]
 
 --check-only checks every form against torch at small sizes (on the CPU interpreter when there
 is no GPU) and times nothing. tests/test_matmul_forms.py compiles these kernels for sm_80 and
 sm_90a and checks the path each takes.
+
+--no-tma measures the path taken where TMA cannot apply (the cp.async ring), with the library
+unchanged: every operand and the output get rows padded by 16 bytes (row strides of K + 8
+elements for 16-bit, K + 4 for fp32). Rows stay 16-byte aligned, so 16-byte copies still
+apply, but no row stride is divisible by 16 elements, which newt's TMA boxes need
+(passes/tc/dot_tma.py); Triton's pointer loads never use TMA. Both get the same padded
+tensors: Triton specializes a stride only as divisible by 16 or not, so its copies of such
+rows may be narrower than 16 bytes, while newt tests alignment at run time. The fp8 row is left
+out: 1-byte rows 16-byte aligned always have strides divisible by 16.
+tests/test_matmul_forms_no_tma.py checks that these launches take the cp.async ring.
 """
 from __future__ import annotations
 
@@ -190,13 +200,32 @@ def sweep(dt):
 SPLITS = 4
 
 
-def operands(dt, bt, B, M, N, K, device):
-    a = torch.randn(B, M, K, device=device).to(dt)
-    if bt:      # x @ W.T: W stored [N, K], B read through its strides
-        b = torch.randn(B, N, K, device=device).to(dt).transpose(1, 2)
+def no_tma_pad(dt):
+    """--no-tma: the elements that pad each row to keep it 16-byte aligned while its stride is
+    not divisible by 16 (None: no such padding for 1-byte elements)."""
+    return 16 // dt.itemsize if dt.itemsize in (2, 4) else None
+
+
+def _rows(B, R, C, dt, device, pad, fill=None):
+    """A [B, R, C] tensor of dtype dt whose rows hold C + pad elements (random, or `fill`)."""
+    if fill is None:
+        t = torch.randn(B, R, C + pad, device=device).to(dt)
     else:
-        b = torch.randn(B, K, N, device=device).to(dt)
+        t = torch.full((B, R, C + pad), fill, device=device, dtype=dt)
+    return t[:, :, :C]
+
+
+def operands(dt, bt, B, M, N, K, device, pad=0):
+    a = _rows(B, M, K, dt, device, pad)
+    if bt:      # x @ W.T: W stored [N, K], B read through its strides
+        b = _rows(B, N, K, dt, device, pad).transpose(1, 2)
+    else:
+        b = _rows(B, K, N, dt, device, pad)
     return a, b
+
+
+def output(kind, dt, B, M, N, device, fill, pad=0):
+    return _rows(B, M, N, out_dtype(kind, dt), device, pad, fill)
 
 
 def cublas(dt, a, b):
@@ -217,25 +246,29 @@ def cublas(dt, a, b):
     return lambda: torch.matmul(a, b)
 
 
-def launch(kind, k, a, b, c, cfg):
-    """One launch of form kernel `k` on [B, M, K] @ [B, K, N] -> c [B, M, N]."""
+def launch_args(kind, a, b, c, cfg):
+    """(grid, args, keyword args) of a form kernel on [B, M, K] @ [B, K, N] -> c [B, M, N]."""
     B, M, K = a.shape
     N = b.shape[2]
     meta = {x: cfg[x] for x in ("BM", "BN", "BK", "num_warps", "num_stages")}
     gm, gn = -(-M // cfg["BM"]), -(-N // cfg["BN"])
     if kind == "batched":
-        return k[(gm, gn, B)](a, b, c, M, N, K, a.stride(0), a.stride(1), a.stride(2),
-                              b.stride(0), b.stride(1), b.stride(2), c.stride(0), c.stride(1),
-                              c.stride(2), **meta)
+        return (gm, gn, B), (a, b, c, M, N, K, *a.stride(), *b.stride(), *c.stride()), meta
     a2, b2, c2 = a[0], b[0], c[0]
     args = (a2, b2, c2, M, N, K, a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1),
             c2.stride(0), c2.stride(1))
     if kind == "grouped":
-        return k[(gm * gn,)](*args, GROUP_M=8, **meta)
+        return (gm * gn,), args, dict(meta, GROUP_M=8)
     if kind == "splitk":
         ks = -(-K // (SPLITS * cfg["BK"])) * cfg["BK"]
-        return k[(gm, gn, -(-K // ks))](*args, ks, **meta)
-    return k[(gm, gn)](*args, **meta)
+        return (gm, gn, -(-K // ks)), args + (ks,), meta
+    return (gm, gn), args, meta
+
+
+def launch(kind, k, a, b, c, cfg):
+    """One launch of form kernel `k` on [B, M, K] @ [B, K, N] -> c [B, M, N]."""
+    grid, args, kw = launch_args(kind, a, b, c, cfg)
+    return k[grid](*args, **kw)
 
 
 def out_dtype(kind, dt):
@@ -244,8 +277,9 @@ def out_dtype(kind, dt):
     return torch.float16 if dt.itemsize == 1 else dt
 
 
-def check_form(form, k, device, small):
-    """k against torch on NaN-poisoned outputs; odd shapes for the forms that mask."""
+def check_form(form, k, device, small, pad=0):
+    """k against torch on NaN-poisoned outputs; odd shapes for the forms that mask; rows
+    padded by `pad` elements (--no-tma)."""
     name, _, dt, bt, kind, divisible = form
     if small:
         B, M, N, K = (2 if kind == "batched" else 1), 64, 96, 80
@@ -257,19 +291,26 @@ def check_form(form, k, device, small):
         if kind != "batched":
             B = 1
         cfg = sweep(dt)[0]
-    a, b = operands(dt, bt, B, M, N, K, device)
+    a, b = operands(dt, bt, B, M, N, K, device, pad)
     # NaN-poisoned; split-K adds into C, which must start at 0 (every element is checked)
-    c = torch.full((B, M, N), 0.0 if kind == "splitk" else float("nan"), device=device,
-                   dtype=out_dtype(kind, dt))
+    c = output(kind, dt, B, M, N, device, 0.0 if kind == "splitk" else float("nan"), pad)
     launch(kind, k, a, b, c, cfg)
     want = (a.double() @ b.double()).float()
     torch.testing.assert_close(c.float(), want, atol=5e-2, rtol=2e-2,
                                msg=lambda m: f"{name}: {m}")
 
 
-def check(device, small=False):
-    for form in FORMS:
-        check_form(form, form[1], device, small)
+def forms(no_tma=False):
+    """(form, row padding) of each form the run measures: with no_tma, those that can be
+    padded (no_tma_pad)."""
+    if not no_tma:
+        return [(f, 0) for f in FORMS]
+    return [(f, no_tma_pad(f[2])) for f in FORMS if no_tma_pad(f[2])]
+
+
+def check(device, small=False, no_tma=False):
+    for form, pad in forms(no_tma):
+        check_form(form, form[1], device, small, pad)
 
 
 def best_rate(kind, k, a, b, c, time_ms):
@@ -288,14 +329,17 @@ def best_rate(kind, k, a, b, c, time_ms):
     return best
 
 
-def table(device, twins, time_ms, sizes=None):
-    """One row per form: newt, Triton (the same source), cuBLAS (torch.matmul), newt/Triton."""
+def table(device, twins, time_ms, sizes=None, no_tma=False):
+    """One row per form: newt, Triton (the same source), cuBLAS (torch.matmul), newt/Triton;
+    with no_tma, on padded rows (the module docstring), each name marked "(no TMA)"."""
     print(f"\n{'form':36s} {'newt':>8s} {'triton':>8s} {'cuBLAS':>8s} {'n/t':>6s}  TFLOP/s")
-    for name, k, dt, bt, kind, _ in FORMS:
+    for (name, k, dt, bt, kind, _), pad in forms(no_tma):
         B, M, N, K = (sizes or {}).get(kind) or SIZES.get(kind, (1, 4096, 4096, 4096))
-        a, b = operands(dt, bt, B, M, N, K, device)
+        a, b = operands(dt, bt, B, M, N, K, device, pad)
         # (split-K adds into C: timed without zeroing it, the same work for every provider)
-        c = torch.zeros((B, M, N), device=device, dtype=out_dtype(kind, dt))
+        c = output(kind, dt, B, M, N, device, 0.0, pad)
+        if no_tma:
+            name = name[:27] + " (no TMA)"
         got = [best_rate(kind, k, a, b, c, time_ms)]
         got.append(best_rate(kind, twins[k], a, b, c, time_ms) if k in twins else 0.0)
         ms = time_ms(cublas(dt, a, b))
@@ -306,22 +350,23 @@ def table(device, twins, time_ms, sizes=None):
 
 def main(argv):
     small = "--check-only" in argv
+    no_tma = "--no-tma" in argv
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         newt.options.flags.interpret = True
-    check(device, small=small or device == "cpu")
-    print("every form matches torch")
+    check(device, small=small or device == "cpu", no_tma=no_tma)
+    print("every form matches torch" + (" on padded rows (no TMA)" if no_tma else ""))
     if small or device == "cpu":
         return
     twins = {}
     if common.have_triton():
         for _, k, *_ in FORMS:
             twins.setdefault(k, common.triton_twin(k))
-        for form in FORMS:      # the twin must compute the same thing before it is timed
-            check_form(form, twins[form[1]], device, small=False)
+        for form, pad in forms(no_tma):   # the twin must compute the same thing before timing
+            check_form(form, twins[form[1]], device, small=False, pad=pad)
     t0 = time.time()
     table(device, twins, lambda fn: newt.testing.do_bench(fn, warmup=10, rep=40,
-                                                          return_mode="median"))
+                                                          return_mode="median"), no_tma=no_tma)
     print(f"({time.time() - t0:.0f} s)")
 
 

@@ -335,8 +335,9 @@ def dot(input, other, acc=None, input_precision=None, allow_tf32=None, max_num_i
     accumulate in fp32; fp32 inputs use tf32 tensor cores unless input_precision="ieee";
     int8 inputs accumulate in int32; fp8 inputs (any pair of the two formats) accumulate in
     fp32, on sm_90a with 8-bit wgmma when B is contiguous along K (the tensor cores' own fp8
-    accumulation, Triton's default there: `max_num_imprecise_acc` is accepted and not used).
-    M, N >= 16 and K >= 16 (powers of two)."""
+    accumulation, Triton's default there: `max_num_imprecise_acc` is accepted and not used;
+    `acc += nl.dot(a, b)` in a loop sums each step's products apart and adds them to acc in
+    fp32, since Triton leaves that form unfused). M, N >= 16 and K >= 16 (powers of two)."""
 
 
 # ----------------------------------------------------------------------------- compiler hints, debugging

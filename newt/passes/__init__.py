@@ -25,13 +25,15 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     runs              run facts: contiguity, divisibility, constant masks (runs.py)
     movement          how each layout conversion moves its data (layout.py)
   tensor cores, after layouts (tc/dot_rows.py, tc/fragment_epilogue.py, tc/dot_loads.py,
-  tc/ring_tma.py, tc/store_tma.py)
+  tc/ring_copies.py, tc/ring_tma.py, tc/store_tma.py)
     acc_between_loops an accumulator passed from loop to loop stays in the fragment
     dot_rows          dot results' row statistics stay in the fragment layout
     row_scale         acc / l[:, None] in the fragment
     frag_cast         the epilogue's elementwise ops up to the 16-bit cast in the fragment
     dot_operands      A from registers; loop-invariant A tiles staged once
     tile_loads        loads feeding only a synchronous dot copied straight into its tile
+    ring_copies       a cp.async ring's K-major B tile copied by 16-byte runs of k
+                      (tc/ring_copies.py)
     prefetch          attention's ring of tiles across iterations
     ring_tma          attention's rings by TMA boxes
     recompute_index   fragment index math inside loops recomputed, not hoisted
@@ -76,6 +78,7 @@ from .tc.dot_stores import claim_dot_stores
 from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, recompute_index,
                                    scale_in_fragment)
 from .tc.persistent import plan_persistent
+from .tc.ring_copies import plan_ring_copies
 from .tc.ring_tma import plan_ring_tma
 from .tc.store_tma import plan_store_tma
 from .tc.trans_loads import load_transposed_operands
@@ -105,6 +108,7 @@ PASSES = (
     ("frag_cast", cast_in_fragment),
     ("dot_operands", plan_operands),
     ("tile_loads", plan_tile_loads),
+    ("ring_copies", plan_ring_copies),
     ("prefetch", plan_prefetch),
     ("ring_tma", plan_ring_tma),
     ("recompute_index", recompute_index),

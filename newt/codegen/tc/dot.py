@@ -243,7 +243,8 @@ def emit_dot(em, op):
         elif use_wg:
             from .dot_loop import in_loop, staged_a_desc
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
-            emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad)
+            emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad,
+                       promote=op.attrs.get("fp8_promote", False))
         else:       # (copies after the mma: its fragments are dead by then)
             emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None,
                           rolled=bool(op.attrs.get("ksteps_rolled")))

@@ -36,6 +36,7 @@ from .dot_loop import pin_registers, trip_count
 from .dot_masks import group_mask
 from .dot_ptx import PRELUDE
 from .dot_tma import emit_consume, emit_drain, emit_producer, setup
+from .ring_kmajor import kmajor_copies
 from ..emitter import handles
 
 try:   # the memory codegen's mask analysis: one test per group where masks are affine
@@ -287,6 +288,8 @@ def _ring_load(em, op):
             and C % epc == 0 and (mask is None or mask.attrs["layout"] == lay)):
         _group_copies(em, op, ptr, mask, lay, tile, heads, C, epc, u, rd)
         return
+    if op.attrs.get("ring_copy") == "k_runs":   # (passes/tc/ring_copies.py)
+        return kmajor_copies(em, mask, tile, heads[0], em.name(heads[1]), R, C, es)
     if heads and transpose and es == 4 and (mask is None or mask.attrs.get("icomp")):
         _transposed_copies(em, ptr, mask, lay, tile, heads, R, C)
         return
@@ -378,7 +381,8 @@ def _consume(em, op, ring, tile_index: str, wait: int):
         from .dot_swap import wgmma_swapped
         return wgmma_swapped(em, plan, lay, n, ta, tb, wait)
     if plan.wgmma:
-        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait)
+        emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, wait=wait,
+                   promote=dot.attrs.get("fp8_promote", False))
     else:
         emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor)
 

@@ -8,6 +8,7 @@ and their swizzles are dot.py's `Tile`; the instruction strings are dot_ptx.py's
 """
 from __future__ import annotations
 
+from ...ir.schedule import FP8_KINDS
 from .dot_ptx import MMA_SYNC_HELPERS, WGMMA_HELPERS, add_helpers, mma_sync_instr, wgmma_instr
 
 _SWZ_MODE = {128: 1, 64: 2, 32: 3}
@@ -56,10 +57,10 @@ def desc_plus(desc, off) -> str:
     return f"{desc} + (newt_u64)(({off}) >> 4)"
 
 
-def _wgmma_fns(em, plan, b_kmajor, prefix, instr):
-    """The N columns in chunks of at most 256 (wgmma's widest n) and, per chunk width, the name
-    of the device function issuing that wgmma (emitted once per kernel)."""
-    chunks = [(c0, min(256, plan.N - c0)) for c0 in range(0, plan.N, 256)]
+def _wgmma_fns(em, plan, b_kmajor, prefix, instr, widest=256):
+    """The N columns in chunks of at most `widest` (wgmma's widest n: 256) and, per chunk width,
+    the name of the device function issuing that wgmma (emitted once per kernel)."""
+    chunks = [(c0, min(widest, plan.N - c0)) for c0 in range(0, plan.N, widest)]
     fns = {}
     # the name says B's order too: one kernel can hold both (attention's backward: K^T loaded
     # transposed, V^T as stored), and the instruction's trans-b operand differs between them
@@ -80,10 +81,16 @@ def a_tile_desc(em, ta, lay) -> str:
             f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
 
 
-def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None):
+def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=False, a_desc=None,
+               promote=False):
     """acc n += A B per warpgroup from two shared-memory tiles (n = A B with zero: the first
     k-step ignores n's values); `between()` emits code to run while the mma is in flight;
-    wait=None leaves it in flight; a_desc: a declared descriptor of A's first row."""
+    wait=None leaves it in flight; a_desc: a declared descriptor of A's first row. promote
+    (an fp8 dot's attrs["fp8_promote"], passes/tc/canonical.py): the 8-bit products summed
+    apart and added to n in fp32, all retired on return (_emit_promoted; the tensor cores' own
+    fp8 accumulation keeps fewer bits than fp32)."""
+    if promote and plan.kind in FP8_KINDS and not zero:
+        return _emit_promoted(em, plan, lay, n, ta, tb, b_kmajor, between, a_desc)
     scale = "kk != 0" if zero else "1"
     N = plan.N
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
@@ -91,11 +98,7 @@ def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=Fa
     em.emit("newt_wgmma_fence();")
     # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
     # chunks), so none waits for the one before it to finish its accumulation
-    da0 = a_desc
-    if da0 is None:
-        da0 = em.fresh("desc")
-        em.emit(f"const newt_u64 {da0} = {a_tile_desc(em, ta, lay)};")
-    db0 = desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
+    da0, db0 = _descs(em, ta, tb, lay, b_kmajor, a_desc)
     em.emit("#pragma unroll")
     with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
         for ms in range(lay.nsub):
@@ -106,6 +109,40 @@ def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=Fa
                 off = ms * (N // 2) + c0 // 2
                 em.emit(f"{fns[w]}(&{n}[{off}], {da}, {db}, {scale});")
     _commit_wait(em, between, wait)
+
+
+def _descs(em, ta, tb, lay, b_kmajor, a_desc):
+    """The descriptors of the warpgroup's first A row (a_desc where declared) and of B."""
+    da0 = a_desc
+    if da0 is None:
+        da0 = em.fresh("desc")
+        em.emit(f"const newt_u64 {da0} = {a_tile_desc(em, ta, lay)};")
+    return da0, desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
+
+
+def _emit_promoted(em, plan, lay, n, ta, tb, b_kmajor, between, a_desc):
+    """acc n += A B with each piece of at most 128 columns of a sub-tile summed over the k-step
+    into a fresh block by 8-bit wgmma, retired, then added to n in fp32. Pieces of 128 columns
+    keep the extra registers at 64 a thread, beside a 128x256 accumulator."""
+    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr, widest=128)
+    ksteps = plan.K * plan.esize // 32
+    da0, db0 = _descs(em, ta, tb, lay, b_kmajor, a_desc)
+    for ms in range(lay.nsub):
+        for c0, w in chunks:
+            part = em.fresh("fp8_part")
+            em.emit(f"float {part}[{w // 2}];")
+            em.emit("newt_wgmma_fence();")
+            em.emit("#pragma unroll")
+            with em.scope(f"for (int kk = 0; kk < {ksteps}; ++kk)"):
+                da = desc_plus(da0, f"(u32)((kk * 32) / {ta.sw}) * {ta.rows * ta.sw}u + "
+                                f"{ms * 64 * ta.sw}u + (u32)((kk * 32) % {ta.sw})")
+                db = desc_plus(db0, b_tile_offset(tb, b_kmajor, c0, "kk"))
+                em.emit(f"{fns[w]}(&{part}[0], {da}, {db}, kk != 0);")
+            _commit_wait(em, between, 0)
+            between = None
+            off = ms * (plan.N // 2) + c0 // 2
+            with em.slots(w // 2) as s:
+                em.emit(f"{n}[{off} + {s}] += {part}[{s}];")
 
 
 def _commit_wait(em, between, wait):

@@ -11,7 +11,12 @@ TMA) are then those of the canonical spelling, and so is the generated code.
    the dot's type and the dot's own accumulator is a zero block becomes `dot(a, b, acc)`, as
    Triton combines them: the same products summed, the running sum entering the tensor core's
    additions instead of one addition after them (int32: the same bits; fp32: the same up to
-   rounding order). The dot's result takes the add's name.
+   rounding order). The dot's result takes the add's name. A dot of two fp8 blocks gets
+   attrs["fp8_promote"]: where 8-bit wgmma runs it, the tensor cores sum fp8 products with
+   less than fp32 precision, so codegen keeps the spelled form's precision (each k-step's sum
+   made apart, then added to acc in fp32) while the ring takes the fused form; Triton's
+   combine leaves such dots unfused for the same reason. `dot(a, b, acc)` as written keeps the
+   tensor cores' accumulation (nl.dot's docstring).
 2. `carry_pointers`: an operand of a dot the ring can take (both operands loaded in the loop,
    the accumulator carried from dot to dot) whose pointer block is recomputed from the
    induction variable k each step, `P(k) = base + (k * C + arange)[..] * stride + ...` (affine
@@ -63,6 +68,8 @@ def _fuse_loop(loop) -> bool:
                     and uses.get(d.id, []) == [add]):
                 continue
             dot.operands[2] = acc
+            if all(v.dtype.is_fp8() for v in dot.operands[:2]):
+                dot.attrs["fp8_promote"] = True
             if add.result.name:
                 d.name = add.result.name
             for op in body.walk():
