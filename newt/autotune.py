@@ -3,7 +3,9 @@
 Sits above jit.py: an Autotuner (or Heuristics) wraps a JITFunction (or another wrapper) and, per
 call, adds meta-parameters before calling the wrapped `.run`. The Autotuner times every config
 (after pruning) on the first call for each value of its `key` arguments (plus the dtypes of the
-tensor arguments, as Triton does), keeps the fastest per key in memory, and launches it.
+tensor arguments, as Triton does, and the name of the GPU they live on), keeps the fastest per key
+in memory, and launches it. The timing runs on the arguments' GPU, made torch's current device
+for it (events and synchronizations work on the current device).
 Timing uses newt.testing.do_bench when present (CUDA events, median), else a local event timer.
 Under NEWT_INTERPRET=1 the first config is used, untimed.
 """
