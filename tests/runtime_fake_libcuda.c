@@ -16,8 +16,9 @@ int fake_dyn_shared_set = -1;
 int fake_max_grid_x = 2147483647;
 int fake_device_count = 1;
 int fake_distinct_names = 0;      /* 1: device i is named "Fake GPU i" (another kind per device) */
-int fake_check_context = 0;       /* 1: a launch whose function belongs to another context than
-                                     the current one fails (CUDA_ERROR_INVALID_CONTEXT) */
+int fake_check_context = 0;       /* 1: a launch, or a function attribute read or set, of a
+                                     function of another context than the current one fails
+                                     (CUDA_ERROR_INVALID_CONTEXT) */
 void *fake_last_ctx;              /* the context current at the last launch / synchronize */
 void *fake_sync_ctx;
 static void *current_ctx = 0;
@@ -96,14 +97,24 @@ CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
     *f = func_names[n_funcs++];
     return 0;
 }
-CUresult cuFuncGetAttribute(int *v, int attr, void *f) { (void)f; *v = attr == 4 ? 32 : 0; return 0; }
-CUresult cuFuncSetAttribute(void *f, int attr, int v) { (void)f; if (attr == 8) fake_dyn_shared_set = v; return 0; }
+static int other_context(void *f) {
+    return fake_check_context && func_ctx[((char (*)[128])f - func_names) % 16] != current_ctx;
+}
+CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
+    if (other_context(f)) return 201;
+    *v = attr == 4 ? 32 : 0;
+    return 0;
+}
+CUresult cuFuncSetAttribute(void *f, int attr, int v) {
+    if (other_context(f)) return 201;
+    if (attr == 8) fake_dyn_shared_set = v;
+    return 0;
+}
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)extra;
     if (fake_launch_result) return fake_launch_result;
-    if (fake_check_context && func_ctx[((char (*)[128])f - func_names) % 16] != current_ctx)
-        return 201;
+    if (other_context(f)) return 201;
     fake_last_func = f; fake_last_ctx = current_ctx;
     fake_last_grid[0] = gx; fake_last_grid[1] = gy; fake_last_grid[2] = gz;
     fake_last_block[0] = bx; fake_last_block[1] = by; fake_last_block[2] = bz;

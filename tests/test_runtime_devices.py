@@ -89,6 +89,18 @@ def test_interleaved_launches_use_each_devices_module_stream_and_context(two, de
     assert len(fc.calls) == 1                            # one arch: one compile serves both
 
 
+def test_first_launch_on_another_device_sets_up_its_function_in_that_context(two):
+    """The module load and the function's attributes (registers read, shared memory above 48 KB
+    opted in) happen in the tensors' device's context, not the caller's."""
+    cu, fc = two
+    fc.shared_bytes = 100 * 1024
+    add = make_add()
+    t = torch.randn(64)
+    add[(1,)](_on(t, 1), _on(t, 1), _on(t, 1), 64, BLOCK=64)
+    assert fake_state(cu).dyn_shared_set == 100 * 1024 and fake_state(cu).shared == 100 * 1024
+    assert _ctx(cu, "fake_last_ctx") == 0x1001 and _current(cu) == 0x1000
+
+
 def test_arguments_on_two_devices_name_the_arguments_and_the_line(two):
     cu, fc = two
     add = make_add()
