@@ -3,18 +3,30 @@
 Sits above jit.py: an Autotuner (or Heuristics) wraps a JITFunction (or another wrapper) and, per
 call, adds meta-parameters before calling the wrapped `.run`. The Autotuner times every config
 (after pruning) on the first call for each value of its `key` arguments (plus the dtypes of the
-tensor arguments, as Triton does), keeps the fastest per key in memory, and launches it.
+tensor arguments, as Triton does, and the name of the GPU they live on), keeps the fastest per key
+in memory, and launches it. The timing runs on the arguments' GPU, made torch's current device
+for it (events and synchronizations work on the current device).
 Timing uses newt.testing.do_bench when present (CUDA events, median), else a local event timer.
 Under NEWT_INTERPRET=1 the first config is used, untimed.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 
 from torch import Tensor as _Tensor
 
 from . import compile_names, options
 from .errors import CompilationError, LaunchError, NVRTCError
+from .tensor_like import device_index, is_pointer_like
+
+_SCALARS = (int, float, bool, type(None), str)
+
+
+def driver_scope(index: int):
+    """runtime/driver.py's device_scope (late: the driver loads with the first launch)."""
+    from .runtime import driver
+    return driver.device_scope(index)
 
 
 class Config:
@@ -99,21 +111,33 @@ class Autotuner(_Wrapper):
         self.bench_times: dict = {}    # last tuning: Config -> ms
 
     def _key(self, named: dict):
+        """(the tuning key, the index of the GPU the arguments live on or -1). The key: the
+        `key` arguments' values and every tensor's dtype, as Triton's, then the name of that GPU:
+        two GPUs of one kind share a winner, GPUs of two kinds (a config fast on one may be
+        slow, or out of shared memory, on the other) do not."""
         key = [named[k] for k in self.keys if k in named]
-        key += [str(v.dtype) for v in named.values() if isinstance(v, _Tensor)]
-        return tuple(key)
+        dev = -1
+        for v in named.values():
+            if isinstance(v, _Tensor):
+                key.append(str(v.dtype))
+                if dev < 0:
+                    dev = v.get_device()
+            elif dev < 0 and v.__class__ not in _SCALARS and is_pointer_like(v):
+                dev = device_index(v)
+        if dev >= 0:
+            from .runtime import driver
+            key.append(driver.Device.get(dev).name)
+        return tuple(key), dev
 
     def _disk_winner(self, key, winner=None):
         """Read (or, with `winner`, write) the best config of `key` in the disk cache. The record
-        is keyed by the kernel's code, the key values, the config list, the GPU, the newt version
-        and the compiler's fingerprint (another compiler makes other kernels, with other
-        timings)."""
+        is keyed by the kernel's code, the key values (the GPU's name among them), the config
+        list, the newt version and the compiler's fingerprint (another compiler makes other
+        kernels, with other timings)."""
         from . import __version__
         from .runtime import cache, nvrtc
-        import torch
-        gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
         h = cache.digest("autotune", self.jit.source_key(), key, [str(c) for c in self.configs],
-                         gpu, __version__, cache.compiler_fingerprint(), nvrtc.fingerprint())
+                         __version__, cache.compiler_fingerprint(), nvrtc.fingerprint())
         disk = cache.disk_cache()
         if winner is not None:
             disk.store_json(h, {"config": str(winner)})
@@ -204,7 +228,7 @@ class Autotuner(_Wrapper):
         for name, default in self._defaults:
             if name not in named:
                 named[name] = default
-        key = self._key(named)
+        key, dev = self._key(named)
         config = self.cache.get(key)
         if config is None and self.cache_results and not options.flags.interpret:
             config = self._disk_winner(key)
@@ -218,7 +242,10 @@ class Autotuner(_Wrapper):
                 for c in configs:
                     self._check_conflicts(kwargs, c)
                 self._crashed = self._precompile(args, kwargs, configs)
-                times = {c: self._bench(args, kwargs, named, c, grid, bench) for c in configs}
+                # timed on the arguments' GPU, whichever device is torch's current one
+                with driver_scope(dev) if dev >= 0 else contextlib.nullcontext():
+                    times = {c: self._bench(args, kwargs, named, c, grid, bench)
+                             for c in configs}
                 config = min(configs, key=times.__getitem__)
                 if math.isinf(times[config]):
                     raise self._errors[0][1]

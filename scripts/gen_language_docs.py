@@ -173,6 +173,18 @@ TRITON_DIFFERENCES = """\
 - **The interpreter refuses objects that have only `data_ptr()` and a dtype** (it cannot know
   their size): it takes torch tensors and DLPack objects; the compiled path takes all three,
   as Triton does ([newt/tensor_like.py](../newt/tensor_like.py)).
+- **A launch runs on its tensors' device**, where Triton's runs on torch's current device (so
+  tensors elsewhere need `with torch.cuda.device(...)` there): the module, the stream (torch's
+  current stream of that device) and the driver context follow the tensors, and torch's current
+  device is left alone; tensors on two devices are a `LaunchError` naming them
+  ([newt/runtime/specialize.py](../newt/runtime/specialize.py),
+  [newt/runtime/launch.py](../newt/runtime/launch.py)).
+- **`@newt.autotune` keys its winners by the GPU's name too, and times on the arguments'
+  GPU**: Triton's key (the `key` arguments and every tensor's dtype) plus the name of the GPU
+  the tensors live on, so GPUs of two kinds in one process tune apart (a config that wins on
+  one may be slow, or not fit, on the other); the configs are timed with that GPU as torch's
+  current device, whichever device is current at the call
+  ([newt/autotune.py](../newt/autotune.py)).
 """
 
 HELION_DIFFERENCES = """\

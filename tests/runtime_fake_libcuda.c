@@ -2,6 +2,7 @@
  * opt-in, contexts, error names) is testable on machines without a GPU. It records what the last
  * cuLaunchKernel received; tests read the fake_* globals through ctypes. */
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 typedef int CUresult;
@@ -13,8 +14,19 @@ void *fake_last_func;
 int fake_launches = 0, fake_modules_loaded = 0, fake_sync_result = 0, fake_launch_result = 0;
 int fake_dyn_shared_set = -1;
 int fake_max_grid_x = 2147483647;
+int fake_device_count = 1;
+int fake_distinct_names = 0;      /* 1: device i is named "Fake GPU i" (another kind per device) */
+int fake_check_context = 0;       /* 1: a launch, or a function attribute read or set, of a
+                                     function of another context than the current one fails
+                                     (CUDA_ERROR_INVALID_CONTEXT) */
+void *fake_last_ctx;              /* the context current at the last launch / synchronize */
+void *fake_sync_ctx;
 static void *current_ctx = 0;
+static void *ctx_stack[16];
+static int ctx_depth = 0;
+static void *loaded_in[4096];     /* module number -> the context it was loaded into */
 static char func_names[16][128];
+static void *func_ctx[16];
 static int n_funcs = 0;
 
 CUresult cuInit(unsigned flags) { (void)flags; return 0; }
@@ -30,7 +42,12 @@ CUresult cuGetErrorName(CUresult r, const char **s) {
     }
 }
 CUresult cuGetErrorString(CUresult r, const char **s) { (void)r; *s = "fake driver error"; return 0; }
-CUresult cuDeviceGetCount(int *n) { *n = 1; return 0; }
+CUresult cuDeviceGetCount(int *n) { *n = fake_device_count; return 0; }
+CUresult cuDeviceGetName(char *name, int len, int dev) {
+    if (fake_distinct_names) snprintf(name, len, "Fake GPU %d", dev);
+    else snprintf(name, len, "Fake GPU");
+    return 0;
+}
 CUresult cuDeviceGet(int *d, int i) { *d = i; return 0; }
 CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
     (void)dev;
@@ -54,30 +71,51 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int dev) {
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = (void *)(uintptr_t)(0x1000 + dev); return 0; }
 CUresult cuCtxGetCurrent(void **ctx) { *ctx = current_ctx; return 0; }
 CUresult cuCtxSetCurrent(void *ctx) { current_ctx = ctx; return 0; }
-CUresult cuCtxPushCurrent_v2(void *ctx) { current_ctx = ctx; return 0; }
-CUresult cuCtxPopCurrent_v2(void **ctx) { if (ctx) *ctx = current_ctx; current_ctx = 0; return 0; }
-CUresult cuCtxSynchronize(void) { return fake_sync_result; }
+CUresult cuCtxPushCurrent_v2(void *ctx) {
+    if (ctx_depth < 16) ctx_stack[ctx_depth++] = current_ctx;
+    current_ctx = ctx;
+    return 0;
+}
+CUresult cuCtxPopCurrent_v2(void **ctx) {
+    if (ctx) *ctx = current_ctx;
+    current_ctx = ctx_depth ? ctx_stack[--ctx_depth] : 0;
+    return 0;
+}
+CUresult cuCtxSynchronize(void) { fake_sync_ctx = current_ctx; return fake_sync_result; }
 CUresult cuStreamSynchronize(void *s) { (void)s; return fake_sync_result; }
 CUresult cuModuleLoadData(void **m, const void *image) {
     if (memcmp(image, "\x7f" "ELF", 4) != 0) return 200;   /* CUDA_ERROR_INVALID_IMAGE */
     *m = (void *)(uintptr_t)(0x2000 + ++fake_modules_loaded);
+    loaded_in[fake_modules_loaded % 4096] = current_ctx;
     return 0;
 }
 CUresult cuModuleUnload(void *m) { (void)m; return 0; }
 CUresult cuModuleGetFunction(void **f, void *m, const char *name) {
-    (void)m;
     if (n_funcs >= 16) n_funcs = 0;
     strncpy(func_names[n_funcs], name, 127);
+    func_ctx[n_funcs] = loaded_in[((uintptr_t)m - 0x2000) % 4096];
     *f = func_names[n_funcs++];
     return 0;
 }
-CUresult cuFuncGetAttribute(int *v, int attr, void *f) { (void)f; *v = attr == 4 ? 32 : 0; return 0; }
-CUresult cuFuncSetAttribute(void *f, int attr, int v) { (void)f; if (attr == 8) fake_dyn_shared_set = v; return 0; }
+static int other_context(void *f) {
+    return fake_check_context && func_ctx[((char (*)[128])f - func_names) % 16] != current_ctx;
+}
+CUresult cuFuncGetAttribute(int *v, int attr, void *f) {
+    if (other_context(f)) return 201;
+    *v = attr == 4 ? 32 : 0;
+    return 0;
+}
+CUresult cuFuncSetAttribute(void *f, int attr, int v) {
+    if (other_context(f)) return 201;
+    if (attr == 8) fake_dyn_shared_set = v;
+    return 0;
+}
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                         unsigned bz, unsigned shared, void *stream, void **params, void **extra) {
     (void)extra;
     if (fake_launch_result) return fake_launch_result;
-    fake_last_func = f;
+    if (other_context(f)) return 201;
+    fake_last_func = f; fake_last_ctx = current_ctx;
     fake_last_grid[0] = gx; fake_last_grid[1] = gy; fake_last_grid[2] = gz;
     fake_last_block[0] = bx; fake_last_block[1] = by; fake_last_block[2] = bz;
     fake_last_shared = shared; fake_last_stream = stream;

@@ -7,6 +7,9 @@ import socket
 import subprocess
 import sys
 
+import pytest
+import torch
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -16,6 +19,9 @@ def _free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.skipif(not (torch.distributed.is_available()
+                         and torch.distributed.is_gloo_available()),
+                    reason="torch.distributed with gloo is unavailable")
 def test_two_cpu_ranks_match_one_process(tmp_path):
     env = dict(os.environ, NEWT_INTERPRET="1", PYTHONPATH=ROOT,
                NEWT_CACHE_DIR=str(tmp_path / "newt"), DEUTERON_CACHE_DIR=str(tmp_path / "dt"),

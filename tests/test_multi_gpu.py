@@ -1,10 +1,14 @@
 """Two GPUs in one process: kernels run on their tensors' own device (module, stream, TMA maps,
-caches), and a launch mixing devices is a clear LaunchError. Every test skips itself below two
-CUDA devices. The data-parallel example under NCCL:
+caches), and a launch mixing devices is a clear LaunchError; the tuners time on the arguments'
+GPU; the data-parallel example runs over NCCL. Every test skips itself below two CUDA devices
+(tests/test_runtime_devices.py checks the same per-device state on a stand-in driver). The
+data-parallel example with its step times:
 
     torchrun --nproc-per-node 2 examples/09_data_parallel.py
 """
 import os
+import socket
+import subprocess
 import sys
 
 import pytest
@@ -12,6 +16,7 @@ import torch
 
 import newt
 import newt.language as nl
+import newt.testing
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
@@ -144,3 +149,97 @@ def test_deuteron_tuning_on_the_second_device(tmp_path, monkeypatch):
     x = torch.randn(5000, device="cuda:1")
     y = torch.randn(5000, device="cuda:1")
     torch.testing.assert_close(again(x, y), x * 3.0 - y)
+
+
+def test_synchronize_of_the_second_device_keeps_torchs_device():
+    torch.cuda.set_device(0)
+    out, want = _run(torch.device("cuda", 1))
+    newt.runtime.synchronize(1)
+    assert torch.cuda.current_device() == 0
+    torch.testing.assert_close(out, want)
+
+
+def test_tma_matmul_captured_on_the_second_device():
+    """The graph replays the TMA maps encoded for device 1's buffers at capture."""
+    mm = common.load_file(os.path.join(ROOT, "examples", "05_matmul.py"), "newt_example_matmul")
+    dev = torch.device("cuda", 1)
+    a = torch.randn(600, 264, device=dev, dtype=torch.float16)
+    b = torch.randn(264, 392, device=dev, dtype=torch.float16)
+    with torch.cuda.device(dev):
+        mm.matmul(a, b)                      # warm: compiled, loaded on device 1
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            c = mm.matmul(a, b)
+        a.copy_(torch.randn_like(a))
+        c.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize(dev)
+    torch.testing.assert_close(c.double(), mm.reference(a, b), rtol=2e-2, atol=5e-2)
+
+
+def test_newt_autotune_times_on_the_arguments_device():
+    """Tensors on cuda:1 while cuda:0 is current: every config is timed with cuda:1 current
+    (CUDA events on its stream), and the winner is keyed by its GPU's name."""
+    seen = []
+
+    def bench(fn, warmup=25, rep=100):
+        seen.append(torch.cuda.current_device())
+        return newt.testing.do_bench(fn, warmup=2, rep=5)
+
+    @newt.autotune([newt.Config({"BLOCK": 128}), newt.Config({"BLOCK": 512}, num_warps=8)],
+                   key=["n"], do_bench=bench)
+    @newt.jit
+    def tuned(x_ptr, y_ptr, out_ptr, n, alpha, BLOCK: nl.constexpr):
+        offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+        mask = offs < n
+        nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) * alpha
+                 + nl.load(y_ptr + offs, mask=mask), mask=mask)
+
+    torch.cuda.set_device(0)
+    x, y = torch.randn(5003, device="cuda:1"), torch.randn(5003, device="cuda:1")
+    out = torch.full_like(x, float("nan"))
+    tuned[lambda m: (newt.cdiv(5003, m["BLOCK"]),)](x, y, out, 5003, 0.5)
+    assert seen == [1, 1] and torch.cuda.current_device() == 0
+    assert list(tuned.cache)[0][-1] == torch.cuda.get_device_name(1)
+    torch.testing.assert_close(out, x * 0.5 + y)
+
+
+def test_deuteron_tuning_times_on_the_arguments_device(tmp_path, monkeypatch):
+    import deuteron as dt
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt"))
+    seen = []
+
+    def timer(fn):
+        seen.append(torch.cuda.current_device())
+        return newt.testing.do_bench(fn, warmup=2, rep=5)
+
+    def shifted(x):
+        out = torch.empty_like(x)
+        for t in dt.tile(x.shape[0]):
+            out[t] = x[t] + 1.0
+        return out
+
+    torch.cuda.set_device(0)
+    k = dt.kernel(shifted)
+    x = torch.randn(3001, device="cuda:1")
+    k.autotune((x,), "quick", timer=timer, progress=False)
+    assert seen and set(seen) == {1} and torch.cuda.current_device() == 0
+    torch.testing.assert_close(k(x), x + 1.0)
+
+
+def test_data_parallel_example_over_nccl(tmp_path):
+    """examples/09_data_parallel.py on two GPUs, one process each, NCCL: the DDP step matches a
+    single-process step on the whole batch (the reduced sizes; without --small it also prints
+    the step times)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = dict(os.environ, PYTHONPATH=ROOT, NCCL_NVLS_ENABLE="0",
+               DEUTERON_CACHE_DIR=str(tmp_path / "dt"))
+    env.pop("NEWT_INTERPRET", None)
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+                        "--master-port", str(port),
+                        os.path.join(ROOT, "examples", "09_data_parallel.py"), "--small"],
+                       capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 process(es) on cuda, step matches the single-process step" in r.stdout

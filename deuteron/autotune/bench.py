@@ -19,6 +19,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -242,14 +243,23 @@ def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
 JOB_TIMEOUT = {"quick": 60.0, "full": 120.0}
 
 
-def _device_arch(args, kwargs):
-    """The arch to compile candidates for: the device of the first CUDA tensor argument, or None
-    (CPU tensors run on the interpreter: nothing to compile)."""
+def _gpu_of(args, kwargs):
+    """The index of the first CUDA tensor argument's device, or None (CPU tensors run on the
+    interpreter: nothing to compile, nothing to time with CUDA events)."""
     for t in _tensors(list(args), []) + _tensors(kwargs, []):
         if t.is_cuda:
-            from newt.runtime import driver
-            return driver.Device.get(t.device.index or 0).arch
+            return t.get_device()
     return None
+
+
+def _on_gpu(index):
+    """A block in which `index` is torch's current device: the candidates launch on their
+    tensors' device, and the CUDA events timing them must be recorded on that device's stream,
+    whichever device the caller has current."""
+    if index is None:
+        return contextlib.nullcontext()
+    from newt.runtime import driver
+    return driver.device_scope(index)
 
 
 def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, quiet=False):
@@ -263,8 +273,11 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     if effort == "none" and not kernel.configs:
         cfg = space.default()
         return cfg, f"[deuteron] {name}: autotune_effort='none', default {cfg}"
-    arch = arch or _device_arch(args, kwargs)
-    on_gpu = any(t.is_cuda for t in _tensors(list(args), []) + _tensors(kwargs, []))
+    gpu = _gpu_of(args, kwargs)
+    on_gpu = gpu is not None
+    if arch is None and on_gpu:
+        from newt.runtime import driver
+        arch = driver.Device.get(gpu).arch
     deadline = time.monotonic() + SECONDS.get(effort, SECONDS["quick"])
     oracle = {}
 
@@ -307,18 +320,20 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
             bar.update()
         return out
 
-    try:
-        best, results = search(space, evaluate, effort, candidates=kernel.configs,
-                               deadline=deadline)
-        if best is None and spilled:       # every candidate spills: take the best of those
-            for cfg in spilled:
-                results[cfg] = check_and_time(kernel, cfg, args, kwargs, expected(), tf32, timer)
-            ok = [(r.ms, c) for c, r in results.items() if r.status == "ok"]
-            best = min(ok, key=lambda t: t[0])[1] if ok else None
-        best = _final_round(best, results, lambda cfg: check_and_time(
-            kernel, cfg, args, kwargs, expected(), tf32, _final_timer if on_gpu else timer))
-    finally:
-        bar.close()
+    with _on_gpu(gpu):
+        try:
+            best, results = search(space, evaluate, effort, candidates=kernel.configs,
+                                   deadline=deadline)
+            if best is None and spilled:       # every candidate spills: take the best of those
+                for cfg in spilled:
+                    results[cfg] = check_and_time(kernel, cfg, args, kwargs, expected(), tf32,
+                                                  timer)
+                ok = [(r.ms, c) for c, r in results.items() if r.status == "ok"]
+                best = min(ok, key=lambda t: t[0])[1] if ok else None
+            best = _final_round(best, results, lambda cfg: check_and_time(
+                kernel, cfg, args, kwargs, expected(), tf32, _final_timer if on_gpu else timer))
+        finally:
+            bar.close()
     n = len(results)
     rej = sum(r.status == "rejected" for r in results.values())
     fail = sum(r.status == "failed" for r in results.values())

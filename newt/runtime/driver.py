@@ -54,6 +54,7 @@ _PROTOS = {
     "cuDeviceGetCount": (c_int, [P(c_int)]),
     "cuDeviceGet": (c_int, [P(c_int), c_int]),
     "cuDeviceGetAttribute": (c_int, [P(c_int), c_int, c_int]),
+    "cuDeviceGetName": (c_int, [c_char_p, c_int, c_int]),
     "cuDevicePrimaryCtxRetain": (c_int, [P(c_void_p), c_int]),
     "cuCtxGetCurrent": (c_int, [P(c_void_p)]),
     "cuCtxSetCurrent": (c_int, [c_void_p]),
@@ -189,6 +190,9 @@ class Device:
                          attr(ATTR_MAX_GRID_DIM_Z))
         self.max_shared = max(attr(ATTR_MAX_SHARED_PER_BLOCK_OPTIN),
                               attr(ATTR_MAX_SHARED_PER_BLOCK))
+        name = ctypes.create_string_buffer(256)
+        check(cu.cuDeviceGetName(name, 256, self.handle), "cuDeviceGetName")
+        self.name = name.value.decode(errors="replace")   # what tuned configs are keyed by
         ctx = c_void_p()
         check(cu.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), self.handle),
               "cuDevicePrimaryCtxRetain")
@@ -248,6 +252,14 @@ def _torch_cuda_ready(index: int):
 def current_device_index() -> int:
     import torch
     return torch.cuda.current_device()
+
+
+def device_scope(index: int):
+    """A `with` block in which torch's current device is `index`. Timing (CUDA events,
+    synchronize) works on the current device's current stream, while a launch runs on its
+    tensors' device: the autotuners time another device's launches inside its scope."""
+    import torch
+    return torch.cuda.device(index)
 
 
 class Module:
@@ -331,11 +343,12 @@ last_launched = [None]
 
 def synchronize(device_index: int | None = None):
     """Wait for the device; turn an asynchronous kernel failure into a DriverError naming the
-    last newt kernel launched, with hints (NEWT_DEBUG, compute-sanitizer)."""
+    last newt kernel launched, with hints (NEWT_DEBUG, compute-sanitizer). Another device than
+    the current one is synchronized in its own context, pushed for the call only: making it
+    current would move torch's current device under the caller."""
     cu = lib()
-    if device_index is not None:
-        Device.get(device_index).make_current()
-    res = cu.cuCtxSynchronize()
+    res = cu.cuCtxSynchronize() if device_index is None else \
+        run_in_context(device_index, cu.cuCtxSynchronize)
     if res:
         name = last_launched[0]
         _check_with(cu, res, "kernel execution (seen at synchronize)", name)

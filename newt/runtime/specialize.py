@@ -153,4 +153,6 @@ def resolve(jf, key, args, kwargs):
     device = driver.Device.get(dev_index)
     kb = get_binary(jf, signature, constexprs, spec, arch=device.arch, num_warps=num_warps,
                     num_stages=num_stages)
-    return Launcher(kb, device, jf.runtime_positions)
+    # loaded, and its function's attributes read and set, in the tensors' device's context,
+    # whichever device the caller has current
+    return driver.run_in_context(dev_index, lambda: Launcher(kb, device, jf.runtime_positions))

@@ -10,7 +10,9 @@ the kernel's copies are generated from, so both sides agree.
 Encoding goes through the driver (cuTensorMapEncodeTiled, a few microseconds), so maps are
 cached by (address, dtype, shape, row stride, box): a launch with the same tensors is a dict
 lookup. The cache is bounded (least recently built first out): a training loop that allocates
-fresh tensors every step does not grow it without limit.
+fresh tensors every step does not grow it without limit. One cache serves every device: a map
+is 128 bytes of host data describing the buffer, and under CUDA's unified addressing an
+address names one buffer on one device, so the key needs no device index.
 
 TMA's requirements (CUDA driver API, cuTensorMapEncodeTiled): the global address 16-byte
 aligned, the innermost dimension contiguous (element stride 1), the other strides multiples of
