@@ -89,8 +89,34 @@ def cdiv(b, x, div):
         b, "add", x, div), 1), div)
 
 
+def _nan_wins(propagate_nan) -> bool:
+    from ..language import PropagateNan
+    if propagate_nan is None or propagate_nan is PropagateNan.NONE:
+        return False
+    if propagate_nan is PropagateNan.ALL:
+        return True
+    error(f"propagate_nan must be nl.PropagateNan.NONE or nl.PropagateNan.ALL, got "
+          f"{propagate_nan!r}")
+
+
+def _minmax(op):
+    def f(b, x, y, propagate_nan=None):
+        r = semantic.minmax(b, op, x, y)
+        if not _nan_wins(propagate_nan) or not r.dtype.is_floating():
+            return r
+        # minmax is fmax / fmin (a number beats NaN): put a NaN operand back where there is one
+        for v in (x, y):
+            v = semantic.cast(b, to_tensor(b, v), r.dtype)
+            r = semantic.where(b, semantic.binary(b, "ne", v, v), v, r)
+        return r
+    return f
+
+
+maximum, minimum = _minmax("maximum"), _minmax("minimum")
+
+
 def clamp(b, x, min, max, propagate_nan=None):
-    return semantic.minmax(b, "minimum", semantic.minmax(b, "maximum", x, min), max)
+    return minimum(b, maximum(b, x, min, propagate_nan), max, propagate_nan)
 
 
 def _math(name):
@@ -128,8 +154,7 @@ IMPLS = {
     "broadcast_to": shapes.broadcast_to, "broadcast": shapes.broadcast,
     "trans": shapes.trans, "permute": shapes.permute,
     "where": lambda b, condition, x, y: semantic.where(b, condition, x, y),
-    "maximum": lambda b, x, y, propagate_nan=None: semantic.minmax(b, "maximum", x, y),
-    "minimum": lambda b, x, y, propagate_nan=None: semantic.minmax(b, "minimum", x, y),
+    "maximum": maximum, "minimum": minimum,
     "clamp": clamp, "fma": semantic.fma, "cdiv": cdiv, "abs": semantic.abs_,
     "div_rn": semantic.div_rn, "umulhi": semantic.umulhi,
     "sum": reductions.sum_, "max": reductions.max_, "min": reductions.min_,

@@ -13,6 +13,7 @@ PTX) and the namespaces `nl.math` (math.py) and `newt.language.extra.libdevice` 
 """
 from __future__ import annotations
 
+import enum
 import functools
 
 from ..dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
@@ -229,14 +230,21 @@ def where(condition, x, y):
     """Elementwise `x if condition else y`, broadcasting all three."""
 
 
+class PropagateNan(enum.Enum):
+    """The `propagate_nan` argument of maximum / minimum / clamp (Triton's names): `NONE` (the
+    default) lets a number win over NaN (fmax), `ALL` makes NaN win (NaN if either is NaN)."""
+    NONE = 0x0000
+    ALL = 0xFFFF
+
+
 @builtin
 def maximum(x, y, propagate_nan=None):
-    """Elementwise maximum."""
+    """Elementwise maximum (NaN as `propagate_nan` says)."""
 
 
 @builtin
 def minimum(x, y, propagate_nan=None):
-    """Elementwise minimum."""
+    """Elementwise minimum (NaN as `propagate_nan` says)."""
 
 
 @builtin
