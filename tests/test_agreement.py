@@ -354,6 +354,16 @@ def _countdown_ref(x, n):
     return acc
 
 
+@newt.jit
+def v_pointer_addresses(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    addr = (x_ptr + offs).to(nl.int64)               # pointers to integer addresses and back
+    x = nl.load(addr.to(nl.pointer_type(nl.float32)), mask=offs < n)
+    first = nl.load(x_ptr.to(nl.uint64).to(nl.pointer_type(nl.float32)))
+    step = ((addr - x_ptr.to(nl.int64)) // 4).to(nl.float32)
+    nl.store(out_ptr + offs, x * 2 + step + first, mask=offs < n)
+
+
 N = 29
 VALID = [
     pytest.param(v_logical_blocks, 2, 1, dict(BLOCK=32), lambda x, y: _logical_ref(x, y, N),
@@ -367,6 +377,8 @@ VALID = [
                  lambda x, y: torch.where((x > 0) & (y > 0), x, y), id="logic_in_a_callee"),
     pytest.param(v_countdown, 1, 1, dict(BLOCK=32), lambda x: _countdown_ref(x, N),
                  id="range_with_a_negative_step"),
+    pytest.param(v_pointer_addresses, 1, 1, dict(BLOCK=32),
+                 lambda x: x * 2 + torch.arange(N) + x[0], id="pointer_to_address_and_back"),
     pytest.param(v_tuple_constant_index, 1, 1, dict(BLOCK=32, K=2), lambda x: x * 3.25 - 2.0,
                  id="tuple_constant_index"),
 ]

@@ -251,10 +251,8 @@ def cast(x, dt, bitcast=False) -> Tensor:
     if src is dt:
         return x
     if src.is_ptr() or dt.is_ptr():
-        if src.is_ptr() and dt.is_ptr():
-            from .memory import reinterpret_pointer
-            return reinterpret_pointer(x, dt)
-        raise TypeError(f"cannot cast {src.name} to {dt.name}")
+        from .memory import pointer_cast
+        return pointer_cast(x, dt)
     if bitcast:
         if src.bits != dt.bits:
             raise TypeError(f"bitcast needs equal widths: {src.name} ({src.bits} bits) to "
