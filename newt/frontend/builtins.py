@@ -136,10 +136,14 @@ def atomic_cas(b, pointer, cmp, val, sem=None, scope=None):
     return memory.atomic(b, "cas", pointer, val, None, sem, scope, cmp=cmp)
 
 
+def _random_module():
+    from . import random
+    return random
+
+
 def _random(name):
     def f(b, seed, offset, n_rounds=10):
-        from . import random
-        return getattr(random, name)(b, seed, offset, n_rounds)
+        return getattr(_random_module(), name)(b, seed, offset, n_rounds)
     return f
 
 
@@ -170,8 +174,11 @@ for _n in MATH:
     IMPLS[_n] = _math(_n)
 for _k in ("add", "max", "min", "xchg", "and", "or", "xor"):
     IMPLS["atomic_" + _k] = _atomic(_k)
-for _n in ("rand", "randn", "randint", "randint4x"):
+for _n in ("rand", "randn", "randint", "randint4x", "rand4x", "randn4x"):
     IMPLS[_n] = _random(_n)
+IMPLS["uint_to_uniform_float"] = lambda b, x: _random_module().uint_to_uniform_float(b, x)
+IMPLS["pair_uniform_to_normal"] = \
+    lambda b, u1, u2: _random_module().pair_uniform_to_normal(b, u1, u2)
 IMPLS.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
 IMPLS.update(libdevice.IMPLS)
 IMPLS.update({n: getattr(movement, n) for n in (

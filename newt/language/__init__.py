@@ -433,7 +433,8 @@ from .blocks import (  # noqa: E402,F401
 # (imported last: they refer to the functions above)
 from . import extra, lowlevel, movement, rng, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
-from .rng import rand, randint, randint4x, randn  # noqa: E402,F401
+from .rng import (pair_uniform_to_normal, rand, rand4x, randint, randint4x,  # noqa: E402,F401
+                  randn, randn4x, uint_to_uniform_float)
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401

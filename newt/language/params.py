@@ -127,8 +127,11 @@ for _name in ("atomic_add", "atomic_and", "atomic_max", "atomic_min", "atomic_or
               "atomic_xchg", "atomic_xor"):
     PARAMS[_name] = {"pointer": _POINTER, "val": _VAL, "mask": _MASK, "sem": _SEM,
                      "scope": _SCOPE}
-for _name in ("rand", "randn", "randint", "randint4x"):
+for _name in ("rand", "randn", "randint", "randint4x", "rand4x", "randn4x"):
     PARAMS[_name] = {"seed": _SEED, "offset": _OFFSET, "n_rounds": _ROUNDS}
+PARAMS["uint_to_uniform_float"] = {"x": "a block or scalar of random bits (32- or 64-bit ints)"}
+PARAMS["pair_uniform_to_normal"] = {"u1": "uniform floats in [0, 1)",
+                                    "u2": "uniform floats in [0, 1), the same shape"}
 
 
 def documented(fn, doc: str | None = None) -> str:
