@@ -185,7 +185,8 @@ IMPLS.update({n: getattr(movement, n) for n in (
     "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume",
     "ravel", "swizzle2d", "cat")})
 IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod",
-                                                "xor_sum", "softmax", "map_elementwise")})
+                                                "xor_sum", "reduce_or", "softmax",
+                                                "map_elementwise")})
 IMPLS["fdiv"] = lambda b, x, y, ieee_rounding=False: (
     semantic.div_rn(b, x, y) if ieee_rounding else semantic.binary(b, "truediv", x, y))
 IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise
@@ -197,7 +198,7 @@ TENSOR_METHODS = {n: IMPLS[n] for n in (
 TENSOR_METHODS["cast"] = IMPLS["cast"]
 TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram",
                                              "reduce", "associative_scan", "cumprod", "ravel",
-                                             "xor_sum", "softmax", "gather")})
+                                             "xor_sum", "reduce_or", "softmax", "gather")})
 
 
 # ----------------------------------------------------------------------------- Python builtins

@@ -410,10 +410,11 @@ from .movement import (assume, cat, fdiv, flip, gather, histogram,  # noqa: E402
                        inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
                        topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
-                    softmax, xor_sum)
+                    reduce_or, softmax, xor_sum)
 
 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
                        "histogram": histogram, "reduce": reduce, "ravel": ravel,
                        "associative_scan": associative_scan, "cumprod": cumprod,
-                       "xor_sum": xor_sum, "softmax": softmax, "gather": gather})
+                       "xor_sum": xor_sum, "reduce_or": reduce_or, "softmax": softmax,
+                       "gather": gather})

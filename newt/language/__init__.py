@@ -438,7 +438,7 @@ from .rng import (pair_uniform_to_normal, rand, rand4x, randint, randint4x,  # n
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
-                    softmax, xor_sum)
+                    reduce_or, softmax, xor_sum)
 
 TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
 from . import math  # noqa: E402,F401  (last: it refers to the names above)
