@@ -201,6 +201,26 @@ def test_min_divided_by_minus_one_wraps(path, dt):
     assert r.tolist() == want_r
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_division_by_zero_agrees_with_the_gpu(dt):
+    """`//` and `%` by zero (undefined in Triton): the interpreter gives what the GPU's code
+    gives. The CPU emulator's nt_div / nt_mod are models written for it, so only the GPU can
+    judge here."""
+    info = torch.iinfo(dt)
+    n = 37
+    a = torch.randint(max(info.min, -1000), min(info.max, 1000), (n,), dtype=dt)
+    b = torch.zeros(n, dtype=dt)
+    b[::3] = 7
+    outs = {}
+    for path in ("interp", "cuda"):
+        q, r = torch.full((n,), 5, dtype=dt), torch.full((n,), 5, dtype=dt)
+        run(path, _div_mod, (1,), a, b, q, r, n, BLOCK=64)
+        outs[path] = (q, r)
+    assert torch.equal(outs["interp"][0], outs["cuda"][0]), (outs["interp"][0], outs["cuda"][0])
+    assert torch.equal(outs["interp"][1], outs["cuda"][1]), (outs["interp"][1], outs["cuda"][1])
+
+
 def _trunc_div(x, y):
     q = abs(x) // abs(y)
     return q if (x < 0) == (y < 0) else -q
