@@ -110,8 +110,12 @@ TRITON_DIFFERENCES = """\
   memory; a mask on that axis makes its bound the extent instead
   ([newt/passes/tc/dot_tma.py](../newt/passes/tc/dot_tma.py),
   [store_tma.py](../newt/passes/tc/store_tma.py)).
-- **Missing Triton names**: no `dot_scaled`, no tensor descriptors (TMA): only the names
-  listed on this page exist.
+- **Missing Triton names**: of Triton's `tl` namespace, `dot_scaled`, `philox` /
+  `philox_impl` (the raw four-counter generator; `nl.randint4x` gives its stream for one
+  offset), `bitonic_merge`, `target_info`, the fp8 formats `float8e4b15`, `float8e4b8` and
+  `float8e5b16`, and the type objects `void`, `block_type`, `tuple`, `slice`, `const`,
+  `constexpr_type`, `tensor_descriptor_type`, `pi32_t` and `condition` do not exist: only the
+  names listed on this page do.
 - **libdevice** (`newt.language.extra.libdevice`, also `extra.cuda.libdevice`, and `nl.math`
   holding both Triton's `tl.math` names and every libdevice function) is generated from one
   table of CUDA math functions and intrinsics
@@ -394,6 +398,7 @@ def language_md() -> str:
            "there; otherwise computed exactly through fp16). "
            "Arithmetic on them is an error: cast to a wider float first (Triton rejects it too).\n",
            f"#### `nl.constexpr`\n\n{_doc(nl.constexpr)}\n",
+           f"#### `nl.PropagateNan`\n\n{_doc(nl.PropagateNan)}\n",
            f"#### `nl.tensor`\n\n{_doc(nl.tensor)}\n",
            f"#### `nl.tensor_descriptor`\n\n{_doc(nl.tensor_descriptor)}\n"]
     by_section: dict = {}

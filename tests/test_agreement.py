@@ -333,6 +333,37 @@ def v_tuple_constant_index(x_ptr, out_ptr, n, BLOCK: nl.constexpr, K: nl.constex
     nl.store(out_ptr + offs, x * t[K] + t[K - 1], mask=offs < n)
 
 
+@newt.jit
+def v_countdown(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    acc = nl.zeros((BLOCK,), dtype=nl.float32)
+    for i in range(n - 1, -1, -3):                   # runtime start, constant negative step
+        acc = acc * 0.5 + nl.load(x_ptr + i) + x     # the order matters: acc halves each step
+    for j in nl.range(7, 2, -2):                     # constant bounds counting down
+        acc = acc * 0.25 + j
+    nl.store(out_ptr + offs, acc, mask=offs < n)
+
+
+def _countdown_ref(x, n):
+    acc = torch.zeros_like(x)
+    for i in range(n - 1, -1, -3):
+        acc = acc * 0.5 + x[i] + x
+    for j in range(7, 2, -2):
+        acc = acc * 0.25 + j
+    return acc
+
+
+@newt.jit
+def v_pointer_addresses(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    addr = (x_ptr + offs).to(nl.int64)               # pointers to integer addresses and back
+    x = nl.load(addr.to(nl.pointer_type(nl.float32)), mask=offs < n)
+    first = nl.load(x_ptr.to(nl.uint64).to(nl.pointer_type(nl.float32)))
+    step = ((addr - x_ptr.to(nl.int64)) // 4).to(nl.float32)
+    nl.store(out_ptr + offs, x * 2 + step + first, mask=offs < n)
+
+
 N = 29
 VALID = [
     pytest.param(v_logical_blocks, 2, 1, dict(BLOCK=32), lambda x, y: _logical_ref(x, y, N),
@@ -344,6 +375,10 @@ VALID = [
                  id="loop_carried_python_numbers"),
     pytest.param(v_logic_in_callee, 2, 1, dict(BLOCK=32),
                  lambda x, y: torch.where((x > 0) & (y > 0), x, y), id="logic_in_a_callee"),
+    pytest.param(v_countdown, 1, 1, dict(BLOCK=32), lambda x: _countdown_ref(x, N),
+                 id="range_with_a_negative_step"),
+    pytest.param(v_pointer_addresses, 1, 1, dict(BLOCK=32),
+                 lambda x: x * 2 + torch.arange(N) + x[0], id="pointer_to_address_and_back"),
     pytest.param(v_tuple_constant_index, 1, 1, dict(BLOCK=32, K=2), lambda x: x * 3.25 - 2.0,
                  id="tuple_constant_index"),
 ]

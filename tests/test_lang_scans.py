@@ -1,6 +1,6 @@
 """nl.reduce and nl.associative_scan with user @newt.jit combine functions (one operand and
 tuples of two, a non-commutative one, axis 0 / 1 / None, reverse, keep_dims, odd sizes under
-masks), nl.cumprod and nl.map_elementwise, against torch on the interpreter, the CPU emulation of the generated
+masks), nl.cumprod, nl.reduce_or and nl.map_elementwise, against torch on the interpreter, the CPU emulation of the generated
 code and the GPU; the kernels compiled with NVRTC for sm_80 and sm_90a."""
 import pytest
 import torch
@@ -226,3 +226,30 @@ def test_map_elementwise(where):
     where(map_kernel, (1,), where.t(x), o, p, n, BLOCK=64)
     assert torch.equal(o.cpu(), torch.where(x < -0.5, torch.tensor(-1.0), x))
     assert torch.equal(p.cpu(), (x > 0).int())
+
+
+@newt.jit
+def reduce_or_kernel(x_ptr, r_ptr, c_ptr, b_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = nl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0)
+    nl.store(r_ptr + rm, nl.reduce_or(x, 1), mask=rm < M)
+    nl.store(c_ptr + rn[None, :], x.reduce_or(0, keep_dims=True), mask=rn[None, :] < N)
+    nl.store(b_ptr, nl.reduce_or(x < -(2 ** 30), None).to(nl.int32))
+
+
+def test_reduce_or(where):
+    """Triton's nl.reduce_or (and the method) over rows, columns and all of a masked block."""
+    M, N = 7, 11
+    x = torch.randint(-2 ** 31, 2 ** 31 - 1, (M, N), dtype=torch.int32)
+    r, c = [torch.full((n,), -7, dtype=torch.int32, device=where.device) for n in (M, N)]
+    b = torch.full((1,), -7, dtype=torch.int32, device=where.device)
+    where(reduce_or_kernel, (1,), where.t(x), r, c, b, M, N, BM=8, BN=16)
+    rows, cols = x[:, 0].clone(), x[0].clone()
+    for j in range(1, N):
+        rows |= x[:, j]
+    for i in range(1, M):
+        cols |= x[i]
+    assert torch.equal(r.cpu(), rows) and torch.equal(c.cpu(), cols)
+    assert b.item() == int(bool((x < -2 ** 30).any()))

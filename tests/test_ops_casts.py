@@ -75,6 +75,39 @@ def test_float_to_int_truncates_toward_zero(target, device):
     check(out, torch.tensor([2, -2, 0, 0, 126, -127, 3, -3], dtype=torch.int32))
 
 
+def _narrow_of_float_ref(x: torch.Tensor, dst) -> torch.Tensor:
+    """What the generated code does (cvt.rzi to 32 bits, saturating, NaN -> 0, then the low
+    bits), written out in int64."""
+    lo, hi = (0, 2 ** 32 - 1) if is_unsigned(dst) else (-2 ** 31, 2 ** 31 - 1)
+    v = torch.nan_to_num(x.double().trunc(), nan=0.0).clamp(lo, hi).long()
+    return from_i64(v, dst)
+
+
+@pytest.mark.parametrize("dst", [torch.int8, torch.uint8, torch.int16, torch.uint16],
+                         ids=lambda d: name(d))
+@pytest.mark.parametrize("src", [torch.float32, torch.float64], ids=lambda d: name(d))
+def test_float_out_of_range_to_8_and_16_bits_keeps_the_low_bits(target, device, src, dst):
+    """Outside the target's range (undefined in Triton) the interpreter computes what the GPU
+    code does: saturate to 32 bits, keep the low bits (300.0 -> uint8 44, not 255). The CPU
+    emulator is no judge here: x86 converts out-of-range floats otherwise."""
+    n = 37
+    x = (torch.randn(n, dtype=torch.float64) * 1e5).to(src)
+    x[:6] = torch.tensor([300.0, -300.0, 1e12, -1e12, float("inf"), float("nan")])
+    out = poison(n, dst, device)
+    cast_kernel[(1,)](x.to(device), out, n, DST=nl_dtype(dst), USE_FN=False, BLOCK=64)
+    check(out, _narrow_of_float_ref(x, dst))
+
+
+@pytest.mark.parametrize("dst", ["i8", "u8", "i16", "u16"])
+def test_narrow_casts_of_floats_go_through_32_bits(dst):
+    """The rule above is the generated code's: the PTX converts to a 32-bit integer first."""
+    import re
+    ck = newt.compile(cast_kernel, {"x_ptr": "*fp32", "out_ptr": "*" + dst, "n": "i32"},
+                      dict(DST=newt.dtypes.from_signature(dst), USE_FN=False, BLOCK=64))
+    cvts = set(re.findall(r"cvt\.rzi\.[su]\d+\.f32", ck.ptx))
+    assert cvts == {"cvt.rzi.%s32.f32" % ("u" if dst[0] == "u" else "s")}, cvts
+
+
 @newt.jit
 def bitcast_kernel(x_ptr, out_ptr, n, DST: nl.constexpr, BLOCK: nl.constexpr):
     offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)

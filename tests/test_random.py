@@ -1,4 +1,5 @@
-"""In-kernel random numbers (nl.rand / randn / randint / randint4x): the Philox4x32 stream checked
+"""In-kernel random numbers (nl.rand / randn / randint / randint4x / rand4x / randn4x and the
+conversions uint_to_uniform_float / pair_uniform_to_normal): the Philox4x32 stream checked
 bit for bit against an independent reference written here (Triton's algorithm: counter =
 (offset, 0, 0, 0), key = the 64-bit seed's halves, 10 rounds), statistics (mean, variance,
 kept fraction), seeds (same seed: same stream; another seed: another stream), the interpreter
@@ -246,3 +247,49 @@ def test_randint_2d_offsets_and_rounds(target, device, rounds):
     assert torch.equal(out.cpu().long().flatten() & _M32, ref)
     if rounds != 10:  # the rounds matter
         assert not torch.equal(ref, philox_ref(555, torch.arange(n_rows * n_cols))[0])
+
+
+@newt.jit
+def rand4x_kernel(out_ptr, bits_ptr, seed, n, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    mask = offs < n
+    u = nl.rand4x(seed, offs)
+    z = nl.randn4x(seed, offs, 7)
+    w = nl.load(bits_ptr + offs, mask=mask)                     # 64-bit random bits
+    pair = nl.pair_uniform_to_normal(u[2], u[3])
+    outs = u + z + pair + (nl.uint_to_uniform_float(w), nl.uint_to_uniform_float(w.to(nl.int32)))
+    for i in nl.static_range(len(outs)):
+        nl.store(out_ptr + i * n + offs, outs[i], mask=mask)
+
+
+def _box_muller(a, b):
+    u1 = torch.clamp(a, min=1e-7).double()
+    r, th = torch.sqrt(-2.0 * torch.log(u1)), 2 * math.pi * b.double()
+    return r * torch.cos(th), r * torch.sin(th)
+
+
+@pytest.mark.parametrize("path", ["interp", "emulated", "cuda"])
+def test_rand4x_randn4x_and_the_conversions(path):
+    """Triton's nl.rand4x / randn4x / uint_to_uniform_float / pair_uniform_to_normal against
+    the reference stream (randn4x with 7 rounds), 64-bit bits as well as 32-bit."""
+    from test_semantics_agree import run as run_on
+    from test_codegen_emulator import HAS_CXX
+    if path == "emulated" and not HAS_CXX:
+        pytest.skip("no host C++ compiler")
+    if path == "cuda" and not HAS_CUDA:
+        pytest.skip("needs a CUDA device")
+    n = 301
+    bits = torch.randint(-2**63, 2**63 - 1, (n,), dtype=torch.int64)
+    out = torch.full((14 * n,), float("nan"))
+    run_on(path, rand4x_kernel, (newt.cdiv(n, 128),), out, bits, 1234, n, BLOCK=128)
+    got = out.view(14, n).double()
+    w, w7 = philox_ref(1234, torch.arange(n)), philox_ref(1234, torch.arange(n), 7)
+    u = [uniform_ref(x) for x in w]
+    u7 = [uniform_ref(x) for x in w7]
+    folded = torch.where(bits < 0, -(bits + 1), bits)
+    b32 = bits & 0xFFFFFFFF
+    ref = u + [*_box_muller(u7[0], u7[1]), *_box_muller(u7[2], u7[3])] + \
+        [*_box_muller(u[2], u[3])] + \
+        [folded.to(torch.float32) * torch.tensor(1.0842020432385337e-19), uniform_ref(b32)]
+    for i, r in enumerate(ref):
+        torch.testing.assert_close(got[i], r.double(), rtol=1e-5, atol=1e-5, msg=f"output {i}")

@@ -128,6 +128,45 @@ def test_nan_in_full_reductions(path, BLOCK, n, case):
     torch.testing.assert_close(out, torch.cat([mx, mn]), equal_nan=True)
 
 
+@newt.jit
+def _propagate_nan(x_ptr, y_ptr, o_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    m = offs < n
+    x = nl.load(x_ptr + offs, mask=m)
+    y = nl.load(y_ptr + offs, mask=m)
+    ALL = nl.PropagateNan.ALL
+    nl.store(o_ptr + offs, nl.maximum(x, y, propagate_nan=ALL), mask=m)
+    nl.store(o_ptr + n + offs, nl.minimum(x, y.to(nl.float16), ALL), mask=m)
+    nl.store(o_ptr + 2 * n + offs, nl.clamp(x, -0.5, 0.75, propagate_nan=ALL), mask=m)
+    nl.store(o_ptr + 3 * n + offs, nl.maximum(x, y, propagate_nan=nl.PropagateNan.NONE), mask=m)
+    nl.store(o_ptr + 4 * n + offs, nl.minimum(x, float("nan"), propagate_nan=ALL), mask=m)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_propagate_nan_all_and_none(path):
+    """Triton's `propagate_nan=nl.PropagateNan.ALL`: NaN wins in maximum / minimum / clamp (the
+    default, NONE, lets a number win), the same on every path."""
+    n = 37
+    x, y = torch.randn(n), torch.randn(n)
+    x[torch.rand(n) < 0.3] = float("nan")
+    y[torch.rand(n) < 0.3] = float("nan")
+    out = torch.full((5 * n,), -1.0)
+    run(path, _propagate_nan, (1,), x, y, out, n, BLOCK=64)
+    want = torch.cat([torch.maximum(x, y), torch.minimum(x, y.half().float()),
+                      x.clamp(-0.5, 0.75), torch.fmax(x, y), torch.full((n,), float("nan"))])
+    torch.testing.assert_close(out, want, equal_nan=True)
+
+
+def test_propagate_nan_takes_only_its_enum():
+    with pytest.raises(newt.CompilationError, match="propagate_nan must be"):
+        newt.compile(_propagate_nan_bad, {"x_ptr": "*fp32"}, {})
+
+
+@newt.jit
+def _propagate_nan_bad(x_ptr):
+    nl.store(x_ptr, nl.maximum(nl.load(x_ptr), 1.0, propagate_nan=True))
+
+
 # ----------------------------------------------------------------------------- integer division
 
 @newt.jit
@@ -160,6 +199,26 @@ def test_min_divided_by_minus_one_wraps(path, dt):
     want_r = [x - _trunc_div(x, y) * y for x, y in zip(a64, b64)]
     assert q.tolist() == want_q
     assert r.tolist() == want_r
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_division_by_zero_agrees_with_the_gpu(dt):
+    """`//` and `%` by zero (undefined in Triton): the interpreter gives what the GPU's code
+    gives. The CPU emulator's nt_div / nt_mod are models written for it, so only the GPU can
+    judge here."""
+    info = torch.iinfo(dt)
+    n = 37
+    a = torch.randint(max(info.min, -1000), min(info.max, 1000), (n,), dtype=dt)
+    b = torch.zeros(n, dtype=dt)
+    b[::3] = 7
+    outs = {}
+    for path in ("interp", "cuda"):
+        q, r = torch.full((n,), 5, dtype=dt), torch.full((n,), 5, dtype=dt)
+        run(path, _div_mod, (1,), a, b, q, r, n, BLOCK=64)
+        outs[path] = (q, r)
+    assert torch.equal(outs["interp"][0], outs["cuda"][0]), (outs["interp"][0], outs["cuda"][0])
+    assert torch.equal(outs["interp"][1], outs["cuda"][1]), (outs["interp"][1], outs["cuda"][1])
 
 
 def _trunc_div(x, y):

@@ -89,8 +89,34 @@ def cdiv(b, x, div):
         b, "add", x, div), 1), div)
 
 
+def _nan_wins(propagate_nan) -> bool:
+    from ..language import PropagateNan
+    if propagate_nan is None or propagate_nan is PropagateNan.NONE:
+        return False
+    if propagate_nan is PropagateNan.ALL:
+        return True
+    error(f"propagate_nan must be nl.PropagateNan.NONE or nl.PropagateNan.ALL, got "
+          f"{propagate_nan!r}")
+
+
+def _minmax(op):
+    def f(b, x, y, propagate_nan=None):
+        r = semantic.minmax(b, op, x, y)
+        if not _nan_wins(propagate_nan) or not r.dtype.is_floating():
+            return r
+        # minmax is fmax / fmin (a number beats NaN): put a NaN operand back where there is one
+        for v in (x, y):
+            v = semantic.cast(b, to_tensor(b, v), r.dtype)
+            r = semantic.where(b, semantic.binary(b, "ne", v, v), v, r)
+        return r
+    return f
+
+
+maximum, minimum = _minmax("maximum"), _minmax("minimum")
+
+
 def clamp(b, x, min, max, propagate_nan=None):
-    return semantic.minmax(b, "minimum", semantic.minmax(b, "maximum", x, min), max)
+    return minimum(b, maximum(b, x, min, propagate_nan), max, propagate_nan)
 
 
 def _math(name):
@@ -110,10 +136,14 @@ def atomic_cas(b, pointer, cmp, val, sem=None, scope=None):
     return memory.atomic(b, "cas", pointer, val, None, sem, scope, cmp=cmp)
 
 
+def _random_module():
+    from . import random
+    return random
+
+
 def _random(name):
     def f(b, seed, offset, n_rounds=10):
-        from . import random
-        return getattr(random, name)(b, seed, offset, n_rounds)
+        return getattr(_random_module(), name)(b, seed, offset, n_rounds)
     return f
 
 
@@ -128,8 +158,7 @@ IMPLS = {
     "broadcast_to": shapes.broadcast_to, "broadcast": shapes.broadcast,
     "trans": shapes.trans, "permute": shapes.permute,
     "where": lambda b, condition, x, y: semantic.where(b, condition, x, y),
-    "maximum": lambda b, x, y, propagate_nan=None: semantic.minmax(b, "maximum", x, y),
-    "minimum": lambda b, x, y, propagate_nan=None: semantic.minmax(b, "minimum", x, y),
+    "maximum": maximum, "minimum": minimum,
     "clamp": clamp, "fma": semantic.fma, "cdiv": cdiv, "abs": semantic.abs_,
     "div_rn": semantic.div_rn, "umulhi": semantic.umulhi,
     "sum": reductions.sum_, "max": reductions.max_, "min": reductions.min_,
@@ -145,15 +174,19 @@ for _n in MATH:
     IMPLS[_n] = _math(_n)
 for _k in ("add", "max", "min", "xchg", "and", "or", "xor"):
     IMPLS["atomic_" + _k] = _atomic(_k)
-for _n in ("rand", "randn", "randint", "randint4x"):
+for _n in ("rand", "randn", "randint", "randint4x", "rand4x", "randn4x"):
     IMPLS[_n] = _random(_n)
+IMPLS["uint_to_uniform_float"] = lambda b, x: _random_module().uint_to_uniform_float(b, x)
+IMPLS["pair_uniform_to_normal"] = \
+    lambda b, u1, u2: _random_module().pair_uniform_to_normal(b, u1, u2)
 IMPLS.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
 IMPLS.update(libdevice.IMPLS)
 IMPLS.update({n: getattr(movement, n) for n in (
     "join", "split", "interleave", "flip", "gather", "sort", "topk", "histogram", "assume",
     "ravel", "swizzle2d", "cat")})
 IMPLS.update({n: getattr(combine, n) for n in ("reduce", "associative_scan", "cumprod",
-                                                "xor_sum", "softmax", "map_elementwise")})
+                                                "xor_sum", "reduce_or", "softmax",
+                                                "map_elementwise")})
 IMPLS["fdiv"] = lambda b, x, y, ieee_rounding=False: (
     semantic.div_rn(b, x, y) if ieee_rounding else semantic.binary(b, "truediv", x, y))
 IMPLS["inline_asm_elementwise"] = inline_asm.inline_asm_elementwise
@@ -165,7 +198,7 @@ TENSOR_METHODS = {n: IMPLS[n] for n in (
 TENSOR_METHODS["cast"] = IMPLS["cast"]
 TENSOR_METHODS.update({n: IMPLS[n] for n in ("split", "flip", "sort", "topk", "histogram",
                                              "reduce", "associative_scan", "cumprod", "ravel",
-                                             "xor_sum", "softmax", "gather")})
+                                             "xor_sum", "reduce_or", "softmax", "gather")})
 
 
 # ----------------------------------------------------------------------------- Python builtins

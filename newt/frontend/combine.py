@@ -176,6 +176,22 @@ def xor_sum(b, input, axis=None, keep_dims=False):
     return reduce(b, x, axis, _xor, keep_dims)
 
 
+def _or(cb, a, c):
+    from .semantic import binary
+    return binary(cb, "or", a, c)
+
+
+_or.__newt_internal__ = True
+_or.__name__ = "or"
+
+
+def reduce_or(b, input, axis, keep_dims=False):
+    x = to_tensor(b, input)
+    if not x.dtype.is_int():
+        error(f"reduce_or needs integers or bools, got {x.dtype.name}")
+    return reduce(b, x, axis, _or, keep_dims)
+
+
 def softmax(b, x, dim=None, keep_dims=False, ieee_rounding=False):
     from .reductions import max_, sum_
     from .semantic import binary, div_rn, math_unary

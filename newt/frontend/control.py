@@ -336,8 +336,14 @@ class ControlFlow:
                     error(f"range {what} must be an integer, got {x.dtype.name}")
             elif not isinstance(x, int) or isinstance(x, bool):
                 error(f"range {what} must be an integer, got {x!r}")
-        if not isinstance(step, Tensor) and step <= 0:
-            error(f"range step must be positive, got {step}" if step else "range step is 0")
+        if not isinstance(step, Tensor) and step == 0:
+            error("range step is 0")
+        # A constant negative step (Python's countdown, which Triton accepts) runs as the
+        # ascending loop over range(ub, lb, -step), its variable read as lb + ub - v: the
+        # same values in the same order, and every pass sees a loop that counts up.
+        down = not isinstance(step, Tensor) and step < 0
+        if down:
+            lb, ub, step = ub, lb, -step
         if num_stages is not None and (isinstance(num_stages, Tensor) or not isinstance(num_stages, int)):
             error("num_stages must be a compile-time int")
         dt = D.int32
@@ -347,6 +353,7 @@ class ControlFlow:
                 xd = D.int32
             dt = D.integer_promote(dt, xd)
         lbv, ubv, stv = (semantic.cast(b, x, dt) for x in (lb, ub, step))
+        ends = semantic.binary(b, "add", lbv, ubv) if down else None
         target = node.target.id
         names, carried, fixed = self._carried(node, exclude=(target,))
         inits, likes = self._loop_inits(carried)
@@ -358,6 +365,8 @@ class ControlFlow:
         try:
             with b.at(body):
                 iv = Tensor(body.args[0], b)
+                if down:
+                    iv = semantic.binary(b, "sub", ends, iv)
                 iv.v.name = target
                 self.scope[target] = iv
                 self.dead.pop(target, None)

@@ -1,5 +1,6 @@
-"""nl.rand / randn / randint / randint4x: one `philox` op plus ordinary ops for the conversions,
-giving the same streams as Triton's random module.
+"""nl.rand / randn / randint / randint4x / rand4x / randn4x and the two conversions
+uint_to_uniform_float and pair_uniform_to_normal: one `philox` op plus ordinary ops, giving the
+same streams as Triton's random module.
 
   philox:    counter = (offset, 0, 0, 0) as uint32, key = (low, high) 32 bits of the seed
              converted to uint64; n_rounds rounds of Philox4x32 -> 4 uint32 blocks
@@ -17,6 +18,7 @@ from .semantic import error, to_tensor
 from .values import Tensor
 
 _UINT_TO_FLOAT_SCALE = 4.6566127342e-10
+_UINT64_TO_FLOAT_SCALE = 1.0842020432385337e-19     # 2**-63 as the fp32 multiplier
 _TWO_PI = 6.283185307179586
 
 
@@ -37,12 +39,25 @@ def _philox(b, seed, offset, n_rounds):
     return [Tensor(v, b) for v in b.philox(seed.v, offset.v, n_rounds)]
 
 
-def _uint_to_uniform_float(b, x: Tensor) -> Tensor:
-    x = semantic.cast(b, x, D.int32, bitcast=True)
+def uint_to_uniform_float(b, x) -> Tensor:
+    x = to_tensor(b, x)
+    if not x.dtype.is_int() or x.dtype.bits not in (32, 64):
+        error(f"uint_to_uniform_float needs 32- or 64-bit integers, got {x.dtype.name}")
+    wide = x.dtype.bits == 64
+    x = semantic.cast(b, x, D.int64 if wide else D.int32, bitcast=True)
     neg = semantic.binary(b, "lt", x, 0)
     flipped = semantic.binary(b, "sub", semantic.unary_operator(b, "neg", x), 1)
-    x = semantic.where(b, neg, flipped, x)
-    return semantic.binary(b, "mul", x, _UINT_TO_FLOAT_SCALE)
+    x = semantic.cast(b, semantic.where(b, neg, flipped, x), D.float32)
+    return semantic.binary(b, "mul", x, _UINT64_TO_FLOAT_SCALE if wide else _UINT_TO_FLOAT_SCALE)
+
+
+def pair_uniform_to_normal(b, u1, u2):
+    u1 = semantic.minmax(b, "maximum", 1.0e-7, u1)
+    th = semantic.binary(b, "mul", _TWO_PI, u2)
+    r = semantic.math_unary(b, "sqrt", semantic.binary(
+        b, "mul", -2.0, semantic.math_unary(b, "log", u1)))
+    return (semantic.binary(b, "mul", r, semantic.math_unary(b, "cos", th)),
+            semantic.binary(b, "mul", r, semantic.math_unary(b, "sin", th)))
 
 
 def randint4x(b, seed, offset, n_rounds=10):
@@ -54,15 +69,19 @@ def randint(b, seed, offset, n_rounds=10):
 
 
 def rand(b, seed, offset, n_rounds=10):
-    return _uint_to_uniform_float(b, randint(b, seed, offset, n_rounds))
+    return uint_to_uniform_float(b, randint(b, seed, offset, n_rounds))
+
+
+def rand4x(b, seed, offset, n_rounds=10):
+    return tuple(uint_to_uniform_float(b, i) for i in _philox(b, seed, offset, n_rounds))
 
 
 def randn(b, seed, offset, n_rounds=10):
     i1, i2, _, _ = _philox(b, seed, offset, n_rounds)
-    u1 = _uint_to_uniform_float(b, i1)
-    u2 = _uint_to_uniform_float(b, i2)
-    u1 = semantic.minmax(b, "maximum", 1.0e-7, u1)
-    th = semantic.binary(b, "mul", _TWO_PI, u2)
-    r = semantic.math_unary(b, "sqrt", semantic.binary(
-        b, "mul", -2.0, semantic.math_unary(b, "log", u1)))
-    return semantic.binary(b, "mul", r, semantic.math_unary(b, "cos", th))
+    return pair_uniform_to_normal(b, uint_to_uniform_float(b, i1),
+                                  uint_to_uniform_float(b, i2))[0]
+
+
+def randn4x(b, seed, offset, n_rounds=10):
+    u1, u2, u3, u4 = rand4x(b, seed, offset, n_rounds)
+    return pair_uniform_to_normal(b, u1, u2) + pair_uniform_to_normal(b, u3, u4)

@@ -25,10 +25,13 @@ Where the interpreter is more defined than the GPU (say so when comparing):
     unchanged tries (memory.py), where the GPU would hang;
   - a masked load without `other` gives 0 (undefined on the GPU);
   - an unmasked access outside its tensor raises OutOfBoundsError (an IndexError) instead of
-    reading garbage;
+    reading garbage (except through a pointer made from an integer address, which it cannot
+    tie to a tensor: such accesses are unchecked, as on the GPU);
   - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
   - fp16/bf16 sums and cumsums accumulate in fp32; integer division by zero gives -1;
-  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does; Triton calls them undefined;
+  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does, to 32 bits for 8- and
+    16-bit results, which keep the low bits, as the generated code does; Triton calls them
+    undefined;
   - nl.inline_asm_elementwise cannot run (PTX): a kernel calling it raises a CompilationError;
   - nl.reduce / associative_scan / cumprod combine sequentially (the GPU combines in a tree).
 """

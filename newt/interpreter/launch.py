@@ -94,7 +94,9 @@ def _build_namespace() -> types.ModuleType:
         atomic_xchg=memory.atomic_xchg, atomic_cas=memory.atomic_cas,
         atomic_and=memory.atomic_and, atomic_or=memory.atomic_or, atomic_xor=memory.atomic_xor,
         rand=philox.rand, randn=philox.randn, randint=philox.randint,
-        randint4x=philox.randint4x,
+        randint4x=philox.randint4x, rand4x=philox.rand4x, randn4x=philox.randn4x,
+        uint_to_uniform_float=philox.uint_to_uniform_float,
+        pair_uniform_to_normal=philox.pair_uniform_to_normal,
         **{k: ops._math(f) for k, f in ops.MATH.items()})
     impl.update(descriptors.IMPLS)   # descriptors, block pointers, and load / store of one
     missing = sorted(k for k, v in impl.items() if v is None)

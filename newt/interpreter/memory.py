@@ -7,7 +7,8 @@ arithmetic; produces loaded values and writes through to the caller's torch tens
 
 Masked-off lanes never touch memory. An active lane outside the buffer raises IndexError naming
 the kernel, the source line, the program id, the offending offset and the argument, where the
-GPU would read garbage or fault.
+GPU would read garbage or fault. A pointer made from an integer address (`addr.to(
+nl.pointer_type(T))`) is the exception: it points into the whole address space, unchecked.
 
 Spin loops: a program waiting for memory that another program changes (a spin lock taken with
 atomic_cas or atomic_xchg, a flag read with a volatile load) runs correctly here when the other
@@ -17,6 +18,8 @@ the loop would never end; the same access then keeps coming back with nothing wr
 between, and after SPIN_LIMIT such repeats it raises an error naming the line instead of hanging.
 """
 from __future__ import annotations
+
+import ctypes
 
 import torch
 
@@ -50,6 +53,40 @@ def offset_pointer(p: Tensor, offs, sign: int) -> Tensor:
     if not offs.dtype.is_int() or offs.dtype.is_bool():
         raise TypeError(f"pointer arithmetic needs integer offsets, got {offs.dtype.name}")
     return Tensor(p.data + offs.data if sign > 0 else p.data - offs.data, p.dtype, p.buf)
+
+
+def pointer_cast(x: Tensor, dt) -> Tensor:
+    """`x.to(dt)` where either side is a pointer: pointer to pointer, 64-bit integer address to
+    pointer, pointer to its 64-bit address (the frontend's rule); anything else is an error."""
+    if x.dtype.is_ptr() and dt.is_ptr():
+        return reinterpret_pointer(x, dt)
+    if dt.is_ptr() and x.dtype in (D.int64, D.uint64):
+        return pointer_from_address(x, dt)
+    if x.dtype.is_ptr() and dt in (D.int64, D.uint64):
+        return Tensor(x.buf.flat.data_ptr() + x.data * x.dtype.element_ty.itemsize, dt)
+    raise TypeError(f"cannot cast {x.dtype.name} to {dt.name}")
+
+
+_MEMORY: dict = {}   # element dtype -> the process's address space as one Buffer of that type
+
+
+def pointer_from_address(x: Tensor, dt) -> Tensor:
+    """An integer address as a pointer (a table of the addresses of tensors the kernel was not
+    given, as in a grouped GEMM). The interpreter cannot know which tensor holds the address,
+    so the pointer is an offset into the whole address space: its accesses are not bounds-
+    checked, as on the GPU. The address must be aligned to the element type."""
+    elem = dt.element_ty
+    size = elem.itemsize
+    if bool((x.data % size != 0).any()):
+        raise TypeError(f"an address cast to {dt.name} must be a multiple of {size}")
+    buf = _MEMORY.get(elem)
+    if buf is None:
+        # a view of every byte below 2**48 (user-space addresses); nothing is read until used
+        span = (ctypes.c_char * (1 << 48)).from_address(0)
+        buf = _MEMORY[elem] = Buffer.__new__(Buffer)
+        buf.flat = torch.frombuffer(span, dtype=raw_torch(elem))
+        buf.name, buf.shape = "memory at an integer address", (buf.flat.numel(),)
+    return Tensor(x.data // size, dt, buf)
 
 
 def reinterpret_pointer(p: Tensor, dt) -> Tensor:

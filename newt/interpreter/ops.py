@@ -13,6 +13,7 @@ import torch
 
 from .. import dtypes as D
 from ..errors import CompilationError
+from ..language import PropagateNan
 from . import context
 from .values import (Tensor, _down, _float_of, _ordered, _up, cast, const, promote, to_tensor,
                      unwrap)
@@ -165,7 +166,7 @@ def where(condition, x, y):
 def _minmax(x, y, is_max, propagate_nan):
     x, y, ct = promote(x, y)
     if ct.is_floating():
-        nan_all = propagate_nan is not None and "all" in str(unwrap(propagate_nan)).lower()
+        nan_all = unwrap(propagate_nan) is PropagateNan.ALL   # the frontend checked the value
         f = (torch.maximum if is_max else torch.minimum) if nan_all else (torch.fmax if is_max else torch.fmin)
         return _down(f(_up(x), _up(y)), ct)
     if ct is D.uint64:
@@ -409,10 +410,11 @@ from .movement import (assume, cat, fdiv, flip, gather, histogram,  # noqa: E402
                        inline_asm_elementwise, interleave, join, ravel, sort, split, swizzle2d,
                        topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
-                    softmax, xor_sum)
+                    reduce_or, softmax, xor_sum)
 
 
 TENSOR_METHODS.update({"split": split, "flip": flip, "sort": sort, "topk": topk,
                        "histogram": histogram, "reduce": reduce, "ravel": ravel,
                        "associative_scan": associative_scan, "cumprod": cumprod,
-                       "xor_sum": xor_sum, "softmax": softmax, "gather": gather})
+                       "xor_sum": xor_sum, "reduce_or": reduce_or, "softmax": softmax,
+                       "gather": gather})

@@ -4,7 +4,8 @@ Counter = (offset low 32 bits, offset high 32 bits, 0, 0), key = (seed low, seed
 seed widened to 64 bits; each round multiplies counters 0 and 2 by the Philox round constants,
 xors the high halves with the other counters and the key, and bumps the key by the Weyl
 constants. rand maps the first word to [0, 1) as Triton does (read it as int32, fold negatives
-with -x - 1, scale by 4.6566127342e-10 in fp32); randn is Box-Muller on the first two words.
+with -x - 1, scale by 4.6566127342e-10 in fp32); randn is Box-Muller on the first two words,
+randn4x on both pairs.
 Consumes scalar/block Tensors, produces uint32 / fp32 Tensors of the offset's shape.
 """
 from __future__ import annotations
@@ -59,21 +60,36 @@ def randint(seed, offset, n_rounds=10):
     return _philox(seed, offset, n_rounds)[0]
 
 
-def _uniform(x: Tensor) -> Tensor:
-    v = cast(x, D.int32, bitcast=True).data
+def uint_to_uniform_float(x) -> Tensor:
+    x = to_tensor(x)
+    wide = x.dtype.bits == 64     # the frontend checked: 32- or 64-bit integers
+    v = cast(x, D.int64 if wide else D.int32, bitcast=True).data
     v = torch.where(v < 0, -v - 1, v)
-    scale = torch.tensor(4.6566127342e-10, dtype=torch.float32)
+    scale = torch.tensor(1.0842020432385337e-19 if wide else 4.6566127342e-10,
+                         dtype=torch.float32)
     return Tensor(v.to(torch.float32) * scale, D.float32)
 
 
+def pair_uniform_to_normal(u1, u2):
+    u1, u2 = cast(u1, D.float32).data, cast(u2, D.float32).data
+    u1 = torch.clamp(u1, min=1.0e-7)
+    th = torch.tensor(6.283185307179586, dtype=torch.float32) * u2
+    r = torch.sqrt(torch.tensor(-2.0, dtype=torch.float32) * torch.log(u1))
+    return Tensor(r * torch.cos(th), D.float32), Tensor(r * torch.sin(th), D.float32)
+
+
 def rand(seed, offset, n_rounds=10):
-    return _uniform(randint(seed, offset, n_rounds))
+    return uint_to_uniform_float(randint(seed, offset, n_rounds))
+
+
+def rand4x(seed, offset, n_rounds=10):
+    return tuple(uint_to_uniform_float(i) for i in _philox(seed, offset, n_rounds))
 
 
 def randn(seed, offset, n_rounds=10):
-    i1, i2, _, _ = _philox(seed, offset, n_rounds)
-    u1 = torch.clamp(_uniform(i1).data, min=1.0e-7)
-    u2 = _uniform(i2).data
-    th = torch.tensor(6.283185307179586, dtype=torch.float32) * u2
-    r = torch.sqrt(torch.tensor(-2.0, dtype=torch.float32) * torch.log(u1))
-    return Tensor(r * torch.cos(th), D.float32)
+    return randn4x(seed, offset, n_rounds)[0]
+
+
+def randn4x(seed, offset, n_rounds=10):
+    u1, u2, u3, u4 = rand4x(seed, offset, n_rounds)
+    return pair_uniform_to_normal(u1, u2) + pair_uniform_to_normal(u3, u4)

@@ -87,6 +87,11 @@ def xor_sum(input, axis=None, keep_dims=False):
     return reduce(x, axis, lambda a, b: a ^ b, keep_dims)
 
 
+def reduce_or(input, axis, keep_dims=False):
+    x = to_tensor(input)     # integers or bools (the frontend checked)
+    return reduce(x, axis, lambda a, b: a | b, keep_dims)
+
+
 def softmax(x, dim=None, keep_dims=False, ieee_rounding=False):
     from . import ops
     x = to_tensor(x)

@@ -243,18 +243,17 @@ def _float_of(t: Tensor) -> torch.Tensor:
 
 
 def cast(x, dt, bitcast=False) -> Tensor:
-    """`x.to(dt)`: float->int truncates toward zero (NaN -> 0, saturating as the GPU's cvt.rzi
-    does), ->bool is != 0, int->int wraps, bitcast reinterprets bits of equal width."""
+    """`x.to(dt)`: float->int truncates toward zero (NaN -> 0, saturating to 32 or 64 bits as
+    the GPU's cvt.rzi does; 8- and 16-bit results are the low bits of the 32-bit one, as in the
+    generated code), ->bool is != 0, int->int wraps, bitcast reinterprets bits of equal width."""
     x = to_tensor(x)
     dt = unwrap(dt)
     src = x.dtype
     if src is dt:
         return x
     if src.is_ptr() or dt.is_ptr():
-        if src.is_ptr() and dt.is_ptr():
-            from .memory import reinterpret_pointer
-            return reinterpret_pointer(x, dt)
-        raise TypeError(f"cannot cast {src.name} to {dt.name}")
+        from .memory import pointer_cast
+        return pointer_cast(x, dt)
     if bitcast:
         if src.bits != dt.bits:
             raise TypeError(f"bitcast needs equal widths: {src.name} ({src.bits} bits) to "
@@ -275,10 +274,12 @@ def cast(x, dt, bitcast=False) -> Tensor:
         return Tensor(to_float(x.data, dt), dt)
     if src.is_floating():  # float -> int
         f = torch.nan_to_num(x.data.to(torch.float64).trunc(), nan=0.0)
-        lo, hi = (0, (1 << dt.bits) - 1) if dt.kind == "uint" else (-(1 << dt.bits - 1), (1 << dt.bits - 1) - 1)
+        bits = max(dt.bits, 32)   # 8/16 bits: saturated to 32, then wrapped (cvt.rzi.s32 / u32
+        #                           and a truncation: what the generated code does)
+        lo, hi = (0, (1 << bits) - 1) if dt.kind == "uint" else (-(1 << bits - 1), (1 << bits - 1) - 1)
         f = f.clamp(float(lo), float(hi))
         if dt.bits < 64:
-            return Tensor(f.to(torch.int64), dt)
+            return Tensor(wrap(f.to(torch.int64), dt), dt)
         big = f >= 2.0 ** 63  # beyond int64: unsigned bit pattern, or saturate for int64
         if dt.kind == "uint":
             v = torch.where(big, (f - 2.0 ** 63).clamp(max=2.0 ** 63 - 1024).to(torch.int64) + _MIN64,

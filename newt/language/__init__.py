@@ -13,6 +13,7 @@ PTX) and the namespaces `nl.math` (math.py) and `newt.language.extra.libdevice` 
 """
 from __future__ import annotations
 
+import enum
 import functools
 
 from ..dtypes import (  # noqa: F401  (re-exported as nl.float32 etc.)
@@ -229,14 +230,21 @@ def where(condition, x, y):
     """Elementwise `x if condition else y`, broadcasting all three."""
 
 
+class PropagateNan(enum.Enum):
+    """The `propagate_nan` argument of maximum / minimum / clamp (Triton's names): `NONE` (the
+    default) lets a number win over NaN (fmax), `ALL` makes NaN win (NaN if either is NaN)."""
+    NONE = 0x0000
+    ALL = 0xFFFF
+
+
 @builtin
 def maximum(x, y, propagate_nan=None):
-    """Elementwise maximum."""
+    """Elementwise maximum (NaN as `propagate_nan` says)."""
 
 
 @builtin
 def minimum(x, y, propagate_nan=None):
-    """Elementwise minimum."""
+    """Elementwise minimum (NaN as `propagate_nan` says)."""
 
 
 @builtin
@@ -426,11 +434,12 @@ from .blocks import (  # noqa: E402,F401
 # (imported last: they refer to the functions above)
 from . import extra, lowlevel, movement, rng, scans  # noqa: E402,F401
 from .lowlevel import assume, fdiv, inline_asm_elementwise  # noqa: E402,F401
-from .rng import rand, randint, randint4x, randn  # noqa: E402,F401
+from .rng import (pair_uniform_to_normal, rand, rand4x, randint, randint4x,  # noqa: E402,F401
+                  randn, randn4x, uint_to_uniform_float)
 from .movement import (cat, flip, gather, histogram, interleave, join, ravel,  # noqa: E402,F401
                        sort, split, swizzle2d, topk)
 from .scans import (associative_scan, cumprod, map_elementwise, reduce,  # noqa: E402,F401
-                    softmax, xor_sum)
+                    reduce_or, softmax, xor_sum)
 
 TRITON_MAX_TENSOR_NUMEL = 1048576   # (Triton's constant, for code that checks block sizes)
 from . import math  # noqa: E402,F401  (last: it refers to the names above)

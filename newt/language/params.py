@@ -27,8 +27,8 @@ _SEED = "an int32 scalar: the Philox key; the same seed and offset give the same
 _OFFSET = ("an int32 block or scalar: the counter; give each element its own offset "
            "(e.g. `base + nl.arange(0, BLOCK)`) for independent numbers")
 _ROUNDS = "Philox rounds (a constexpr); 10, as Triton's default"
-_NAN = ("accepted for Triton compatibility and not used: a NaN operand loses to a number "
-        "(fmaxf / fminf), as with Triton's default")
+_NAN = ("`nl.PropagateNan.NONE` or None (the default: a NaN operand loses to a number, "
+        "fmaxf / fminf) or `nl.PropagateNan.ALL` (a NaN operand wins)")
 _DTYPE = "an nl dtype (nl.float32, nl.int64, ...)"
 _SHAPE = "the block shape: constexpr ints, as separate arguments or one tuple/list"
 _HINT_VALUES = "an int (constexpr) or a tuple of ints, one per dimension of `input`"
@@ -127,8 +127,11 @@ for _name in ("atomic_add", "atomic_and", "atomic_max", "atomic_min", "atomic_or
               "atomic_xchg", "atomic_xor"):
     PARAMS[_name] = {"pointer": _POINTER, "val": _VAL, "mask": _MASK, "sem": _SEM,
                      "scope": _SCOPE}
-for _name in ("rand", "randn", "randint", "randint4x"):
+for _name in ("rand", "randn", "randint", "randint4x", "rand4x", "randn4x"):
     PARAMS[_name] = {"seed": _SEED, "offset": _OFFSET, "n_rounds": _ROUNDS}
+PARAMS["uint_to_uniform_float"] = {"x": "a block or scalar of random bits (32- or 64-bit ints)"}
+PARAMS["pair_uniform_to_normal"] = {"u1": "uniform floats in [0, 1)",
+                                    "u2": "uniform floats in [0, 1), the same shape"}
 
 
 def documented(fn, doc: str | None = None) -> str:

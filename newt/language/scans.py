@@ -42,6 +42,12 @@ def xor_sum(input, axis=None, keep_dims=False):
 
 
 @builtin
+def reduce_or(input, axis, keep_dims=False):
+    """Bitwise or of the integer (or bool) block `input` over `axis` (all axes if None), the
+    result keeping `input`'s dtype; `keep_dims` keeps the reduced axis as size 1."""
+
+
+@builtin
 def map_elementwise(scalar_fn, *args, pack=1):
     """Apply the `@newt.jit` function `scalar_fn` to every element of `args` (broadcast to one
     shape): a block per value it returns (a tuple for several). Its control flow runs per
