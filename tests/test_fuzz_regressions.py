@@ -373,3 +373,33 @@ def test_low_byte_of_half_bits_is_not_stored_from_the_conversion(half):
             used = set(re.findall(r"%rs\d+\b", line))
             assert not used & written, line
     assert any(re.search(rf"mov\.b16\s+%rs\d+, {re.escape(r)};", body) for r in written)
+
+
+# --------------------------------------------------------------------------- broadcast row store
+# Found by the fuzzer (seeds 777147, 777169, 777230 of base 777123): a row statistic broadcast to
+# 2-D and stored crashed the row-vector pass (it read the result of every user of the broadcast,
+# a store has none, before checking they were all layout conversions).
+
+@newt.jit
+def _row_mean_store_kernel(x_ptr, o_ptr, M, N, BM: nl.constexpr, BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    mask = (rm[:, None] < M) & (rn[None, :] < N)
+    x = nl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=mask, other=0.0)
+    mean = nl.sum(x, axis=1) / N
+    nl.store(o_ptr + rm[:, None] * N + rn[None, :], nl.broadcast_to(mean[:, None], (BM, BN)),
+             mask=mask)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
+def test_broadcast_row_store_compiles(arch):
+    newt.compile(_row_mean_store_kernel, {"x_ptr": "*fp32", "o_ptr": "*fp32", "M": "i32",
+                                          "N": "i32"}, dict(BM=64, BN=64), arch=arch)
+
+
+def test_broadcast_row_store(target, device):
+    M, N = 37, 51
+    x = torch.randn(M, N, device=device)
+    o = torch.full((M, N), float("nan"), device=device)
+    _row_mean_store_kernel[(1,)](x, o, M, N, BM=64, BN=64)
+    torch.testing.assert_close(o, x.mean(1, keepdim=True).expand(M, N), rtol=1e-5, atol=1e-5)
