@@ -32,6 +32,7 @@ class Dim:
         self.lo, self.hi = 0, self.extent   # bounds: host ints, or scalar Values (jagged loops)
         self.users = []           # a registered block size's placeholder: the dims using it
         self.block_of = None      # hl.zeros([.., bs]) with bs registered: that config slot
+        self.jagged = None        # hl.jagged_tile: the lengths Value (over enclosing tile dims)
 
     def describe(self) -> str:
         what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]

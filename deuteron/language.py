@@ -64,6 +64,19 @@ def tile(begin_or_end, end_or_none=None, block_size=None):
     return _run().tile(begins, ends, block_size, multi)
 
 
+def jagged_tile(lengths, block_size=None):
+    """`for t in hl.jagged_tile(n)` inside a tile loop, `n` a value over that loop's tile (one
+    length per row, e.g. `offsets[tile_b.index + 1] - offsets[tile_b]`): tiles of 0..n[row] for
+    each row at once. The loop runs to the largest length of the rows a program holds; loads,
+    stores and reductions that involve the tile and the rows skip each row's lanes past its
+    length (they read 0 and are not written or reduced). A host int or a scalar `n` is
+    `hl.tile(n)`."""
+    return _run().jagged_tile(lengths, block_size)
+
+
+vtile = jagged_tile
+
+
 def grid(begin_or_end, end_or_none=None):
     """`for i in hl.grid(n)`: iterate over single indices (a tile of block_size=1): tensors indexed
     with `i` lose that dim; `i` takes part in integer arithmetic."""

@@ -168,6 +168,9 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
         x = cast(tracer, x, torch.int64)     # torch sums integers and bools in int64
+    if getattr(rdim, "jagged", None) is not None:
+        from .jagged import guard_reduction
+        x = guard_reduction(tracer, x, rdim, kind)
     ident = ir.identity(kind, x.dtype)
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
@@ -207,6 +210,9 @@ def dot(tracer, a, b, acc_dtype=None):
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
     partial = _whole(a.dims[1], "matmul contracting")
+    if getattr(a.dims[1], "jagged", None) is not None:
+        raise TraceError("a matmul contracting a jagged tile: mask the operands with "
+                         "torch.where first and contract a plain hl.tile")
     if a.dtype != b.dtype:
         raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
     for d in (a.dims[0], a.dims[1], b.dims[1]):

@@ -87,9 +87,12 @@ class RefRun:
 
     oracle = True
 
-    def __init__(self, device):
+    def __init__(self, device, by_row=False):
         self.device = device
         self.seed = 0
+        # a kernel with jagged tiles: the launch grid's tiles are one row each, so that each
+        # jagged loop has one length (the kernel masks each row's lanes past its length instead)
+        self.by_row, self.depth = by_row, 0
 
     def tile(self, begins, ends, block_size, multi, index_only=False):
         blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
@@ -98,10 +101,28 @@ class RefRun:
             b, e = _int(b), _int(e)
             if bs == 1 or index_only:      # an index: iterate over it
                 axes.append([RefIndex(i) for i in range(b, e)])
+            elif self.by_row and self.depth == 0:
+                axes.append([RefTile(i, i + 1, self.device) for i in range(b, e)])
             else:
                 axes.append([RefTile(b, e, self.device)] if e > b else [])
         it = itertools.product(*axes)
-        return it if multi else (t[0] for t in it)
+        return self._nested(it if multi else (t[0] for t in it))
+
+    def _nested(self, it):
+        """Iterate `it` with the loop depth raised while its body runs."""
+        self.depth += 1
+        try:
+            yield from it
+        finally:
+            self.depth -= 1
+
+    def jagged_tile(self, lengths, block_size=None):
+        if isinstance(lengths, torch.Tensor) and lengths.numel() > 1:
+            if not self.by_row or bool((lengths != lengths.reshape(-1)[0]).any()):
+                raise RuntimeError("hl.jagged_tile in the oracle: the lengths must be a value "
+                                   "over the launch grid's tiles (one length per row)")
+            lengths = lengths.reshape(-1)[0]
+        return self.tile([0], [lengths], block_size, False)
 
     def full(self, shape, value, dtype):
         dims = [s.block_size if isinstance(s, RefTile) else int(s) for s in shape]

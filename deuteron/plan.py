@@ -162,6 +162,10 @@ class _ReplayRun:
             self.tracer.tunable_offset = self.offset
         return self.tracer.tile(begins, ends, block_size, multi, index_only)
 
+    def jagged_tile(self, lengths, block_size=None):
+        # only an inner loop, so only reached once a loop fell back to tracing
+        return self.tracer.jagged_tile(lengths, block_size)
+
     @property
     def config(self):
         return self.plan.config
