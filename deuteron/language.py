@@ -216,6 +216,19 @@ def cumsum(x, dim, reverse=False):
     return run.cumsum(x, dim, reverse)
 
 
+def associative_scan(combine_fn, input, dim, reverse=False):
+    """Inclusive scan of a tile value (or a tuple of them, broadcast to one shape) along `dim`
+    with `combine_fn(left..., right...)`, an associative function of the elements (one argument
+    per operand for each side) returning one value per operand; `reverse=True` scans from the
+    end. The dim is a full slice ':' or the launch grid's tile (each program then scans its own
+    tile, a partial result only `hl.atomic_add` may take)."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        from .scans import eager_scan
+        return eager_scan(combine_fn, input, dim, reverse)
+    return run.associative_scan(combine_fn, input, dim, reverse)
+
+
 def dot(a, b, acc=None, out_dtype=None):
     """`a @ b` (+ `acc`), computed in fp32 (the accumulator's precision) for 16-bit inputs."""
     run = _run()

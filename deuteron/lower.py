@@ -16,6 +16,7 @@ import torch
 
 from . import ir
 from .lower_expr import ExprMixin
+from .lower_scan import ScanMixin
 from .ir import is_zero
 from .spelling import LETTERS, Names
 
@@ -36,13 +37,14 @@ def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
     return _Lowering(prog, static_shapes).run()
 
 
-class _Lowering(ExprMixin):
+class _Lowering(ExprMixin, ScanMixin):
     def __init__(self, prog, static_shapes=False):
         self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
         self.uses = {}          # id(value) -> [(user, block)]
         self.fused = set()      # ids of dot nodes folded into an accumulator add
         self.ptr_blocks = {}    # id(load) -> (pointer block name, increment) in dot loops
+        self.helpers = []       # lines of functions printed before the kernel (combine functions)
 
     # ------------------------------------------------------------------ naming and parameters
     def _letters(self):
@@ -376,7 +378,8 @@ class _Lowering(ExprMixin):
                 continue
             self.emit(f"mask_{L} = offs_{L} < {L.upper()}", 1)
         self.block(self.p.items, 1)
-        return Lowered(name, "\n".join(self.lines) + "\n", params, constexprs, list(self.p.grid))
+        return Lowered(name, "\n".join(self.helpers + self.lines) + "\n", params, constexprs,
+                       list(self.p.grid))
 
 
 def _flat(items):

@@ -163,7 +163,7 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     rdim = x.dims[axis]
     partial = None
     if tracer.program is not None:     # (outside a loop, tracer.new says so)
-        partial = _whole(rdim, f"{kind}() over")
+        partial = whole_dim(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
@@ -178,7 +178,7 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
                       rdim=rdim, identity=ident, partial=partial)
 
 
-def _whole(d, what):
+def whole_dim(d, what):
     """Each program holds one tile of a grid dim: summing over it sums that tile only, where
     the oracle sums the whole dim. Returns the error to raise if such a partial result reaches
     anything but `hl.atomic_add` (split-K), or None when one tile covers the dim (a pinned
@@ -209,7 +209,7 @@ def dot(tracer, a, b, acc_dtype=None):
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
-    partial = _whole(a.dims[1], "matmul contracting")
+    partial = whole_dim(a.dims[1], "matmul contracting")
     if getattr(a.dims[1], "jagged", None) is not None:
         raise TraceError("a matmul contracting a jagged tile: mask the operands with "
                          "torch.where first and contract a plain hl.tile")

@@ -162,9 +162,13 @@ class _ReplayRun:
             self.tracer.tunable_offset = self.offset
         return self.tracer.tile(begins, ends, block_size, multi, index_only)
 
-    def jagged_tile(self, lengths, block_size=None):
-        # only an inner loop, so only reached once a loop fell back to tracing
-        return self.tracer.jagged_tile(lengths, block_size)
+    def __getattr__(self, name):
+        # what a loop body calls (hl.load, hl.jagged_tile, hl.associative_scan, ...): reached
+        # only once a loop fell back to tracing
+        tracer = self.__dict__.get("tracer")
+        if tracer is None:
+            raise AttributeError(name)
+        return getattr(tracer, name)
 
     @property
     def config(self):

@@ -174,6 +174,14 @@ class TileValue(ir.Value):
         return self.tracer.new("permute", [self], tuple(self.dims[p] for p in perm), self.dtype,
                                None, perm=tuple(p % self.rank for p in perm))
 
+    def expand(self, *sizes):
+        from .scans import expand_sizes
+        return expand_sizes(self.tracer, self, sizes)
+
+    def expand_as(self, other):
+        from .scans import expand
+        return expand(self.tracer, self, other.dims)
+
     def clamp(self, min=None, max=None):
         return _clamp(self.tracer, self, min, max)
 

@@ -366,6 +366,10 @@ class Tracer:
     def cumsum(self, x, dim, reverse):
         return ops.cumsum(self, x, dim, reverse)
 
+    def associative_scan(self, combine_fn, input, dim, reverse):
+        from .scans import associative_scan
+        return associative_scan(self, combine_fn, input, dim, reverse)
+
     def torch_function(self, func, args, kwargs):
         from . import ops
         return ops.dispatch(self, func, args, kwargs)
