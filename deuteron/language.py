@@ -229,6 +229,26 @@ def associative_scan(combine_fn, input, dim, reverse=False):
     return run.associative_scan(combine_fn, input, dim, reverse)
 
 
+def split(x):
+    """The two halves of a tile value whose last dim has 2 elements (`x[..., 0]`, `x[..., 1]`)."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        return tuple(x.unbind(-1))
+    from .shapes import split as traced
+    return traced(run, x)
+
+
+def join(a, b):
+    """Two tile values (broadcast to one shape) stacked along a new last dim of 2."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
+        dtype = torch.promote_types(a.dtype, b.dtype)
+        return torch.stack([a.to(dtype), b.to(dtype)], -1)
+    from .shapes import join as traced
+    return traced(run, a, b)
+
+
 def dot(a, b, acc=None, out_dtype=None):
     """`a @ b` (+ `acc`), computed in fp32 (the accumulator's precision) for 16-bit inputs."""
     run = _run()

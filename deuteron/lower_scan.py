@@ -1,6 +1,6 @@
 """Lowering of scans (scans.py): the combine function's block -> a `@newt.jit` function printed
 before the kernel, the scan -> `nl.associative_scan`, `item` -> one of its results, `expand` ->
-`nl.broadcast_to`.
+`nl.broadcast_to`; and of `hl.split` / `hl.join` (shapes.py) -> `nl.split` / `nl.join`.
 
 A mixin of lower._Lowering, as lower_expr.ExprMixin is: the combine block is printed with the
 same statement and expression code as a loop body, into lines of its own (`self.helpers`).
@@ -20,6 +20,10 @@ class ScanMixin:
             return f"nl.associative_scan(({xs},), {v.attrs['axis']}, {fn}{rev})", ATOM
         if op == "item":
             return f"{self.atom(v.args[0])}[{v.attrs['index']}]", ATOM
+        if op == "split":
+            return f"nl.split({self.ref(v.args[0])[0]})", ATOM
+        if op == "join":
+            return f"nl.join({self.ref(v.args[0])[0]}, {self.ref(v.args[1])[0]})", ATOM
         if op == "expand":
             return f"nl.broadcast_to({self.ref(v.args[0])[0]}, {self._shape(v)})", ATOM
         raise AssertionError(op)

@@ -398,10 +398,14 @@ def gelu(tracer, x, approximate="none"):
 
 
 def reshape(tracer, x, shape):
-    """Reshapes that only add or drop size-1 axes (or keep the shape): tiles have no data
-    layout to reshape."""
+    """Reshapes that keep the tile dims (in order) and split or merge whole dims (shapes.py), or
+    that add or drop size-1 axes; a -1 may stand for one tile dim."""
     from .trace import Tile
     shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    from .shapes import regroup
+    done = regroup(tracer, x, shape)      # whole dims split or merged, tile dims kept
+    if done is not None:
+        return done
     want = []
     for s in shape:
         if isinstance(s, Tile) or hasattr(s, "dim"):
@@ -413,22 +417,17 @@ def reshape(tracer, x, shape):
         else:
             match = [d for d in x.dims if d is not ONE and d.kind == "full" and d.extent == s]
             if len(match) != 1:
-                raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 "
-                                 "axes is supported")
+                raise TraceError(f"reshape of a tile to {shape}: tile dims must stay as they "
+                                 "are (only whole dims split or merge)")
             want.append(match[0])
     if None in want:
         left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
         if len(left) != 1 or want.count(None) != 1:
             raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
         want[want.index(None)] = left[0]
-    if None in want:
-        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
-        if len(left) != 1 or want.count(None) != 1:
-            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
-        want[want.index(None)] = left[0]
     if [d for d in want if d is not ONE] != [d for d in x.dims if d is not ONE]:
-        raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 axes is "
-                         "supported")
+        raise TraceError(f"reshape of a tile to {shape}: tile dims must stay as they are, in "
+                         "order (only whole dims split or merge)")
     if tuple(want) == x.dims:
         return x
     return tracer.new("reshape", [x], tuple(want), x.dtype, None)

@@ -44,7 +44,9 @@ class RefTile:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return func(*unwrap(args), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+        # in a shape (`v.reshape([tile_b, 2, 32])`) a tile is its size; in an index, its range
+        f = _sizes if getattr(func, "__name__", "") in _SHAPE_FUNCTIONS else unwrap
+        return func(*f(args), **{k: f(v) for k, v in (kwargs or {}).items()})
 
     def __repr__(self):
         return f"<dt ref tile {self.begin}:{self.end}>"
@@ -70,6 +72,18 @@ class RefIndex(int):
     @property
     def id(self):
         return int(self)
+
+
+_SHAPE_FUNCTIONS = {"reshape", "view", "expand", "broadcast_to", "new_zeros", "new_ones",
+                    "new_empty", "new_full", "zeros", "ones", "empty", "full"}
+
+
+def _sizes(x):
+    if isinstance(x, RefTile):
+        return x.block_size
+    if isinstance(x, (tuple, list)):
+        return type(x)(_sizes(i) for i in x)
+    return x
 
 
 def unwrap(x):
