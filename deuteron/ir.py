@@ -150,6 +150,18 @@ class Loop:
 
 
 @dataclasses.dataclass(eq=False)
+class If:
+    """An `if` on a scalar kernel value (branches.py): both sides' items, and the `phi` values
+    (recorded after it in the enclosing block) that name what a variable holds after it."""
+    cond: object
+    then: list = dataclasses.field(default_factory=list)
+    other: list = dataclasses.field(default_factory=list)
+    merges: list = dataclasses.field(default_factory=list)
+    parent: object = None
+    loc: object = None
+
+
+@dataclasses.dataclass(eq=False)
 class Program:
     """One outer tile loop: becomes one @newt.jit kernel and one launch."""
     name: str

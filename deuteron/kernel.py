@@ -129,6 +129,13 @@ class Kernel:
         self.last_summary = None       # the autotuner's last summary line
 
     @functools.cached_property
+    def body(self):
+        """The function as it runs: rewrite.py's form, where `if` inside a tile loop may branch
+        on a kernel value."""
+        from .rewrite import with_branches
+        return with_branches(self.fn)
+
+    @functools.cached_property
     def _jagged(self) -> bool:
         """Does the function use hl.jagged_tile? Its oracle then runs the launch grid's tile
         loops one row at a time (oracle.py)."""
@@ -146,7 +153,7 @@ class Kernel:
         language._active.append(run)
         try:
             with OracleMode():
-                return self.fn(*args, **kwargs)
+                return self.body(*args, **kwargs)
         finally:
             language._active.pop()
 
@@ -287,7 +294,7 @@ class Kernel:
     def _run_with(self, tracer, args, kwargs):
         language._active.append(tracer)
         try:
-            return self.fn(*args, **kwargs)
+            return self.body(*args, **kwargs)
         finally:
             tracer.close()
             language._active.pop()

@@ -16,6 +16,7 @@ import torch
 
 from . import ir
 from .lower_expr import ExprMixin
+from .lower_branch import BranchMixin, blocks_in
 from .lower_scan import ScanMixin
 from .ir import is_zero
 from .spelling import LETTERS, Names
@@ -37,7 +38,7 @@ def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
     return _Lowering(prog, static_shapes).run()
 
 
-class _Lowering(ExprMixin, ScanMixin):
+class _Lowering(ExprMixin, ScanMixin, BranchMixin):
     def __init__(self, prog, static_shapes=False):
         self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
@@ -107,6 +108,11 @@ class _Lowering(ExprMixin, ScanMixin):
                     self._use(c.init, ("carry", it), block)
                     self._use(c.final, ("carry", it), it.items)
                 continue
+            if isinstance(it, ir.If):
+                self.count_branch(it, block)
+                continue
+            if it.op == "phi":            # its operands are used at the ends of the two sides
+                continue
             for a in it.args:
                 self._use(a, it, block)
                 if it.op == "unary" and it.attrs["fn"] in ("silu", "relu"):
@@ -142,6 +148,11 @@ class _Lowering(ExprMixin, ScanMixin):
         for idx, it in enumerate(items):
             if isinstance(it, ir.Loop):
                 self.loop(it, depth)
+                continue
+            if isinstance(it, ir.If):
+                self.branch(it, depth)
+                continue
+            if it.op == "phi":            # a variable both sides of its `if` assigned
                 continue
             if it.op in ("store", "atomic"):
                 ref = it.attrs["ref"]
@@ -310,7 +321,7 @@ class _Lowering(ExprMixin, ScanMixin):
     def _inside(self, block, lp):
         if block is lp.items:
             return True
-        return any(isinstance(it, ir.Loop) and self._inside(block, it) for it in lp.items)
+        return any(block is b for b in blocks_in(lp.items))
 
     # ------------------------------------------------------------------ the kernel
     def _grid(self):
@@ -387,6 +398,9 @@ def _flat(items):
         if isinstance(it, ir.Loop):
             yield it
             yield from _flat(it.items)
+        elif isinstance(it, ir.If):
+            yield from _flat(it.then)
+            yield from _flat(it.other)
         else:
             yield it
 

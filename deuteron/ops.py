@@ -79,6 +79,8 @@ def as_operand(tracer, x):
     if isinstance(x, ir.Value):
         return x
     if isinstance(x, Tile):
+        if x.dim.is_index:           # an hl.grid index: its position
+            return x.begin
         raise TraceError("a tile is not a value: use tile.index for its offsets")
     if isinstance(x, (bool, int, float)):
         return x

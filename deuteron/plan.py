@@ -102,7 +102,7 @@ class Plan:
         run = _ReplayRun(self, kernel, args, kwargs)
         language._active.append(run)
         try:
-            return kernel.fn(*args, **kwargs)
+            return kernel.body(*args, **kwargs)
         finally:
             if run.tracer is not None:
                 run.tracer.close()

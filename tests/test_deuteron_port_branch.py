@@ -1,0 +1,109 @@
+"""`if` on values computed in the kernel (a loaded scalar, a tile's `.begin`), traced into a newt
+`if` / `else`, on the newt interpreter: names assigned on either side hold the chosen side's
+value after the `if`, the else side sees the values from before the `if`, ifs nest and hold
+inner loops, the oracle agrees, and host `if`s keep their meaning. Fresh random data, odd sizes,
+NaN-poisoned outputs."""
+import pytest
+import torch
+
+import deuteron as dt
+import deuteron.language as hl
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+
+
+@dt.kernel
+def by_flag(x, flags, out, scale: float):
+    for tm in hl.tile(x.size(0), block_size=1):
+        f = flags[tm.begin]
+        acc = x[tm.begin, :] * scale
+        if f > 0:
+            acc = acc * 2.0
+        elif f == 0:
+            acc = acc - 1.0
+        else:
+            acc = -acc
+        if scale > 1.0:                       # a host if: plain Python
+            acc = acc + 100.0
+        out[tm.begin, :] = acc
+    return out
+
+
+def _by_flag_want(x, flags, scale):
+    acc = x * scale
+    acc = torch.where(flags[:, None] > 0, acc * 2.0, torch.where(flags[:, None] == 0, acc - 1.0,
+                                                                 -acc))
+    return acc + 100.0 if scale > 1.0 else acc
+
+
+@pytest.mark.parametrize("scale", [0.5, 3.0])
+def test_if_elif_else_on_a_loaded_scalar(scale):
+    x, flags = torch.randn(9, 13), torch.randint(-1, 2, (9,))
+    want = _by_flag_want(x, flags, scale)
+    got = by_flag(x, flags, torch.full((9, 13), float("nan")), scale)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(by_flag.ref(x, flags, torch.full((9, 13), float("nan")), scale),
+                               want)
+
+
+@dt.kernel
+def split_k_bias(x, y, bias, out):
+    m, k = x.shape
+    for tm, tn, tk in hl.tile([m, y.size(1), k], block_size=[None, None, 16]):
+        acc = hl.zeros([tm, tn], dtype=torch.float32)
+        for ik in hl.tile(tk.begin, tk.end):
+            acc = torch.addmm(acc, x[tm, ik], y[ik, tn])
+        if tk.begin == 0:                     # the bias once, by the first split only
+            acc = acc + bias[tn][None, :]
+        hl.atomic_add(out, [tm, tn], acc)
+    return out
+
+
+@pytest.mark.parametrize("blocks", [None, [16, 32, 16]])
+def test_split_k_adds_the_bias_once(blocks):
+    x, y, bias = torch.randn(19, 53), torch.randn(53, 21), torch.randn(21)
+    want = x @ y + bias
+    if blocks is None:
+        got = split_k_bias(x, y, bias, torch.zeros(19, 21))
+    else:
+        got = split_k_bias.run((x, y, bias, torch.zeros(19, 21)), {}, dt.Config(block_sizes=blocks))
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(split_k_bias.ref(x, y, bias, torch.zeros(19, 21)), want,
+                               rtol=1e-4, atol=1e-4)
+
+
+@dt.kernel
+def groups(offsets, x, out):
+    for g in hl.grid(offsets.size(0) - 1):
+        start = offsets[g]
+        count = offsets[g + 1] - start
+        if count != 0:
+            for t in hl.tile(start, start + count):
+                out[t] = x[t] * 2.0 + g
+    return out
+
+
+def test_an_inner_loop_under_an_if():
+    lengths = torch.tensor([3, 0, 5, 1, 0, 7])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    x = torch.randn(int(offsets[-1]))
+    want = x * 2.0 + torch.repeat_interleave(torch.arange(6.0), lengths)
+    torch.testing.assert_close(groups(offsets, x, torch.full_like(x, float("nan"))), want)
+
+
+@dt.kernel
+def vector_if(x, out):
+    for tm in hl.tile(x.size(0)):
+        v = x[tm]
+        if v > 0:
+            v = v * 2.0
+        out[tm] = v
+    return out
+
+
+def test_an_if_on_a_tile_is_refused():
+    with pytest.raises(dt.TraceError, match="needs a scalar"):
+        vector_if(torch.randn(5), torch.empty(5))
