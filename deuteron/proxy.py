@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from . import ir, ops
 from .errors import TraceError
 
-_NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is not "
-            "supported (use torch.where(cond, a, b) for a per-element choice, extra_mask= of "
-            "hl.load / hl.store, or loop bounds read in the kernel: hl.tile(start, end))")
+_NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is "
+            "supported only as an `if` on a scalar inside a tile loop (use torch.where(cond, a, "
+            "b) for a per-element choice, extra_mask= of hl.load / hl.store, or loop bounds read "
+            "in the kernel: hl.tile(start, end))")
 
 
 def _dt(x):
