@@ -341,7 +341,10 @@ def cumsum(tracer, x, dim, reverse=False):
 def arange(tracer, begin, end, dtype):
     if not all(isinstance(b, int) and not isinstance(b, bool) for b in (begin, end)) or end <= begin:
         raise TraceError(f"hl.arange takes host ints begin < end, got {begin!r}, {end!r}")
-    d = tracer.program.full_dim(end - begin)
+    if begin == 0 and isinstance(end, ir.BlockSize) and end.index >= 0:
+        d = tracer.program.block_dim(end)     # hl.arange(bs): lines up with hl.zeros([bs])
+    else:
+        d = tracer.program.full_dim(end - begin)
     return tracer.new("arange", [], (d,), dtype, None, dim=d, begin=begin)
 
 

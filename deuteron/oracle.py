@@ -152,14 +152,21 @@ class RefRun:
         return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
 
     def load(self, tensor, index, extra_mask):
-        index = unwrap(index)
+        index = _outer(tensor, unwrap(index))
         v = _padded(tensor, index)[_clamped(tensor, index)]
         return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
     def store(self, tensor, index, value, extra_mask):
         index = unwrap(index)
-        old = tensor[index]
-        tensor[index] = torch.where(extra_mask, torch.as_tensor(value, dtype=old.dtype), old)
+        if any(i is None or i is Ellipsis for i in (index if isinstance(index, tuple) else (index,))):
+            old = tensor[index]
+            tensor[index] = torch.where(extra_mask, torch.as_tensor(value, dtype=old.dtype), old)
+            return
+        # only the lanes extra_mask keeps are written: the others may point anywhere
+        parts = torch.broadcast_tensors(*_advanced(tensor, index))
+        keep = torch.as_tensor(extra_mask, device=tensor.device).expand(parts[0].shape)
+        value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).expand(keep.shape)
+        tensor[tuple(p[keep] for p in parts)] = value[keep]
 
     def atomic(self, kind, tensor, index, value):
         index = unwrap(index)
@@ -240,6 +247,17 @@ def _clamped(tensor, index):
         out.append(i)
         axis += 1
     return tuple(out)
+
+
+def _outer(tensor, index):
+    """Several index tensors each take their own axes of the result, as in the traced kernel
+    (memory.py), not torch's one broadcast shape: then every entry becomes an index tensor
+    placed on its axes (`_advanced`)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    if sum(isinstance(i, torch.Tensor) and i.dim() > 0 for i in entries) < 2 or any(
+            i is None or i is Ellipsis for i in entries):
+        return index
+    return _advanced(tensor, index)
 
 
 def _advanced(tensor, index):

@@ -107,3 +107,35 @@ def vector_if(x, out):
 def test_an_if_on_a_tile_is_refused():
     with pytest.raises(dt.TraceError, match="needs a scalar"):
         vector_if(torch.randn(5), torch.empty(5))
+
+
+@dt.kernel
+def scaled_groups(offsets, x, scale, out):
+    """Per group, in row blocks of a registered size: rows past the group's end are masked off
+    by hand (two gather indices: rows and columns each take their own axis)."""
+    bm = hl.register_block_size(4, 16)
+    n = x.size(1)
+    for g in hl.grid(offsets.size(0) - 1):
+        start, end = offsets[g], offsets[g + 1]
+        if end > start:
+            for b in hl.grid((end - start + bm - 1) // bm):
+                rows = start + b * bm + hl.arange(bm)
+                cols = hl.arange(n)
+                keep = rows < end
+                acc = hl.zeros([bm, n], dtype=torch.float32)
+                acc = acc + hl.load(x, [rows, cols], extra_mask=keep[:, None]) * scale[g]
+                hl.store(out, [rows, cols], acc, extra_mask=keep[:, None])
+    return out
+
+
+@pytest.mark.parametrize("bm", [4, 16])
+def test_registered_block_rows_under_an_if(bm):
+    lengths = torch.tensor([5, 0, 9, 1, 17])
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), lengths.cumsum(0)])
+    x, scale = torch.randn(int(offsets[-1]), 8), torch.randn(5)
+    want = x * torch.repeat_interleave(scale, lengths)[:, None]
+    got = scaled_groups.run((offsets, x, scale, torch.full_like(x, float("nan"))), {},
+                            dt.Config(block_sizes=[bm]))
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(scaled_groups.ref(offsets, x, scale, torch.full_like(x, float("nan"))),
+                               want)
