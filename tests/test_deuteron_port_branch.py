@@ -139,3 +139,12 @@ def test_registered_block_rows_under_an_if(bm):
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(scaled_groups.ref(offsets, x, scale, torch.full_like(x, float("nan"))),
                                want)
+
+
+def test_branches_compile_for_sm90():
+    x, y, bias = torch.randn(19, 53), torch.randn(53, 21), torch.randn(21)
+    for k, args in ((split_k_bias, (x, y, bias, torch.zeros(19, 21))),
+                    (by_flag, (torch.randn(9, 13), torch.randint(-1, 2, (9,)),
+                               torch.empty(9, 13), 3.0))):
+        for ck in k.compile(*args, arch="sm_90a"):
+            assert ck.cubin and ck.n_spills == 0, ck.log

@@ -121,3 +121,14 @@ def test_scalar_and_host_lengths_are_plain_tiles():
     got = scalar_length(x, torch.tensor([11]), out)
     torch.testing.assert_close(got[:, :11], x[:, :11] * 2.0)
     assert torch.isnan(got[:, 11:]).all()
+
+
+def test_nested_jagged_loops_compile_at_the_default_config():
+    """NVRTC for sm_90a, no GPU: the default config sizes a nest of loops as one ~1024-element
+    tile (each loop alone at 1024 made [1, 1024, 1024] values, over the shared-memory limit)."""
+    x, offsets = _jagged(6, 7, 13)
+    widths = torch.randint(1, 14, (6,), dtype=torch.int32)
+    for k, args in ((jagged_row_max, (x, offsets, widths, torch.empty(6, 13))),
+                    (jagged_softmax_sum, (x, offsets))):
+        for ck in k.compile(*args, arch="sm_90a"):
+            assert ck.cubin and ck.n_spills == 0, ck.log

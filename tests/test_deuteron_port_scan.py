@@ -139,3 +139,13 @@ def test_expand_as_and_expand():
     w, x = torch.randn(11), torch.randn(11, 6)
     got = broadcast_rows(w, x, torch.full((11, 6), float("nan")))
     torch.testing.assert_close(got, (w * 1.5)[:, None].expand(11, 6))
+
+
+def test_scans_compile_for_sm90():
+    """NVRTC for sm_90a, no GPU: a two-operand scan whose operand is broadcast from a row
+    vector (newt's row-broadcast pass read the scan's results as one)."""
+    ids = torch.randint(0, 11, (53,)).sort().values
+    for k, args in ((segment_sums, (ids, torch.randn(53, 7), torch.zeros(11, 7))),
+                    (recurrence, (torch.rand(5, 29), torch.randn(5, 29), torch.empty(5, 29)))):
+        for ck in k.compile(*args, arch="sm_90a"):
+            assert ck.cubin, ck.log

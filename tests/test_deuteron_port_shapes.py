@@ -93,3 +93,9 @@ def split_four(x, out):
         a, b = hl.split(x[tm, :])
         out[tm] = a + b
     return out
+
+
+def test_split_join_compile_for_sm90():
+    x, ang = torch.randn(13, 3, 16), torch.randn(13, 16)
+    for ck in rotate.compile(x, ang.cos(), ang.sin(), torch.empty(13, 3, 16), arch="sm_90a"):
+        assert ck.cubin and ck.n_spills == 0, ck.log

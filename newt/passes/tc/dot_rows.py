@@ -323,9 +323,11 @@ def _invariant_rows(fn, T):
             continue
         loop = _outer_loop_without(bc, d)
         users = _users_of(fn, bc)
+        # (checked before reading u.result: a user may have several results, a scan of two)
+        if loop is None or not users or any(u.opcode != "convert_layout" for u in users):
+            continue
         lays = {u.result.attrs.get("layout") for u in users}
-        if loop is None or not users or any(u.opcode != "convert_layout" for u in users) \
-                or len(lays) != 1:
+        if len(lays) != 1:
             continue
         lay = lays.pop()
         if not (isinstance(lay, AccLayout) and lay.num_threads == T and lay.M == v.shape[0]
