@@ -1,6 +1,6 @@
 """The eager oracle: what `k.ref(*args)` runs. The kernel's own body runs as plain PyTorch, with
-every tile the whole (remaining) range of its dimension, so the autotuner can check each
-candidate against it.
+every tile of a tuned size the whole (remaining) range of its dimension (a pinned block_size:
+tiles of that size), so the autotuner can check each candidate against it.
 
 language.py's names dispatch here while the oracle runs. A tile indexes tensors as the slice
 `begin:end` (`RefTile`); a tile pinned to block_size=1 and an `hl.grid` index are ints
@@ -25,18 +25,19 @@ def _int(x):
 class RefTile:
     """A tile in the eager oracle: the range begin:end of its dimension, in one piece."""
 
-    def __init__(self, begin: int, end: int, device):
-        self.begin, self.end, self._device = begin, end, device
+    def __init__(self, begin: int, end: int, device, tile_id: int = 0, size: int | None = None):
+        self.begin, self.end, self._device, self._id = begin, end, device, tile_id
+        self._size = size
 
     @property
     def block_size(self):
-        return self.end - self.begin
+        return self._size or self.end - self.begin
 
     n = block_size
 
     @property
     def id(self):
-        return 0
+        return self._id
 
     @property
     def index(self):
@@ -80,7 +81,7 @@ _SHAPE_FUNCTIONS = {"reshape", "view", "expand", "broadcast_to", "new_zeros", "n
 
 def _sizes(x):
     if isinstance(x, RefTile):
-        return x.block_size
+        return x.end - x.begin
     if isinstance(x, (tuple, list)):
         return type(x)(_sizes(i) for i in x)
     return x
@@ -117,6 +118,9 @@ class RefRun:
                 axes.append([RefIndex(i) for i in range(b, e)])
             elif self.by_row and self.depth == 0:
                 axes.append([RefTile(i, i + 1, self.device) for i in range(b, e)])
+            elif bs is not None and bs > 1:   # a pinned size means tiles of it (an `if` on
+                axes.append([RefTile(i, min(i + bs, e), self.device, k, bs)  # tile.begin sees
+                             for k, i in enumerate(range(b, e, bs))])          # each)
             else:
                 axes.append([RefTile(b, e, self.device)] if e > b else [])
         it = itertools.product(*axes)
@@ -139,7 +143,7 @@ class RefRun:
         return self.tile([0], [lengths], block_size, False)
 
     def full(self, shape, value, dtype):
-        dims = [s.block_size if isinstance(s, RefTile) else int(s) for s in shape]
+        dims = [s.end - s.begin if isinstance(s, RefTile) else int(s) for s in shape]
         return torch.full(dims, value, dtype=dtype, device=self.device)
 
     def register_block_size(self, lo, hi=None):

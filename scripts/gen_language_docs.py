@@ -201,8 +201,10 @@ HELION_DIFFERENCES = """\
   launch grid's tiles.
 - **A tile pinned with `block_size=1` is an index**, as an `hl.grid` index is: indexing with it
   drops that dim, and arithmetic on it is integer arithmetic on its position.
-- **Tile attributes in the oracle**: the oracle runs each tile as the whole range of its loop,
-  so there `.block_size` is the range's length and `.id` is 0 (as in Helion's ref mode); an
+- **Tile attributes in the oracle**: the oracle runs each tile of a tuned size as the whole
+  range of its loop, so there `.block_size` is the range's length and `.id` is 0 (as in
+  Helion's ref mode); a tile of a pinned `block_size` runs in tiles of that size, so an `if` on
+  `.begin` / `.id` sees each tile as the kernel does; an
   index (`hl.grid`, `block_size=1`) is an int carrying `.begin`, `.end`, `.index`, `.id`. In the
   oracle these are host ints: `t.end * 1.0`, not `t.end.float()`.
 - **`hl.register_block_size`** is an int in host code: this run's config value (when only

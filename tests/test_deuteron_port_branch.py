@@ -148,3 +148,24 @@ def test_branches_compile_for_sm90():
                                torch.empty(9, 13), 3.0))):
         for ck in k.compile(*args, arch="sm_90a"):
             assert ck.cubin and ck.n_spills == 0, ck.log
+
+
+@dt.kernel
+def skip_blocks(x, flags, out):
+    m, n = x.shape
+    for tm in hl.tile(m):
+        acc = hl.zeros([tm], dtype=torch.float32)
+        for tn in hl.tile(n, block_size=4):
+            if flags[tn.id] != 0:              # one flag per pinned block of 4 columns
+                acc = acc + x[tm, tn].sum(1)
+        out[tm] = acc
+    return out
+
+
+def test_an_if_in_a_loop_of_pinned_blocks_and_its_oracle():
+    """The oracle runs a loop of pinned block_size in tiles of that size, so an `if` on the
+    tile (`tn.id`, `tn.begin`) sees each tile as the kernel does."""
+    x, flags = torch.randn(7, 22), torch.randint(0, 2, (6,))
+    want = (x * flags.repeat_interleave(4)[:22]).sum(1)
+    torch.testing.assert_close(skip_blocks(x, flags, torch.full((7,), float("nan"))), want)
+    torch.testing.assert_close(skip_blocks.ref(x, flags, torch.full((7,), float("nan"))), want)
