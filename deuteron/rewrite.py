@@ -42,6 +42,12 @@ def with_branches(fn):
         return fn
     fdef.decorator_list = []
     ast.increment_lineno(tree, start - 1)
+    indent = len(lines[0]) - len(lines[0].lstrip())
+    for node in ast.walk(tree) if indent else ():    # columns as in the file (errors' carets)
+        if getattr(node, "col_offset", None) is not None:
+            node.col_offset += indent
+            if getattr(node, "end_col_offset", None) is not None:
+                node.end_col_offset += indent
     free = fn.__code__.co_freevars
     if free:      # compile inside a function whose locals are the free names: same closure
         outer = ast.FunctionDef(name="__deuteron_outer__", args=ast.arguments(
