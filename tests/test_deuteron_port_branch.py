@@ -169,3 +169,20 @@ def test_an_if_in_a_loop_of_pinned_blocks_and_its_oracle():
     want = (x * flags.repeat_interleave(4)[:22]).sum(1)
     torch.testing.assert_close(skip_blocks(x, flags, torch.full((7,), float("nan"))), want)
     torch.testing.assert_close(skip_blocks.ref(x, flags, torch.full((7,), float("nan"))), want)
+
+
+def test_a_kernel_closing_over_names_keeps_them_when_rewritten():
+    scale = 3.0
+
+    @dt.kernel
+    def scaled_where_flagged(x, flags, out):
+        for tm in hl.tile(x.size(0), block_size=1):
+            v = x[tm.begin, :]
+            if flags[tm.begin] > 0:
+                v = v * scale
+            out[tm.begin, :] = v
+        return out
+
+    x, flags = torch.randn(5, 11), torch.randint(0, 2, (5,))
+    got = scaled_where_flagged(x, flags, torch.full((5, 11), float("nan")))
+    torch.testing.assert_close(got, torch.where(flags[:, None] > 0, x * scale, x))
