@@ -6,7 +6,8 @@ code with each such `if` turned into calls of deuteron.branches, or the function
 there is none (or its source cannot be read). Line numbers are kept, so errors still point at
 the user's lines. Under a branch on a host value (and in the oracle) the rewritten code does
 what the `if` did. An `if` whose branches hold `break`, `continue` or `return` is left alone
-(those would leave the rewritten form), as are ifs outside tile loops.
+(those would leave the rewritten form), as are ifs outside tile loops; first, an
+`if ...: ...; continue` in a tile loop's body becomes an if / else holding the rest of the body.
 
     if test:                         b = <deuteron.branches>.enter(test, locals())
         body                         if b.then():
@@ -20,6 +21,7 @@ what the `if` did. An `if` whose branches hold `break`, `continue` or `return` i
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import textwrap
 import types
@@ -113,6 +115,26 @@ def _stored(stmts) -> list:
     return names
 
 
+def _continues(s) -> bool:
+    """Does statement s hold a `continue` of the loop around it (not of a loop inside it)?"""
+    return any(isinstance(n, ast.Continue) for n in _walk_same_frame(s, loops=True))
+
+
+def _without_continue(stmts):
+    """A loop body with each `if ...: ...; continue` turned into an if / else holding the rest
+    of the body (copied into every side that goes on), so the `if` can be traced."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Continue):
+            return stmts[:i]
+        if isinstance(s, ast.If) and _continues(s) and not any(
+                isinstance(n, (ast.Break, ast.Return)) for n in _walk_same_frame(s, loops=True)):
+            rest = stmts[i + 1:]
+            s.body = _without_continue(s.body + copy.deepcopy(rest))
+            s.orelse = _without_continue(s.orelse + copy.deepcopy(rest))
+            return stmts[:i] + [s]
+    return stmts
+
+
 def _inside(node, tree) -> bool:
     return any(node is n for n in ast.walk(tree))
 
@@ -127,6 +149,8 @@ class _Rewriter:
 
     def _stmts(self, stmts, inside):
         out = []
+        if inside:
+            stmts = _without_continue(stmts)
         for s in stmts:
             if isinstance(s, ast.If) and inside and not _leaves(s.body + s.orelse):
                 out += self._branch(s)
@@ -134,8 +158,10 @@ class _Rewriter:
             for field in ("body", "orelse", "finalbody"):
                 if isinstance(getattr(s, field, None), list) and not isinstance(
                         s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                    setattr(s, field, self._stmts(getattr(s, field),
-                                                  inside or _is_tile_loop(s)))
+                    body = getattr(s, field)
+                    if _is_tile_loop(s) and field == "body":   # `continue` of this loop: an else
+                        body = _without_continue(body)
+                    setattr(s, field, self._stmts(body, inside or _is_tile_loop(s)))
             out.append(s)
         return out
 

@@ -190,8 +190,9 @@ HELION_DIFFERENCES = """\
   them: one value per program), traced into a newt `if` / `else`; both sides run once while
   tracing (the kernel function is rewritten to let them: [deuteron/rewrite.py](../deuteron/rewrite.py)),
   and a name assigned on only one side, and not defined before, cannot be used after the `if`.
-  An `if` whose sides hold `break`, `continue` or `return` is not rewritten (its test must be a
-  host value), nor is `while` on a kernel value. For a per-element choice use `torch.where` or
+  An `if ...: ...; continue` in a tile loop becomes an if / else holding the rest of the loop
+  body; an `if` whose sides hold `break` or `return` is not rewritten (its test must be a host
+  value), nor is `while` on a kernel value. For a per-element choice use `torch.where` or
   `extra_mask=`. `hl.static_range` is a plain Python range.
 - **`hl.jagged_tile(lengths)`**: the loop runs to the largest length among the rows a program
   holds, and loads, stores and reductions that involve the jagged tile and the lengths' rows are

@@ -186,3 +186,26 @@ def test_a_kernel_closing_over_names_keeps_them_when_rewritten():
     x, flags = torch.randn(5, 11), torch.randint(0, 2, (5,))
     got = scaled_where_flagged(x, flags, torch.full((5, 11), float("nan")))
     torch.testing.assert_close(got, torch.where(flags[:, None] > 0, x * scale, x))
+
+
+@dt.kernel
+def zero_ignored_rows(x, labels, out, ignore: int, use_labels: bool):
+    for tm in hl.tile(x.size(0), block_size=1):
+        if use_labels:                                      # a host if around a traced one
+            if labels[tm.begin] == ignore:
+                for tn in hl.tile(x.size(1)):
+                    out[tm.begin, tn] = 0.0
+                continue                                    # the rest of the body: an else
+        for tn in hl.tile(x.size(1)):
+            out[tm.begin, tn] = x[tm.begin, tn] * 2.0
+    return out
+
+
+@pytest.mark.parametrize("use_labels", [True, False])
+def test_continue_under_an_if_on_a_kernel_value(use_labels):
+    x, labels = torch.randn(7, 19), torch.tensor([1, -100, 2, -100, -100, 3, 4])
+    want = torch.where((labels[:, None] == -100) & use_labels, 0.0, x * 2.0)
+    args = (x, labels, torch.full((7, 19), float("nan")), -100, use_labels)
+    torch.testing.assert_close(zero_ignored_rows(*args), want)
+    args = (x, labels, torch.full((7, 19), float("nan")), -100, use_labels)
+    torch.testing.assert_close(zero_ignored_rows.ref(*args), want)
