@@ -32,6 +32,7 @@ class Dim:
         self.lo, self.hi = 0, self.extent   # bounds: host ints, or scalar Values (jagged loops)
         self.users = []           # a registered block size's placeholder: the dims using it
         self.block_of = None      # hl.zeros([.., bs]) with bs registered: that config slot
+        self.jagged = None        # hl.jagged_tile: the lengths Value (over enclosing tile dims)
 
     def describe(self) -> str:
         what = {"grid": "tile", "loop": "tile", "full": "full slice ':'"}[self.kind]
@@ -146,6 +147,18 @@ class Loop:
     parent: object = None
     loc: object = None
     closed: bool = False   # its body has been traced: values over its dims are out of scope
+
+
+@dataclasses.dataclass(eq=False)
+class If:
+    """An `if` on a scalar kernel value (branches.py): both sides' items, and the `phi` values
+    (recorded after it in the enclosing block) that name what a variable holds after it."""
+    cond: object
+    then: list = dataclasses.field(default_factory=list)
+    other: list = dataclasses.field(default_factory=list)
+    merges: list = dataclasses.field(default_factory=list)
+    parent: object = None
+    loc: object = None
 
 
 @dataclasses.dataclass(eq=False)

@@ -77,7 +77,8 @@ def _loop_vars(fn):
     for node in ast.walk(tree):
         if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
             f = node.iter.func
-            if (isinstance(f, ast.Attribute) and f.attr == "tile") or (isinstance(f, ast.Name) and f.id == "tile"):
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in ("tile", "grid", "jagged_tile", "vtile"):
                 t = node.target
                 names = [t.id] if isinstance(t, ast.Name) else [
                     e.id if isinstance(e, ast.Name) else None for e in getattr(t, "elts", [])]
@@ -128,6 +129,19 @@ class Kernel:
         self.last_summary = None       # the autotuner's last summary line
 
     @functools.cached_property
+    def body(self):
+        """The function as it runs: rewrite.py's form, where `if` inside a tile loop may branch
+        on a kernel value."""
+        from .rewrite import with_branches
+        return with_branches(self.fn)
+
+    @functools.cached_property
+    def _jagged(self) -> bool:
+        """Does the function use hl.jagged_tile? Its oracle then runs the launch grid's tile
+        loops one row at a time (oracle.py)."""
+        return bool({"jagged_tile", "vtile"} & set(self.fn.__code__.co_names))
+
+    @functools.cached_property
     def source_hash(self) -> str:
         """Computed at first use, when helpers defined below the kernel exist too."""
         return _source_hash(self.fn)
@@ -135,11 +149,11 @@ class Kernel:
     # ------------------------------------------------------------------ the three ways to run
     def ref(self, *args, **kwargs):
         """Run the function as eager PyTorch (tiles are whole dimensions): the oracle."""
-        run = RefRun(_device_of(args, kwargs))
+        run = RefRun(_device_of(args, kwargs), by_row=self._jagged)
         language._active.append(run)
         try:
             with OracleMode():
-                return self.fn(*args, **kwargs)
+                return self.body(*args, **kwargs)
         finally:
             language._active.pop()
 
@@ -280,7 +294,7 @@ class Kernel:
     def _run_with(self, tracer, args, kwargs):
         language._active.append(tracer)
         try:
-            return self.fn(*args, **kwargs)
+            return self.body(*args, **kwargs)
         finally:
             tracer.close()
             language._active.pop()

@@ -64,6 +64,19 @@ def tile(begin_or_end, end_or_none=None, block_size=None):
     return _run().tile(begins, ends, block_size, multi)
 
 
+def jagged_tile(lengths, block_size=None):
+    """`for t in hl.jagged_tile(n)` inside a tile loop, `n` a value over that loop's tile (one
+    length per row, e.g. `offsets[tile_b.index + 1] - offsets[tile_b]`): tiles of 0..n[row] for
+    each row at once. The loop runs to the largest length of the rows a program holds; loads,
+    stores and reductions that involve the tile and the rows skip each row's lanes past its
+    length (they read 0 and are not written or reduced). A host int or a scalar `n` is
+    `hl.tile(n)`."""
+    return _run().jagged_tile(lengths, block_size)
+
+
+vtile = jagged_tile
+
+
 def grid(begin_or_end, end_or_none=None):
     """`for i in hl.grid(n)`: iterate over single indices (a tile of block_size=1): tensors indexed
     with `i` lose that dim; `i` takes part in integer arithmetic."""
@@ -201,6 +214,39 @@ def cumsum(x, dim, reverse=False):
     if getattr(run, "oracle", False):
         return x.flip(dim).cumsum(dim).flip(dim) if reverse else x.cumsum(dim)
     return run.cumsum(x, dim, reverse)
+
+
+def associative_scan(combine_fn, input, dim, reverse=False):
+    """Inclusive scan of a tile value (or a tuple of them, broadcast to one shape) along `dim`
+    with `combine_fn(left..., right...)`, an associative function of the elements (one argument
+    per operand for each side) returning one value per operand; `reverse=True` scans from the
+    end. The dim is a full slice ':' or the launch grid's tile (each program then scans its own
+    tile, a partial result only `hl.atomic_add` may take)."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        from .scans import eager_scan
+        return eager_scan(combine_fn, input, dim, reverse)
+    return run.associative_scan(combine_fn, input, dim, reverse)
+
+
+def split(x):
+    """The two halves of a tile value whose last dim has 2 elements (`x[..., 0]`, `x[..., 1]`)."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        return tuple(x.unbind(-1))
+    from .shapes import split as traced
+    return traced(run, x)
+
+
+def join(a, b):
+    """Two tile values (broadcast to one shape) stacked along a new last dim of 2."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        a, b = torch.broadcast_tensors(torch.as_tensor(a), torch.as_tensor(b))
+        dtype = torch.promote_types(a.dtype, b.dtype)
+        return torch.stack([a.to(dtype), b.to(dtype)], -1)
+    from .shapes import join as traced
+    return traced(run, a, b)
 
 
 def dot(a, b, acc=None, out_dtype=None):

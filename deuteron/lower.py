@@ -16,6 +16,8 @@ import torch
 
 from . import ir
 from .lower_expr import ExprMixin
+from .lower_branch import BranchMixin, blocks_in
+from .lower_scan import ScanMixin
 from .ir import is_zero
 from .spelling import LETTERS, Names
 
@@ -36,13 +38,14 @@ def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
     return _Lowering(prog, static_shapes).run()
 
 
-class _Lowering(ExprMixin):
+class _Lowering(ExprMixin, ScanMixin, BranchMixin):
     def __init__(self, prog, static_shapes=False):
         self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
         self.uses = {}          # id(value) -> [(user, block)]
         self.fused = set()      # ids of dot nodes folded into an accumulator add
         self.ptr_blocks = {}    # id(load) -> (pointer block name, increment) in dot loops
+        self.helpers = []       # lines of functions printed before the kernel (combine functions)
 
     # ------------------------------------------------------------------ naming and parameters
     def _letters(self):
@@ -105,6 +108,11 @@ class _Lowering(ExprMixin):
                     self._use(c.init, ("carry", it), block)
                     self._use(c.final, ("carry", it), it.items)
                 continue
+            if isinstance(it, ir.If):
+                self.count_branch(it, block)
+                continue
+            if it.op == "phi":            # its operands are used at the ends of the two sides
+                continue
             for a in it.args:
                 self._use(a, it, block)
                 if it.op == "unary" and it.attrs["fn"] in ("silu", "relu"):
@@ -140,6 +148,11 @@ class _Lowering(ExprMixin):
         for idx, it in enumerate(items):
             if isinstance(it, ir.Loop):
                 self.loop(it, depth)
+                continue
+            if isinstance(it, ir.If):
+                self.branch(it, depth)
+                continue
+            if it.op == "phi":            # a variable both sides of its `if` assigned
                 continue
             if it.op in ("store", "atomic"):
                 ref = it.attrs["ref"]
@@ -308,7 +321,7 @@ class _Lowering(ExprMixin):
     def _inside(self, block, lp):
         if block is lp.items:
             return True
-        return any(isinstance(it, ir.Loop) and self._inside(block, it) for it in lp.items)
+        return any(block is b for b in blocks_in(lp.items))
 
     # ------------------------------------------------------------------ the kernel
     def _grid(self):
@@ -376,7 +389,8 @@ class _Lowering(ExprMixin):
                 continue
             self.emit(f"mask_{L} = offs_{L} < {L.upper()}", 1)
         self.block(self.p.items, 1)
-        return Lowered(name, "\n".join(self.lines) + "\n", params, constexprs, list(self.p.grid))
+        return Lowered(name, "\n".join(self.helpers + self.lines) + "\n", params, constexprs,
+                       list(self.p.grid))
 
 
 def _flat(items):
@@ -384,6 +398,9 @@ def _flat(items):
         if isinstance(it, ir.Loop):
             yield it
             yield from _flat(it.items)
+        elif isinstance(it, ir.If):
+            yield from _flat(it.then)
+            yield from _flat(it.other)
         else:
             yield it
 

@@ -85,6 +85,7 @@ def parse_index(tracer, tensor: torch.Tensor, index, masked=False):
 
 def load(tracer, tensor, index, extra_mask=None):
     idx, starts, dims = parse_index(tracer, tensor, index, extra_mask is not None)
+    extra_mask = _with_jagged(tracer, extra_mask, dims)
     ref = tracer.program.tensor_ref(tensor)
     ref.loaded = True
     args = [_mask_operand(tracer, extra_mask, dims)] if extra_mask is not None else []
@@ -102,6 +103,7 @@ def store(tracer, tensor, index, value, extra_mask=None, atomic=None):
         raise TraceError("mismatched tile shapes in store: value has dims "
                          f"[{', '.join(d.describe() for d in vdims)}], target "
                          f"[{', '.join(d.describe() for d in dims)}]")
+    extra_mask = _with_jagged(tracer, extra_mask, dims)
     if atomic is not None and isinstance(value, ir.Value) and value.dtype != tensor.dtype:
         value = cast(tracer, value, tensor.dtype)   # atomics update in the tensor's dtype
     ref = tracer.program.tensor_ref(tensor)
@@ -112,6 +114,16 @@ def store(tracer, tensor, index, value, extra_mask=None, atomic=None):
     args += [i for kind, i in idx if kind == "value"]
     tracer.new("atomic" if atomic else "store", args, (), None, None, ref=ref, index=idx,
                starts=starts, extra_mask=extra_mask is not None, fn=atomic, dims_of=dims)
+
+
+def _with_jagged(tracer, extra_mask, dims):
+    """extra_mask ANDed with the row lengths of the jagged tiles among dims (jagged.py)."""
+    from . import jagged
+    from .ops import as_operand, binary
+    m = jagged.mask(tracer, dims)
+    if m is None:
+        return extra_mask
+    return m if extra_mask is None else binary(tracer, "and", as_operand(tracer, extra_mask), m)
 
 
 def _mask_operand(tracer, m, dims):

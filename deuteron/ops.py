@@ -79,6 +79,8 @@ def as_operand(tracer, x):
     if isinstance(x, ir.Value):
         return x
     if isinstance(x, Tile):
+        if x.dim.is_index:           # an hl.grid index: its position
+            return x.begin
         raise TraceError("a tile is not a value: use tile.index for its offsets")
     if isinstance(x, (bool, int, float)):
         return x
@@ -163,11 +165,14 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
     rdim = x.dims[axis]
     partial = None
     if tracer.program is not None:     # (outside a loop, tracer.new says so)
-        partial = _whole(rdim, f"{kind}() over")
+        partial = whole_dim(rdim, f"{kind}() over")
     if kind == "mean" and not x.dtype.is_floating_point:
         raise TraceError("mean() needs a floating-point tile (use .float() first)")
     if kind == "sum" and not x.dtype.is_floating_point and x.dtype != torch.int64:
         x = cast(tracer, x, torch.int64)     # torch sums integers and bools in int64
+    if getattr(rdim, "jagged", None) is not None:
+        from .jagged import guard_reduction
+        x = guard_reduction(tracer, x, rdim, kind)
     ident = ir.identity(kind, x.dtype)
     dims = x.dims[:axis] + ((ONE,) if keepdim else ()) + x.dims[axis + 1:]
     dtype = torch.int32 if x.dtype == torch.bool else x.dtype
@@ -175,7 +180,7 @@ def reduce(tracer, kind, x, dim=None, keepdim=False):
                       rdim=rdim, identity=ident, partial=partial)
 
 
-def _whole(d, what):
+def whole_dim(d, what):
     """Each program holds one tile of a grid dim: summing over it sums that tile only, where
     the oracle sums the whole dim. Returns the error to raise if such a partial result reaches
     anything but `hl.atomic_add` (split-K), or None when one tile covers the dim (a pinned
@@ -206,7 +211,10 @@ def dot(tracer, a, b, acc_dtype=None):
     if a.dims[1] is not b.dims[0]:
         raise TraceError(f"mismatched tile shapes in matmul: {a.dims[1].describe()} vs "
                          f"{b.dims[0].describe()}")
-    partial = _whole(a.dims[1], "matmul contracting")
+    partial = whole_dim(a.dims[1], "matmul contracting")
+    if getattr(a.dims[1], "jagged", None) is not None:
+        raise TraceError("a matmul contracting a jagged tile: mask the operands with "
+                         "torch.where first and contract a plain hl.tile")
     if a.dtype != b.dtype:
         raise TraceError(f"matmul of {a.dtype} and {b.dtype}: convert one side with .to()")
     for d in (a.dims[0], a.dims[1], b.dims[1]):
@@ -333,7 +341,10 @@ def cumsum(tracer, x, dim, reverse=False):
 def arange(tracer, begin, end, dtype):
     if not all(isinstance(b, int) and not isinstance(b, bool) for b in (begin, end)) or end <= begin:
         raise TraceError(f"hl.arange takes host ints begin < end, got {begin!r}, {end!r}")
-    d = tracer.program.full_dim(end - begin)
+    if begin == 0 and isinstance(end, ir.BlockSize) and end.index >= 0:
+        d = tracer.program.block_dim(end)     # hl.arange(bs): lines up with hl.zeros([bs])
+    else:
+        d = tracer.program.full_dim(end - begin)
     return tracer.new("arange", [], (d,), dtype, None, dim=d, begin=begin)
 
 
@@ -392,10 +403,14 @@ def gelu(tracer, x, approximate="none"):
 
 
 def reshape(tracer, x, shape):
-    """Reshapes that only add or drop size-1 axes (or keep the shape): tiles have no data
-    layout to reshape."""
+    """Reshapes that keep the tile dims (in order) and split or merge whole dims (shapes.py), or
+    that add or drop size-1 axes; a -1 may stand for one tile dim."""
     from .trace import Tile
     shape = list(shape[0]) if len(shape) == 1 and isinstance(shape[0], (list, tuple)) else list(shape)
+    from .shapes import regroup
+    done = regroup(tracer, x, shape)      # whole dims split or merged, tile dims kept
+    if done is not None:
+        return done
     want = []
     for s in shape:
         if isinstance(s, Tile) or hasattr(s, "dim"):
@@ -407,22 +422,17 @@ def reshape(tracer, x, shape):
         else:
             match = [d for d in x.dims if d is not ONE and d.kind == "full" and d.extent == s]
             if len(match) != 1:
-                raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 "
-                                 "axes is supported")
+                raise TraceError(f"reshape of a tile to {shape}: tile dims must stay as they "
+                                 "are (only whole dims split or merge)")
             want.append(match[0])
     if None in want:
         left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
         if len(left) != 1 or want.count(None) != 1:
             raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
         want[want.index(None)] = left[0]
-    if None in want:
-        left = [d for d in x.dims if d is not ONE and all(d is not w for w in want)]
-        if len(left) != 1 or want.count(None) != 1:
-            raise TraceError(f"reshape of a tile to {shape}: -1 must stand for one tile dim")
-        want[want.index(None)] = left[0]
     if [d for d in want if d is not ONE] != [d for d in x.dims if d is not ONE]:
-        raise TraceError(f"reshape of a tile to {shape}: only adding or dropping size-1 axes is "
-                         "supported")
+        raise TraceError(f"reshape of a tile to {shape}: tile dims must stay as they are, in "
+                         "order (only whole dims split or merge)")
     if tuple(want) == x.dims:
         return x
     return tracer.new("reshape", [x], tuple(want), x.dtype, None)

@@ -1,6 +1,6 @@
 """The eager oracle: what `k.ref(*args)` runs. The kernel's own body runs as plain PyTorch, with
-every tile the whole (remaining) range of its dimension, so the autotuner can check each
-candidate against it.
+every tile of a tuned size the whole (remaining) range of its dimension (a pinned block_size:
+tiles of that size), so the autotuner can check each candidate against it.
 
 language.py's names dispatch here while the oracle runs. A tile indexes tensors as the slice
 `begin:end` (`RefTile`); a tile pinned to block_size=1 and an `hl.grid` index are ints
@@ -25,18 +25,19 @@ def _int(x):
 class RefTile:
     """A tile in the eager oracle: the range begin:end of its dimension, in one piece."""
 
-    def __init__(self, begin: int, end: int, device):
-        self.begin, self.end, self._device = begin, end, device
+    def __init__(self, begin: int, end: int, device, tile_id: int = 0, size: int | None = None):
+        self.begin, self.end, self._device, self._id = begin, end, device, tile_id
+        self._size = size
 
     @property
     def block_size(self):
-        return self.end - self.begin
+        return self._size or self.end - self.begin
 
     n = block_size
 
     @property
     def id(self):
-        return 0
+        return self._id
 
     @property
     def index(self):
@@ -44,7 +45,9 @@ class RefTile:
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
-        return func(*unwrap(args), **{k: unwrap(v) for k, v in (kwargs or {}).items()})
+        # in a shape (`v.reshape([tile_b, 2, 32])`) a tile is its size; in an index, its range
+        f = _sizes if getattr(func, "__name__", "") in _SHAPE_FUNCTIONS else unwrap
+        return func(*f(args), **{k: f(v) for k, v in (kwargs or {}).items()})
 
     def __repr__(self):
         return f"<dt ref tile {self.begin}:{self.end}>"
@@ -72,6 +75,18 @@ class RefIndex(int):
         return int(self)
 
 
+_SHAPE_FUNCTIONS = {"reshape", "view", "expand", "broadcast_to", "new_zeros", "new_ones",
+                    "new_empty", "new_full", "zeros", "ones", "empty", "full"}
+
+
+def _sizes(x):
+    if isinstance(x, RefTile):
+        return x.end - x.begin
+    if isinstance(x, (tuple, list)):
+        return type(x)(_sizes(i) for i in x)
+    return x
+
+
 def unwrap(x):
     if isinstance(x, RefTile):
         return slice(x.begin, x.end)
@@ -87,9 +102,12 @@ class RefRun:
 
     oracle = True
 
-    def __init__(self, device):
+    def __init__(self, device, by_row=False):
         self.device = device
         self.seed = 0
+        # a kernel with jagged tiles: the launch grid's tiles are one row each, so that each
+        # jagged loop has one length (the kernel masks each row's lanes past its length instead)
+        self.by_row, self.depth = by_row, 0
 
     def tile(self, begins, ends, block_size, multi, index_only=False):
         blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
@@ -98,13 +116,34 @@ class RefRun:
             b, e = _int(b), _int(e)
             if bs == 1 or index_only:      # an index: iterate over it
                 axes.append([RefIndex(i) for i in range(b, e)])
+            elif self.by_row and self.depth == 0:
+                axes.append([RefTile(i, i + 1, self.device) for i in range(b, e)])
+            elif bs is not None and bs > 1:   # a pinned size means tiles of it (an `if` on
+                axes.append([RefTile(i, min(i + bs, e), self.device, k, bs)  # tile.begin sees
+                             for k, i in enumerate(range(b, e, bs))])          # each)
             else:
                 axes.append([RefTile(b, e, self.device)] if e > b else [])
         it = itertools.product(*axes)
-        return it if multi else (t[0] for t in it)
+        return self._nested(it if multi else (t[0] for t in it))
+
+    def _nested(self, it):
+        """Iterate `it` with the loop depth raised while its body runs."""
+        self.depth += 1
+        try:
+            yield from it
+        finally:
+            self.depth -= 1
+
+    def jagged_tile(self, lengths, block_size=None):
+        if isinstance(lengths, torch.Tensor) and lengths.numel() > 1:
+            if not self.by_row or bool((lengths != lengths.reshape(-1)[0]).any()):
+                raise RuntimeError("hl.jagged_tile in the oracle: the lengths must be a value "
+                                   "over the launch grid's tiles (one length per row)")
+            lengths = lengths.reshape(-1)[0]
+        return self.tile([0], [lengths], block_size, False)
 
     def full(self, shape, value, dtype):
-        dims = [s.block_size if isinstance(s, RefTile) else int(s) for s in shape]
+        dims = [s.end - s.begin if isinstance(s, RefTile) else int(s) for s in shape]
         return torch.full(dims, value, dtype=dtype, device=self.device)
 
     def register_block_size(self, lo, hi=None):
@@ -117,14 +156,21 @@ class RefRun:
         return torch.arange(int(begin), int(end), dtype=dtype, device=self.device)
 
     def load(self, tensor, index, extra_mask):
-        index = unwrap(index)
+        index = _outer(tensor, unwrap(index))
         v = _padded(tensor, index)[_clamped(tensor, index)]
         return torch.where(extra_mask, v, torch.zeros((), dtype=v.dtype, device=v.device))
 
     def store(self, tensor, index, value, extra_mask):
         index = unwrap(index)
-        old = tensor[index]
-        tensor[index] = torch.where(extra_mask, torch.as_tensor(value, dtype=old.dtype), old)
+        if any(i is None or i is Ellipsis for i in (index if isinstance(index, tuple) else (index,))):
+            old = tensor[index]
+            tensor[index] = torch.where(extra_mask, torch.as_tensor(value, dtype=old.dtype), old)
+            return
+        # only the lanes extra_mask keeps are written: the others may point anywhere
+        parts = torch.broadcast_tensors(*_advanced(tensor, index))
+        keep = torch.as_tensor(extra_mask, device=tensor.device).expand(parts[0].shape)
+        value = torch.as_tensor(value, device=tensor.device).to(tensor.dtype).expand(keep.shape)
+        tensor[tuple(p[keep] for p in parts)] = value[keep]
 
     def atomic(self, kind, tensor, index, value):
         index = unwrap(index)
@@ -205,6 +251,17 @@ def _clamped(tensor, index):
         out.append(i)
         axis += 1
     return tuple(out)
+
+
+def _outer(tensor, index):
+    """Several index tensors each take their own axes of the result, as in the traced kernel
+    (memory.py), not torch's one broadcast shape: then every entry becomes an index tensor
+    placed on its axes (`_advanced`)."""
+    entries = index if isinstance(index, tuple) else (index,)
+    if sum(isinstance(i, torch.Tensor) and i.dim() > 0 for i in entries) < 2 or any(
+            i is None or i is Ellipsis for i in entries):
+        return index
+    return _advanced(tensor, index)
 
 
 def _advanced(tensor, index):

@@ -63,6 +63,8 @@ def recompute(v):
         if p is not None:
             p = float(p) if v.dtype.is_floating_point else (int(p) if math.isfinite(p) else None)
         v.pad = p
+    elif op == "phi":
+        v.pad = a[0].pad if a[0].pad == a[1].pad else None
     elif op in ("view", "trans", "permute", "reshape"):
         v.pad = a[0].pad
     elif op == "reduce":
@@ -84,6 +86,9 @@ def all_values(items):
     for it in items:
         if isinstance(it, ir.Loop):
             yield from all_values(it.items)
+        elif isinstance(it, ir.If):
+            yield from all_values(it.then)
+            yield from all_values(it.other)
         else:
             yield it
 

@@ -102,7 +102,7 @@ class Plan:
         run = _ReplayRun(self, kernel, args, kwargs)
         language._active.append(run)
         try:
-            return kernel.fn(*args, **kwargs)
+            return kernel.body(*args, **kwargs)
         finally:
             if run.tracer is not None:
                 run.tracer.close()
@@ -161,6 +161,14 @@ class _ReplayRun:
             self.tracer.config = self.plan.config
             self.tracer.tunable_offset = self.offset
         return self.tracer.tile(begins, ends, block_size, multi, index_only)
+
+    def __getattr__(self, name):
+        # what a loop body calls (hl.load, hl.jagged_tile, hl.associative_scan, ...): reached
+        # only once a loop fell back to tracing
+        tracer = self.__dict__.get("tracer")
+        if tracer is None:
+            raise AttributeError(name)
+        return getattr(tracer, name)
 
     @property
     def config(self):

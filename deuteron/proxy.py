@@ -12,9 +12,10 @@ import torch.nn.functional as F
 from . import ir, ops
 from .errors import TraceError
 
-_NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is not "
-            "supported (use torch.where(cond, a, b) for a per-element choice, extra_mask= of "
-            "hl.load / hl.store, or loop bounds read in the kernel: hl.tile(start, end))")
+_NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is "
+            "supported only as an `if` on a scalar inside a tile loop (use torch.where(cond, a, "
+            "b) for a per-element choice, extra_mask= of hl.load / hl.store, or loop bounds read "
+            "in the kernel: hl.tile(start, end))")
 
 
 def _dt(x):
@@ -173,6 +174,14 @@ class TileValue(ir.Value):
             raise TraceError(f"permute{perm} of a tile of {self.rank} dims")
         return self.tracer.new("permute", [self], tuple(self.dims[p] for p in perm), self.dtype,
                                None, perm=tuple(p % self.rank for p in perm))
+
+    def expand(self, *sizes):
+        from .scans import expand_sizes
+        return expand_sizes(self.tracer, self, sizes)
+
+    def expand_as(self, other):
+        from .scans import expand
+        return expand(self.tracer, self, other.dims)
 
     def clamp(self, min=None, max=None):
         return _clamp(self.tracer, self, min, max)

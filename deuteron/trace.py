@@ -18,6 +18,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from . import ir, memory, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
+from . import jagged as jagged_tiles
 from .errors import Loc, TraceError, user_frame, user_loc
 from .ir import BlockSize, default_block
 
@@ -175,7 +176,7 @@ class Tracer:
         return next(self._ids)
 
     # ------------------------------------------------------------------ tiles and loops
-    def tile(self, begins, ends, block_size, multi, index_only=False):
+    def tile(self, begins, ends, block_size, multi, index_only=False, jagged=None):
         frame, loc = _user_frame()
         blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
         if len(blocks) != len(ends):
@@ -197,9 +198,12 @@ class Tracer:
         if index_only:
             blocks = [1] * len(ends)
         names = self.loop_vars.get((loc.file, loc.line), [])
-        return self._tile_gen(bounds, blocks, names, multi, loc, block_size)
+        return self._tile_gen(bounds, blocks, names, multi, loc, block_size, jagged)
 
-    def _tile_gen(self, bounds, blocks, names, multi, loc, block_spec=None):
+    def jagged_tile(self, lengths, block_size=None):
+        return jagged_tiles.tile(self, lengths, block_size)
+
+    def _tile_gen(self, bounds, blocks, names, multi, loc, block_spec=None, jagged=None):
         outer = self.program is None
         kind = "grid" if outer else "loop"
         dims = []
@@ -213,6 +217,7 @@ class Tracer:
             spec = block_spec[i] if isinstance(block_spec, (list, tuple)) else block_spec
             if isinstance(spec, BlockSize):     # hl.register_block_size: shared, tuned once
                 d.shared = spec
+            d.jagged = jagged
             dims.append(d)
         if outer:
             name = self.fn_name if not self.programs else f"{self.fn_name}_{len(self.programs)}"
@@ -360,6 +365,10 @@ class Tracer:
 
     def cumsum(self, x, dim, reverse):
         return ops.cumsum(self, x, dim, reverse)
+
+    def associative_scan(self, combine_fn, input, dim, reverse):
+        from .scans import associative_scan
+        return associative_scan(self, combine_fn, input, dim, reverse)
 
     def torch_function(self, func, args, kwargs):
         from . import ops

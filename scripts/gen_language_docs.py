@@ -203,20 +203,31 @@ HELION_DIFFERENCES = """\
   `newt.testing.do_bench` and skips timing without a GPU (kernels then run on the
   interpreter). `scripts/run_helion_examples.py` runs a folder of Helion programs with only
   their imports rewritten.
-- **Missing `hl.*` names**: `hl.jagged_tile` (loop over `hl.tile(start, end)` with bounds read
-  in the kernel instead), `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
-  `hl.associative_scan`, `hl.cumprod`, `hl.split` / `hl.join`, `hl.subscript`,
-  `hl.inline_asm_elementwise`, `hl.inline_triton` / `hl.triton_kernel`, `hl.device_print`,
-  `hl.breakpoint`, `hl.StackTensor`. `hl.constexpr` is an annotation only (host numbers are
-  baked into the kernel anyway); `hl.specialize` returns its argument as an int.
-- **No Python control flow on kernel values**: the body is traced once, so `if v > 0:` or
-  `while` on a value loaded in the kernel raises `TraceError`; use `torch.where`,
-  `hl.load(..., extra_mask=)` / `hl.store(..., extra_mask=)`, or loop bounds read in the kernel
-  (`for t in hl.tile(offsets[b], offsets[b + 1])`). `hl.static_range` is a plain Python range.
+- **Missing `hl.*` names**: `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
+  `hl.cumprod`, `hl.subscript`, `hl.inline_asm_elementwise`, `hl.inline_triton` /
+  `hl.triton_kernel`, `hl.device_print`, `hl.breakpoint`, `hl.StackTensor`, `hl.JaggedTensor`.
+  `hl.constexpr` is an annotation only (host numbers are baked into the kernel anyway);
+  `hl.specialize` returns its argument as an int. `hl.vtile` is `hl.jagged_tile`.
+- **`if` on kernel values takes a scalar** (a loaded scalar, `tile.begin`, a comparison of
+  them: one value per program), traced into a newt `if` / `else`; both sides run once while
+  tracing (the kernel function is rewritten to let them: [deuteron/rewrite.py](../deuteron/rewrite.py)),
+  and a name assigned on only one side, and not defined before, cannot be used after the `if`.
+  An `if ...: ...; continue` in a tile loop becomes an if / else holding the rest of the loop
+  body; an `if` whose sides hold `break` or `return` is not rewritten (its test must be a host
+  value), nor is `while` on a kernel value. For a per-element choice use `torch.where` or
+  `extra_mask=`. `hl.static_range` is a plain Python range.
+- **`hl.jagged_tile(lengths)`**: the loop runs to the largest length among the rows a program
+  holds, and loads, stores and reductions that involve the jagged tile and the lengths' rows are
+  masked per row (a load past a row's length reads 0; a mean over a jagged tile is refused:
+  sum and divide by the lengths). The oracle runs the launch grid's tile loops one row at a
+  time, so its jagged loops have one length each; `hl.jagged_tile` must take lengths over the
+  launch grid's tiles.
 - **A tile pinned with `block_size=1` is an index**, as an `hl.grid` index is: indexing with it
   drops that dim, and arithmetic on it is integer arithmetic on its position.
-- **Tile attributes in the oracle**: the oracle runs each tile as the whole range of its loop,
-  so there `.block_size` is the range's length and `.id` is 0 (as in Helion's ref mode); an
+- **Tile attributes in the oracle**: the oracle runs each tile of a tuned size as the whole
+  range of its loop, so there `.block_size` is the range's length and `.id` is 0 (as in
+  Helion's ref mode); a tile of a pinned `block_size` runs in tiles of that size, so an `if` on
+  `.begin` / `.id` sees each tile as the kernel does; an
   index (`hl.grid`, `block_size=1`) is an int carrying `.begin`, `.end`, `.index`, `.id`. In the
   oracle these are host ints: `t.end * 1.0`, not `t.end.float()`.
 - **`hl.register_block_size`** is an int in host code: this run's config value (when only
@@ -238,10 +249,17 @@ HELION_DIFFERENCES = """\
 - **Batched matmuls** (`torch.bmm`, `torch.baddbmm`, `@` of 3-D tiles) run one batch element
   per program: the batch tile's block size is pinned to 1.
 - **`hl.cumsum` / `torch.cumsum` run along a whole dim** (a full slice `:`), never along a tile
-  of the grid or of a loop (each program holds one tile of those).
-- **Tile values reshape only by adding or dropping size-1 axes** (`.reshape`, `.view`,
-  `.unsqueeze`, `.squeeze`, `v[:, None]`, `v[:, 0]` after a keepdim reduction); `.transpose` and
-  `.permute` reorder dims. Tiles have no memory layout to reshape.
+  of the grid or of a loop (each program holds one tile of those). **`hl.associative_scan`**
+  runs along a whole dim or the launch grid's tile, where each program scans its own tile: that
+  result may reach only `hl.atomic_add` (Helion's segmented reduction). A reverse scan needs a
+  whole dim without padding (a power-of-two extent), never an inner loop's tile. The combine
+  function is traced once on scalars and printed as a `@newt.jit` function; the oracle scans in
+  log2(n) steps, so float results may round differently.
+- **Reshapes keep the tile dims** (a tile of the grid or of a loop has no layout beyond its
+  block): `.reshape` / `.view` may split or merge whole dims (full slices `:`) between them,
+  each of a power-of-two size (`[tm, 64] -> [tm, 2, 32]`), and add or drop size-1 axes;
+  `hl.split` / `hl.join` take and make a last whole dim of 2. `.transpose` and `.permute`
+  reorder dims; `.expand` / `.expand_as` broadcast.
 - **Matmul precision**: an fp8 matmul yields fp32 (the kernel's dot; torch has no fp8 matmul),
   and `torch.addmm(acc_fp32, x_fp16, y_fp16)`, `torch.baddbmm` and fp8 products run in the
   accumulator's precision in the oracle too (eager torch would refuse the mixed dtypes).

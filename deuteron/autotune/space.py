@@ -42,6 +42,7 @@ class TileInfo:
     bounds: tuple | None = None    # hl.register_block_size(min, max)
     batch: bool = False            # a batched matmul's batch tile: pinned to 1
     role: str | None = None        # in a dot: "mn" (an output dim) or "k" (contracted)
+    outer: tuple = ()              # indices of the tiles of the loops enclosing this loop
 
 
 def _pow2_range(lo, hi):
@@ -70,15 +71,21 @@ class Space:
             for d in p.dims:
                 owner[id(d)] = (pi, row)
             kdims |= {id(v.attrs["kdim"]) for v in all_values(p.items) if v.op == "dot"}
+        enclosing = _enclosing_loops(self.programs)
+        position = {id(d): i for i, d in enumerate(tracer.tunable)}
         for d in tracer.tunable:
             users = d.users or [d]     # a registered block size: what the tiles using it need
             pi, row = owner.get(id(users[0]), (0, 1))
             kind = "bs" if d.users or getattr(d, "bs_range", None) else d.kind   # no grid/K part
             in_dot = any(u.in_dot for u in users)
             role = ("k" if any(id(u) in kdims for u in users) else "mn") if in_dot else None
+            outer, lp = [], enclosing.get(id(d.loop)) if d.loop is not None else None
+            while lp is not None:
+                outer += [position[id(e)] for e in lp.dims if id(e) in position]
+                lp = enclosing.get(id(lp))
             self.tiles.append(TileInfo(d.extent, kind, in_dot, row, pi,
                                        getattr(d, "bs_range", None), getattr(d, "batch", False),
-                                       role))
+                                       role, tuple(outer)))
         self.has_dot = any(p.has_dot for p in self.programs)
         self.has_loops = any(_has_loop(p.items) for p in self.programs)
         self.grouped = any(p.has_dot and len(p.grid) == 2 for p in self.programs)
@@ -131,10 +138,14 @@ class Space:
 
     # ------------------------------------------------------------------ validity
     def program_elems(self, cfg: Config, pi: int) -> int:
-        # loop tiles of sibling loops are not live together: count the largest one only
-        mine = [(b, t) for b, t in zip(cfg.block_sizes, self.tiles) if t.program == pi]
-        n = math.prod(b for b, t in mine if t.kind != "loop") * max(
-            [b for b, t in mine if t.kind == "loop"], default=1)
+        # loop tiles of sibling loops are not live together: count the largest nest only (a
+        # loop's tile times those of the loops around it: a jagged loop in a loop makes 3-D
+        # values)
+        b = cfg.block_sizes
+        mine = [(i, t) for i, t in enumerate(self.tiles) if t.program == pi]
+        n = math.prod(b[i] for i, t in mine if t.kind != "loop") * max(
+            [b[i] * math.prod(b[j] for j in t.outer) for i, t in mine if t.kind == "loop"],
+            default=1)
         row = next((t.row for t in self.tiles if t.program == pi), 1)
         return n * row
 
@@ -177,8 +188,11 @@ class Space:
                     else (32 if fp32 else 64)
             elif t.row > 1:      # rows per program: one; rows per loop step: ~4096 elements
                 want = 1 if t.kind != "loop" else max(1, 4096 // t.row)
-            elif t.kind == "loop":
-                want = 1024
+            elif t.kind == "loop":      # ~1024 elements across a nest of loops, shared evenly
+                i = len(blocks)
+                levels = max(len(u.outer) + 1 for u in self.tiles
+                             if u is t or i in u.outer) - len(t.outer)
+                want = max(1, 1024 // math.prod(blocks[j] for j in t.outer)) ** (1 / levels)
             else:   # elementwise: about 1024 elements per program, the last dim widest
                 rest = [u for u in self.tiles[len(blocks) + 1:] if u.program == t.program]
                 inner = math.prod(min(next_pow2(u.extent), 1024) for u in rest)
@@ -280,6 +294,23 @@ class Space:
     def size(self) -> int:
         return math.prod(len(c) for c in self.block_choices) * len(self.warps) * len(
             self.stages) * len(self.groups) * math.prod(len(c) for c, _ in self.knobs.values())
+
+
+def _enclosing_loops(programs) -> dict:
+    """id(loop) -> the loop around it (None at a program's top level)."""
+    out = {}
+
+    def walk(items, around):
+        for it in items:
+            if isinstance(it, ir.Loop):
+                out[id(it)] = around
+                walk(it.items, it)
+            elif isinstance(it, ir.If):
+                walk(it.then, around)
+                walk(it.other, around)
+    for p in programs:
+        walk(p.items, None)
+    return out
 
 
 def _pressure(elems: int, num_warps: int) -> float:

@@ -323,6 +323,7 @@ def _invariant_rows(fn, T):
             continue
         loop = _outer_loop_without(bc, d)
         users = _users_of(fn, bc)
+        # (checked before reading u.result: a store has none, a scan of two has two)
         if loop is None or not users or any(u.opcode != "convert_layout" for u in users):
             continue
         lays = {u.result.attrs.get("layout") for u in users}

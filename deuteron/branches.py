@@ -1,0 +1,125 @@
+"""Tracing `if` on values computed in the kernel: what the code rewrite.py makes of an `if`
+inside a tile loop calls.
+
+`enter(test, locals)` looks at the test: a scalar tile value (a loaded scalar, a tile's
+`.begin`, a comparison of them) makes a traced branch, anything else (a host value, or a torch
+tensor in the oracle) a plain one that does what the `if` did. A traced branch records an
+`ir.If` in the current block and runs BOTH sides once, each into its own block: `then()` and
+`other()` switch the block, and before the else side runs the names the then side assigned are
+put back (`before`). `close` compares each assigned name after either side: where they differ,
+a `phi` value (lowered to a variable both sides assign) is what the name holds after the `if`;
+a name only one side defines is unusable after it.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import ir, ops
+from .errors import TraceError, user_loc
+
+
+class _Undefined:
+    """What a name holds after a traced `if` when only one side (or neither) defined it."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return (f"<`{self.name}`: defined on only one side of an `if` on a kernel value, so "
+                "undefined after it>")
+
+
+def enter(test, local_names):
+    from .proxy import TileValue
+    if isinstance(test, TileValue) and test.tracer.program is not None:
+        return _Traced(test, dict(local_names))
+    return _Plain(test)
+
+
+class _Plain:
+    traced = False
+
+    def __init__(self, test):
+        self.value = bool(test)
+
+    def then(self):
+        return self.value
+
+    def other(self, local_names):
+        return not self.value
+
+
+class _Traced:
+    traced = True
+
+    def __init__(self, test, local_names):
+        tr, loc = test.tracer, user_loc()
+        if test.rank:
+            raise TraceError("Python control flow on a tile of values: an `if` needs a scalar "
+                             "(one value per program: a loaded scalar, tile.begin); for a "
+                             "per-element choice use torch.where", loc)
+        cond = test if test.dtype == torch.bool else ops.binary(tr, "ne", test, 0)
+        self.tracer, self.before_names = tr, local_names
+        self.node = ir.If(cond, parent=tr.current_block, loc=loc)
+        tr.current_block.append(self.node)
+        tr.parents[id(self.node.then)] = tr.parents[id(self.node.other)] = tr.current_block
+
+    def then(self):
+        self.tracer.current_block = self.node.then
+        return True
+
+    def other(self, local_names):
+        self.after_then = dict(local_names)
+        self.tracer.current_block = self.node.other
+        return True
+
+    def before(self, name):
+        return self.before_names.get(name, _Undefined(name))
+
+    def close(self, local_names, names):
+        tr, node = self.tracer, self.node
+        after_else = dict(local_names)
+        tr.current_block = node.parent
+        self.out = {}
+        for name in names:
+            t, e = self.after_then.get(name, _MISSING), after_else.get(name, _MISSING)
+            if t is e:
+                self.out[name] = t if t is not _MISSING else _Undefined(name)
+            elif not all(isinstance(v, (ir.Value, int, float)) and not isinstance(v, bool)
+                         for v in (t, e)):
+                self.out[name] = _Undefined(name)
+            else:
+                self.out[name] = self._phi(name, t, e)
+
+    def _phi(self, name, t, e):
+        tr, node = self.tracer, self.node
+        like = t if isinstance(t, ir.Value) else e
+        dtype = like.dtype
+        if isinstance(t, ir.Value) and isinstance(e, ir.Value):
+            dtype = torch.promote_types(t.dtype, e.dtype)
+        t = self._in_block(node.then, t, like, dtype)
+        e = self._in_block(node.other, e, like, dtype)
+        if not ir.dims_match(t.dims, e.dims):
+            raise TraceError(f"`{name}` has different tile shapes on the two sides of an `if` "
+                             "on a kernel value", node.loc)
+        v = tr.new("phi", [t, e], t.dims, dtype, None, node=node)
+        v.name = name
+        node.merges.append(v)
+        return v
+
+    def _in_block(self, block, v, like, dtype):
+        """v as a value of `dtype` made on that side (a number becomes a full tile)."""
+        tr = self.tracer
+        saved, tr.current_block = tr.current_block, block
+        try:
+            if not isinstance(v, ir.Value):
+                return tr.new("full", [], like.dims, dtype, v, value=v)
+            return ops.cast(tr, v, dtype)
+        finally:
+            tr.current_block = saved
+
+    def merged(self, name):
+        return self.out[name]
+
+
+_MISSING = object()
