@@ -38,8 +38,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import run_triton_tutorials as triton_runner  # noqa: E402  (same folder)
 
-_IMPORT = re.compile(r"^(\s*)import\s+helion((?:\.\w+)*)(\s+as\s+\w+)?\s*(#.*)?$")
-_FROM = re.compile(r"^(\s*)from\s+helion((?:\.\w+)*)\s+import\s")
 _CUDA = re.compile(r"""(["'])cuda\1""")
 
 
@@ -47,26 +45,9 @@ def substitute(source: str, cuda_to_cpu: bool = False) -> str:
     """The source with every import of helion rewritten to import deuteron under the same
     names (and triton's to newt); every other line unchanged, unless `cuda_to_cpu`, which
     also turns the string literal "cuda" into "cpu"."""
-    out = []
-    for line in triton_runner.substitute(source).splitlines(keepends=True):
-        body = line.rstrip("\r\n")
-        end = line[len(body):]
-        m = _IMPORT.match(body)
-        if m:
-            indent, sub, alias, comment = m.group(1), m.group(2), m.group(3), m.group(4)
-            if alias:                                # import helion[.x] as y
-                body = f"{indent}import deuteron{sub}{alias}"
-            elif sub:                                # import helion.x binds `helion`
-                body = f"{indent}import deuteron{sub}; import deuteron as helion"
-            else:
-                body = f"{indent}import deuteron as helion"
-            body += f"  {comment}" if comment else ""
-        elif _FROM.match(body):
-            body = _FROM.sub(lambda m: f"{m.group(1)}from deuteron{m.group(2)} import ", body, 1)
-        elif cuda_to_cpu:
-            body = _CUDA.sub('"cpu"', body)
-        out.append(body + end)
-    return "".join(out)
+    line_fn = (lambda body: _CUDA.sub('"cpu"', body)) if cuda_to_cpu else None
+    return triton_runner.substitute(triton_runner.substitute(source), "helion", "deuteron",
+                                    line_fn)
 
 
 def _has_gpu() -> bool:

@@ -30,29 +30,31 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-_IMPORT = re.compile(r"^(\s*)import\s+triton((?:\.\w+)*)(\s+as\s+\w+)?\s*(#.*)?$")
-_FROM = re.compile(r"^(\s*)from\s+triton((?:\.\w+)*)\s+import\s")
 
 
-def substitute(source: str) -> str:
-    """The source with every import of triton rewritten to import newt under the same names;
-    every other line unchanged."""
+def substitute(source: str, old: str = "triton", new: str = "newt", line_fn=None) -> str:
+    """The source with every import of `old` rewritten to import `new` under the same names;
+    every other line unchanged (or passed through `line_fn`)."""
+    imp = re.compile(rf"^(\s*)import\s+{old}((?:\.\w+)*)(\s+as\s+\w+)?\s*(#.*)?$")
+    frm = re.compile(rf"^(\s*)from\s+{old}((?:\.\w+)*)\s+import\s")
     out = []
     for line in source.splitlines(keepends=True):
         body = line.rstrip("\r\n")
         end = line[len(body):]
-        m = _IMPORT.match(body)
+        m = imp.match(body)
         if m:
             indent, sub, alias, comment = m.group(1), m.group(2), m.group(3), m.group(4)
-            if alias:                               # import triton[.x] as y
-                body = f"{indent}import newt{sub}{alias}"
-            elif sub:                               # import triton.x binds `triton`
-                body = f"{indent}import newt{sub}; import newt as triton"
+            if alias:                               # import old[.x] as y
+                body = f"{indent}import {new}{sub}{alias}"
+            elif sub:                               # import old.x binds `old`
+                body = f"{indent}import {new}{sub}; import {new} as {old}"
             else:
-                body = f"{indent}import newt as triton"
+                body = f"{indent}import {new} as {old}"
             body += f"  {comment}" if comment else ""
-        elif _FROM.match(body):
-            body = _FROM.sub(lambda m: f"{m.group(1)}from newt{m.group(2)} import ", body, 1)
+        elif frm.match(body):
+            body = frm.sub(lambda m: f"{m.group(1)}from {new}{m.group(2)} import ", body, 1)
+        elif line_fn is not None:
+            body = line_fn(body)
         out.append(body + end)
     return "".join(out)
 
