@@ -79,7 +79,9 @@ TRITON_DIFFERENCES = """\
   several ulp off over long rows); newt rounds each prefix sum once
   ([newt/frontend/reductions.py](../newt/frontend/reductions.py)).
 - **Integer division by -1 wraps**: `MIN // -1 == MIN` and `MIN % -1 == 0`, on the GPU and in
-  the interpreter (a CPU division would trap); division by zero gives -1 (all ones).
+  the interpreter (a CPU division would trap); `x // 0` is -1 (all ones) and `x % 0` is `x`
+  (Triton leaves both undefined; these are RISC-V's rules, under which
+  `x == (x // y) * y + x % y` always holds) ([newt/codegen/header.py](../newt/codegen/header.py)).
 - **A Python float argument beyond fp32's range is a `LaunchError`** naming the argument
   (Triton rounds it to inf); `float("inf")` passes.
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)

@@ -124,7 +124,8 @@ template <class T> static T nt_div(T a, T b) {
   if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ull - (unsigned long long)a);
   return a / b; }
 template <class T> static T nt_mod(T a, T b) {
-  if (b == 0 || ((T)-1 < (T)0 && b == (T)-1)) return (T)0;
+  if (b == 0) return a;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
   return a % b; }
 NT_INLINE float nt_h2f(u16 h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
 NT_INLINE u16 nt_f2h(float f) { _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }

@@ -201,6 +201,26 @@ def test_min_divided_by_minus_one_wraps(path, dt):
     assert r.tolist() == want_r
 
 
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.int8, torch.uint8])
+def test_division_by_zero_is_defined(path, dt):
+    """x // 0 is all ones and x % 0 is x (so x == (x // y) * y + x % y everywhere); the other
+    lanes divide as C does."""
+    info = torch.iinfo(dt)
+    n = 37
+    a = torch.randint(max(info.min, -1000), min(info.max, 1000), (n,), dtype=dt)
+    b = torch.randint(1, min(info.max, 50), (n,), dtype=dt)
+    b[::3] = 0
+    q, r = torch.full((n,), 5, dtype=dt), torch.full((n,), 5, dtype=dt)
+    run(path, _div_mod, (1,), a, b, q, r, n, BLOCK=64)
+    zero = b == 0
+    assert torch.equal(q[zero], torch.full_like(q[zero], -1 if info.min < 0 else info.max))
+    assert torch.equal(r[zero], a[zero])
+    a64, b64 = a[~zero].tolist(), b[~zero].tolist()
+    assert q[~zero].tolist() == [_trunc_div(x, y) for x, y in zip(a64, b64)]
+    assert r[~zero].tolist() == [x - _trunc_div(x, y) * y for x, y in zip(a64, b64)]
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 @pytest.mark.parametrize("dt", [torch.int64, torch.int32, torch.int8, torch.uint8])
 def test_division_by_zero_agrees_with_the_gpu(dt):

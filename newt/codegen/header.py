@@ -20,9 +20,17 @@ typedef unsigned long long u64;
 # device-specific helpers, mostly inline PTX (a CPU emulation of generated code replaces
 # exactly these)
 PTX_HELPERS = r"""
-// integer division as the GPU does it (no trap on a zero divisor or INT_MIN / -1)
-template <class T> NT_INLINE T nt_div(T a, T b) { return a / b; }
-template <class T> NT_INLINE T nt_mod(T a, T b) { return a % b; }
+// integer division defined where C leaves it undefined (RISC-V's rules, so a == (a / b) * b +
+// a % b always holds): x / 0 is all ones and x % 0 is x; MIN / -1 wraps to MIN, MIN % -1 is 0.
+// The interpreter (interpreter/intdiv.py) computes the same; a constant divisor folds the tests.
+template <class T> NT_INLINE T nt_div(T a, T b) {
+  if (b == 0) return (T)-1;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)(0ull - (unsigned long long)a);
+  return a / b; }
+template <class T> NT_INLINE T nt_mod(T a, T b) {
+  if (b == 0) return a;
+  if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
+  return a % b; }
 
 // fp16 / bf16: 16-bit storage, fp32 registers
 NT_INLINE float nt_h2f(u16 h) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }

@@ -28,7 +28,7 @@ Where the interpreter is more defined than the GPU (say so when comparing):
     reading garbage (except through a pointer made from an integer address, which it cannot
     tie to a tensor: such accesses are unchecked, as on the GPU);
   - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
-  - fp16/bf16 sums and cumsums accumulate in fp32; integer division by zero gives -1;
+  - fp16/bf16 sums and cumsums accumulate in fp32; integer x // 0 is -1, x % 0 is x;
   - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does, to 32 bits for 8- and
     16-bit results, which keep the low bits, as the generated code does; Triton calls them
     undefined;

@@ -1,10 +1,11 @@
 """Integer division and remainder as the generated code defines them (codegen/header.py's
 nt_div / nt_mod), on the int64 torch data the interpreter computes with (values.py).
 
-C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign. A
-zero divisor gives all ones (what the GPU's division returns) instead of raising. A divisor of
--1 negates (wrapping: MIN // -1 == MIN) and leaves no remainder; the CPU's division would trap
-on int64 MIN // -1 and kill the process.
+C semantics: the quotient truncates toward zero, the remainder takes the dividend's sign. Where
+C leaves it undefined, RISC-V's rules (x == (x // y) * y + x % y always holds): a zero divisor
+gives a quotient of all ones and a remainder of x instead of raising; a divisor of -1 negates
+(wrapping: MIN // -1 == MIN) and leaves no remainder (the CPU's division would trap on int64
+MIN // -1 and kill the process).
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def signed(x: torch.Tensor, y: torch.Tensor, mod: bool) -> torch.Tensor:
     ys = torch.where(zero | neg1, torch.ones_like(y), y)
     r = torch.fmod(x, ys) if mod else torch.div(x, ys, rounding_mode="trunc")
     r = torch.where(neg1, torch.zeros_like(r) if mod else torch.neg(r), r)
-    return torch.where(zero, torch.full_like(r, -1), r)
+    return torch.where(zero, x if mod else torch.full_like(r, -1), r)
 
 
 def unsigned64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
@@ -26,7 +27,8 @@ def unsigned64(a: torch.Tensor, b: torch.Tensor, mod: bool) -> torch.Tensor:
     if bool((a >= 0).all()) and bool((b > 0).all()):
         return torch.fmod(a, b) if mod else torch.div(a, b, rounding_mode="trunc")
     m = 1 << 64
-    out = [((x % m) % (y % m) if mod else (x % m) // (y % m)) if y % m else m - 1
+    out = [((x % m) % (y % m) if mod else (x % m) // (y % m)) if y % m
+           else (x % m if mod else m - 1)
            for x, y in zip(a.reshape(-1).tolist(), b.reshape(-1).tolist())]
     out = [v - m if v >= 1 << 63 else v for v in out]
     return torch.tensor(out, dtype=torch.int64).reshape(a.shape)
