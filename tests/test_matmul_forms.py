@@ -407,9 +407,9 @@ def test_rewritten_forms_emulated(monkeypatch, arch, form, M, N, K):
         assert "nt_red_add_v4_f32(" in E.build.last_source
 
 
-def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
-    """The timed part of the benchmark (sweep, cuBLAS column, table) with a fake timer that
-    runs each call once: a typo there must not cost a GPU run to find."""
+def table_rows(monkeypatch, capsys, no_tma=False):
+    """The benchmark's table rows on the interpreter at small sizes, with a fake timer that
+    runs each call once, and the number of calls it timed."""
     import matmul_forms as mf
     monkeypatch.setattr(newt.options.flags, "interpret", True)
     monkeypatch.setattr(mf, "CONFIGS", [mf.SMALL])
@@ -420,10 +420,17 @@ def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
         calls.append(1)
         return 1.0
     sizes = {kind: (2 if kind == "batched" else 1, 64, 32, 64) for *_, kind, _ in mf.FORMS}
-    mf.table("cpu", {}, one_call, sizes)
-    rows = capsys.readouterr().out.strip().splitlines()[1:]
+    mf.table("cpu", {}, one_call, sizes, no_tma=no_tma)
+    return capsys.readouterr().out.strip().splitlines()[1:], len(calls)
+
+
+def test_forms_benchmark_table_logic_on_the_interpreter(monkeypatch, capsys):
+    """The timed part of the benchmark (sweep, cuBLAS column, table) with a fake timer that
+    runs each call once: a typo there must not cost a GPU run to find."""
+    import matmul_forms as mf
+    rows, calls = table_rows(monkeypatch, capsys)
     assert [r[:36].strip() for r in rows] == [f[0] for f in mf.FORMS]
-    assert len(calls) == 2 * len(mf.FORMS)      # newt's one config and cuBLAS, per form
+    assert calls == 2 * len(mf.FORMS)      # newt's one config and cuBLAS, per form
     # the Triton twins are the same source with nl -> tl: it must parse and name no newt
     import ast
 

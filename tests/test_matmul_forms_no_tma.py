@@ -54,16 +54,7 @@ def test_no_tma_table_logic_on_the_interpreter(monkeypatch, capsys):
     """The timed part with --no-tma and a fake timer that runs each call once: one row per
     padded form, each marked."""
     import matmul_forms as mf
-    monkeypatch.setattr(newt.options.flags, "interpret", True)
-    monkeypatch.setattr(mf, "CONFIGS", [mf.SMALL])
-    calls = []
-
-    def one_call(fn):
-        fn()
-        calls.append(1)
-        return 1.0
-    sizes = {kind: (2 if kind == "batched" else 1, 64, 32, 64) for *_, kind, _ in mf.FORMS}
-    mf.table("cpu", {}, one_call, sizes, no_tma=True)
-    rows = capsys.readouterr().out.strip().splitlines()[1:]
-    assert len(rows) == len(mf.forms(no_tma=True)) and len(calls) == 2 * len(rows)
+    from test_matmul_forms import table_rows
+    rows, calls = table_rows(monkeypatch, capsys, no_tma=True)
+    assert len(rows) == len(mf.forms(no_tma=True)) and calls == 2 * len(rows)
     assert all(r[:36].strip().endswith("(no TMA)") for r in rows)
