@@ -1,6 +1,7 @@
 """Run Triton's tutorials on newt: each file with its imports pointed at newt, nothing else.
 
     python scripts/run_triton_tutorials.py PATH [--timeout S] [-k NAME]... [--interpret] [--keep]
+                                           [--checks-only] [--pytest] [--reference]
 
 PATH is a folder of tutorial files you have (a Triton checkout's python/tutorials). Each
 `*.py` in it is copied to a temporary folder with only its import lines rewritten, so that the
@@ -17,6 +18,14 @@ the line that says why it failed (the exception the traceback ends with). The ex
 the number of tutorials that did not pass (a timeout says what the tutorial printed last).
 `--interpret` sets NEWT_INTERPRET=1 (CPU tensors, for the tutorials that create them on the
 active torch device); `--keep` keeps the copies; `--logs DIR` keeps each one's output.
+
+The correctness parts: a tutorial checks its kernel (an assert, a printed ✅ or ❌) and then
+runs `perf_report` benchmark sweeps that take minutes. `--checks-only` runs every line of the
+tutorial but turns each sweep's `.run()` into a printed note (a `sitecustomize` on the child's
+path patches `Mark.run` of the testing module; the tutorial's text is untouched); a tutorial
+that prints ❌ fails. `--pytest` also runs, under pytest, the tutorial's parametrized `test_*`
+functions (06's forward and backward check is one, and only pytest runs it). `--reference`
+runs the files unmodified, under Triton, so both sides can be compared in one run.
 """
 from __future__ import annotations
 
@@ -73,31 +82,76 @@ def _text(b) -> str:
     return b.decode("utf-8", "replace") if isinstance(b, bytes) else (b or "")
 
 
-def run_one(path: str, workdir: str, timeout: float, env: dict,
-            logs: str | None = None) -> tuple[str, float, str]:
-    """(result, seconds, why) of one tutorial copied into `workdir`; with `logs`, its output
-    is written to LOGS/<name>.log. A tutorial that times out says what it printed last (its
-    checks usually print before its benchmarks start)."""
+SKIP_SWEEPS = """# Written by scripts/run_triton_tutorials.py --checks-only: a tutorial's benchmark sweeps
+# (`perf_report(...)(fn).run()`) print a note instead of timing; everything else runs.
+import importlib
+import os
+
+def _skip(self, *args, **kwargs):
+    print("(benchmark sweep skipped: --checks-only)", flush=True)
+
+_mod = importlib.import_module(os.environ["TUTORIAL_TESTING_MODULE"])
+_mod.Mark.run = _skip
+"""
+
+
+def parametrized_tests(text: str) -> list[str]:
+    """Names of the `test_*` functions pytest can run on its own: those whose parameters come
+    from `@pytest.mark.parametrize` (a bare `def test_x(M, N)` is called by the tutorial's own
+    code with arguments, and pytest would report missing fixtures)."""
+    names, decorated = [], False
+    for line in text.splitlines():
+        if line.startswith("@pytest.mark.parametrize"):
+            decorated = True
+        elif line.startswith("def test_") and decorated:
+            names.append(line[4:line.index("(")])
+        elif line.strip() and not line.startswith("@"):
+            decorated = False
+    return names
+
+
+def _run(cmd, workdir, env, timeout):
+    """(returncode or None on timeout, stdout, stderr)."""
+    try:
+        r = subprocess.run(cmd, cwd=workdir, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired as e:
+        return None, _text(e.stdout), _text(e.stderr)
+    return r.returncode, r.stdout, r.stderr
+
+
+def run_one(path: str, workdir: str, timeout: float, env: dict, logs: str | None = None,
+            reference: bool = False, pytest: bool = False) -> tuple[str, float, str]:
+    """(result, seconds, why) of one tutorial copied into `workdir` (unmodified with
+    `reference`); with `logs`, its output is written to LOGS/<name>.log. A tutorial that times
+    out says what it printed last (its checks usually print before its benchmarks start).
+    With `pytest`, its parametrized test functions run after it, under what is left of
+    `timeout`."""
     dst = os.path.join(workdir, os.path.basename(path))
     with open(path, encoding="utf-8") as f:
         text = f.read()
     with open(dst, "w", encoding="utf-8") as f:
-        f.write(substitute(text))
+        f.write(text if reference else substitute(text))
     t0 = time.monotonic()
-    try:
-        r = subprocess.run([sys.executable, dst], cwd=workdir, env=env, capture_output=True,
-                           text=True, timeout=timeout)
-    except subprocess.TimeoutExpired as e:
-        out = _text(e.stdout)
-        _log(logs, path, out, _text(e.stderr))
-        last = [ln.strip() for ln in out.splitlines() if ln.strip()][-1:]
-        return "timeout", time.monotonic() - t0, f"still running after {timeout:g} s" + (
-            f"; last printed: {last[0]}" if last else "")
+    rc, out, err = _run([sys.executable, dst], workdir, env, timeout)
+    tests = parametrized_tests(text) if pytest and rc == 0 else []
+    if tests:
+        left = max(1.0, timeout - (time.monotonic() - t0))
+        rc, tout, terr = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                               dst, "-k", " or ".join(tests)], workdir, env, left)
+        out += f"\n--- pytest {' '.join(tests)} ---\n" + tout
+        err += terr
     secs = time.monotonic() - t0
-    _log(logs, path, r.stdout, r.stderr)
-    if r.returncode == 0:
-        return "pass", secs, ""
-    return "fail", secs, _why(r.stderr, r.stdout)
+    _log(logs, path, out, err)
+    if rc is None:
+        last = [ln.strip() for ln in out.splitlines() if ln.strip()][-1:]
+        return "timeout", secs, f"still running after {timeout:g} s" + (
+            f"; last printed: {last[0]}" if last else "")
+    if rc == 0 and "\u274c" not in out:
+        return "pass", secs, " ".join(f"{t} passed" for t in tests)
+    if rc == 0:
+        return "fail", secs, "a check printed \u274c"
+    return "fail", secs, _why(err, out)
 
 
 def _log(logs, path, out, err):
@@ -117,6 +171,12 @@ def main(argv=None) -> int:
     ap.add_argument("--interpret", action="store_true", help="run with NEWT_INTERPRET=1")
     ap.add_argument("--keep", action="store_true", help="keep the rewritten copies")
     ap.add_argument("--logs", help="write each tutorial's output to LOGS/<name>.log")
+    ap.add_argument("--checks-only", action="store_true",
+                    help="run the checks, print a note instead of each benchmark sweep")
+    ap.add_argument("--pytest", action="store_true",
+                    help="also run each tutorial's parametrized test_* functions under pytest")
+    ap.add_argument("--reference", action="store_true",
+                    help="run the files unmodified (under Triton), for comparison")
     args = ap.parse_args(argv)
     files = sorted(os.path.join(args.path, n) for n in os.listdir(args.path)
                    if n.endswith(".py") and (not args.only or any(k in n for k in args.only)))
@@ -128,12 +188,20 @@ def main(argv=None) -> int:
     if args.interpret:
         env["NEWT_INTERPRET"] = "1"
     workdir = tempfile.mkdtemp(prefix="newt-tutorials-")
+    if args.checks_only:
+        shim = os.path.join(workdir, "checks_only")
+        os.makedirs(shim)
+        with open(os.path.join(shim, "sitecustomize.py"), "w", encoding="utf-8") as f:
+            f.write(SKIP_SWEEPS)
+        env["PYTHONPATH"] = shim + os.pathsep + env["PYTHONPATH"]
+        env["TUTORIAL_TESTING_MODULE"] = "triton.testing" if args.reference else "newt.testing"
     rows = []
     try:
         for path in files:
             name = os.path.basename(path)
             print(f"running {name} ...", flush=True)
-            rows.append((name, *run_one(path, workdir, args.timeout, env, args.logs)))
+            rows.append((name, *run_one(path, workdir, args.timeout, env, args.logs,
+                                        args.reference, args.pytest)))
     finally:
         if args.keep:
             print(f"copies kept in {workdir}")

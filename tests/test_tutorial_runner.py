@@ -1,6 +1,7 @@
 """scripts/run_triton_tutorials.py on a folder of small tutorial-like files it is given here:
 only import lines change in the copies; a working file passes (on the interpreter), a failing
-one reports its exception line, a slow one times out."""
+one reports its exception line, a slow one times out; --checks-only skips benchmark sweeps (and
+fails a file that prints a cross mark), --pytest runs the parametrized test functions."""
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
                       "run_triton_tutorials.py")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 
-from run_triton_tutorials import substitute  # noqa: E402
+from run_triton_tutorials import parametrized_tests, substitute  # noqa: E402
 
 GOOD = '''"""A vector add written for Triton."""
 import torch
@@ -80,3 +81,69 @@ def test_runs_and_reports(tmp_path):
     assert r.returncode == 1 and "03-slow.py  timeout" in r.stdout and "0 of 1 pass" in r.stdout
     assert "last printed: checks passed" in r.stdout
     assert "checks passed" in (tmp_path / "logs" / "03-slow.log").read_text()
+
+
+SWEEP = '''import pytest
+import torch
+import triton
+import triton.language as tl
+from triton.runtime import driver
+
+DEVICE = driver.active.get_active_torch_device()
+
+
+@triton.jit
+def scale_kernel(x_ptr, out_ptr, n, s, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    m = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=m) * s, mask=m)
+
+
+def scale(x, s):
+    out = torch.full_like(x, float("nan"))
+    scale_kernel[(triton.cdiv(x.numel(), 128),)](x, out, x.numel(), s, BLOCK=128)
+    return out
+
+
+def test_called_by_the_file(n):
+    x = torch.randn(n, device=DEVICE)
+    torch.testing.assert_close(scale(x, 3.0), x * 3.0)
+
+
+@pytest.mark.parametrize("n", [77, 300])
+def test_scale(n):
+    x = torch.randn(n, device=DEVICE)
+    torch.testing.assert_close(scale(x, SIGN * 2.5), x * 2.5)
+
+
+@triton.testing.perf_report(triton.testing.Benchmark(
+    x_names=["n"], x_vals=[1 << 10], line_arg="p", line_vals=["t"], line_names=["t"],
+    plot_name="scale", args={}))
+def bench(n, p):
+    raise SystemExit("the sweep ran")
+
+
+test_called_by_the_file(513)
+print("scale \\u2705" if SIGN > 0 else "scale \\u274c")
+bench.run(print_data=True)
+'''
+
+
+def test_checks_only_and_pytest(tmp_path):
+    assert parametrized_tests(SWEEP) == ["test_scale"]
+    tut = tmp_path / "tutorials"
+    tut.mkdir()
+    (tut / "05-sweep.py").write_text("SIGN = 1\n" + SWEEP)
+    (tut / "06-wrong.py").write_text("SIGN = -1\n" + SWEEP)
+    r = _run(tut, "--interpret", "--timeout", "300")          # without: the sweep runs
+    assert "the sweep ran" in r.stdout, r.stdout + r.stderr
+    r = _run(tut, "--interpret", "--checks-only", "--pytest", "--timeout", "300",
+             "--logs", str(tmp_path / "logs"))
+    rows = {ln.split()[0]: ln for ln in r.stdout.splitlines() if ln.startswith("0")}
+    assert rows["05-sweep.py"].split()[1] == "pass", r.stdout + r.stderr
+    assert rows["05-sweep.py"].endswith("test_scale passed")
+    assert "2 passed" in (tmp_path / "logs" / "05-sweep.log").read_text()
+    assert "benchmark sweep skipped" in (tmp_path / "logs" / "05-sweep.log").read_text()
+    assert rows["06-wrong.py"].split()[1] == "fail"              # printed a cross mark
+    r = _run(tut, "--interpret", "--checks-only", "-k", "wrong", "--timeout", "300")
+    assert "06-wrong.py  fail" in r.stdout and r.stdout.count("a check printed") == 1, r.stdout
