@@ -79,9 +79,10 @@ def _one(op, baselines, cpu=False):
     torch.cuda.synchronize()
     row = {"first_s": time.perf_counter() - t0}
     row["dt_ms"] = _time_ms(lambda: op.run(*args))
-    if op.ref is not None:
+    eager = op.eager or op.ref
+    if eager is not None:
         try:
-            row["torch_ms"] = _time_ms(lambda: op.ref(*args))
+            row["torch_ms"] = _time_ms(lambda: eager(*args))
         except Exception as e:                          # e.g. torch has no such fp8 kernel
             row["torch_error"] = f"{type(e).__name__}: {str(e).splitlines()[0][:80]}"
     base = baselines.get(op.name)

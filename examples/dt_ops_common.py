@@ -24,6 +24,9 @@ class Op:
     tol: tuple = (1e-4, 1e-4)
     matmul: bool = False      # matmul-like: the benchmark also times the hand-written newt kernel
     compare: Callable | None = None   # (got, args) -> None or raise, instead of ref + tol
+    eager: Callable | None = None     # (*args) -> output(s): what a user writes in eager torch,
+    #                                   timed against the kernel (default: ref). ref may compute
+    #                                   in fp32 for accuracy; eager uses the inputs' dtype.
 
 
 def _fill(t):

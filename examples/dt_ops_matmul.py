@@ -6,6 +6,7 @@ attention (fp16 and fp8).
 
     python examples/dt_ops_matmul.py     # check every op (the interpreter without a GPU)
 """
+import functools
 import os
 import sys
 
@@ -442,45 +443,67 @@ def _mamba_ref(cb, x, dt_, da, c, s, d):
     return y + d * x.float()
 
 
-def _mm_newt(x, y):
-    """The hand-written newt kernel of the same op (examples/05_matmul.py)."""
+@functools.lru_cache(maxsize=None)
+def _matmul_example():
+    """examples/05_matmul.py, loaded once (a load per call would be timed with the kernel)."""
     import importlib.util
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "05_matmul.py")
     spec = importlib.util.spec_from_file_location("newt_example_matmul", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.matmul(x, y)
+    return mod
+
+
+def _mm_newt(x, y):
+    """The hand-written newt kernel of the same op (examples/05_matmul.py)."""
+    return _matmul_example().matmul(x, y)
+
+
+def _autograd_eager(x, y, g):
+    xg, yg = x.detach().requires_grad_(), y.detach().requires_grad_()
+    out = xg @ yg
+    out.backward(g)
+    return out.detach(), xg.grad, yg.grad
 
 
 F8 = (6e-2, 6e-2)
 OPS = [
-    Op("matmul", _mm_make(), matmul, _mm_ref, tol=H, matmul=True),
-    Op("matmul_epilogue", _epilogue_make, _epilogue_run, _epilogue_ref, tol=H, matmul=True),
+    Op("matmul", _mm_make(), matmul, _mm_ref, tol=H, matmul=True, eager=torch.matmul),
+    Op("matmul_epilogue", _epilogue_make, _epilogue_run, _epilogue_ref, tol=H, matmul=True,
+       eager=lambda x, y, bias: torch.relu(x @ y + bias.to(x.dtype))),
     Op("addmm", _addmm_make, addmm, lambda b, x, y: (0.5 * b.float() + 2.0 * (x.float() @ y.float())).half(),
-       tol=H, matmul=True),
-    Op("matmul_autograd", _autograd_make, _autograd_run, _autograd_ref, tol=H, matmul=True),
+       tol=H, matmul=True, eager=lambda b, x, y: torch.addmm(b, x, y, beta=0.5, alpha=2.0)),
+    Op("matmul_autograd", _autograd_make, _autograd_run, _autograd_ref, tol=H, matmul=True,
+       eager=_autograd_eager),
     Op("matmul_split_k", lambda d, s: _mm_make(torch.float16)(d, s) if s else (
         torch.randn(256, 16384, device=d, dtype=torch.float16),
         torch.randn(16384, 256, device=d, dtype=torch.float16)),
-       matmul_split_k, lambda x, y: x.float() @ y.float(), tol=H, matmul=True),
+       matmul_split_k, lambda x, y: x.float() @ y.float(), tol=H, matmul=True, eager=torch.matmul),
     Op("matmul_split_k_two_phase", lambda d, s: _mm_make(torch.float16)(d, s) if s else (
         torch.randn(256, 16384, device=d, dtype=torch.float16),
         torch.randn(16384, 256, device=d, dtype=torch.float16)),
-       matmul_split_k_two_phase, lambda x, y: x.float() @ y.float(), tol=H, matmul=True),
-    Op("bmm", _bmm_make, bmm, lambda a, b: torch.bmm(a.float(), b.float()).half(), tol=H, matmul=True),
+       matmul_split_k_two_phase, lambda x, y: x.float() @ y.float(), tol=H, matmul=True,
+       eager=torch.matmul),
+    Op("bmm", _bmm_make, bmm, lambda a, b: torch.bmm(a.float(), b.float()).half(), tol=H, matmul=True,
+       eager=torch.bmm),
     Op("broadcast_matmul", _bcast_make, broadcast_matmul,
-       lambda a, w: (a.float() @ w.float()).half(), tol=H, matmul=True),
-    Op("matmul_layernorm", _mmln_make, matmul_layernorm, _mmln_ref, tol=H, matmul=True),
-    Op("grouped_gemm", _grouped_make, grouped_gemm, _grouped_ref, tol=H, matmul=True),
+       lambda a, w: (a.float() @ w.float()).half(), tol=H, matmul=True, eager=torch.matmul),
+    Op("matmul_layernorm", _mmln_make, matmul_layernorm, _mmln_ref, tol=H, matmul=True,
+       eager=lambda x, w, g, b: F.layer_norm(x @ w, (w.shape[1],), g.to(x.dtype), b.to(x.dtype))),
+    Op("grouped_gemm", _grouped_make, grouped_gemm, _grouped_ref, tol=H, matmul=True,
+       eager=lambda a, b, offs: torch.cat([a[offs[i]:offs[i + 1]] @ b[i] for i in range(b.shape[0])])),
     Op("fp8_gemm", _fp8_make, fp8_gemm, lambda x, y: (x.float() @ y.float()).bfloat16(), tol=F8,
        matmul=True),
-    Op("int4_gemm", _int4_make, lambda x, p, q: int4_gemm(x, p), _int4_ref, tol=F8, matmul=True),
+    Op("int4_gemm", _int4_make, lambda x, p, q: int4_gemm(x, p), _int4_ref, tol=F8, matmul=True,
+       eager=lambda x, p, q: x @ q.to(x.dtype)),
     Op("bf16_int16_gemm", _int16_make, bf16_int16_gemm,
-       lambda x, w: (x.float() @ w.float()).bfloat16(), tol=F8, matmul=True),
+       lambda x, w: (x.float() @ w.float()).bfloat16(), tol=F8, matmul=True,
+       eager=lambda x, w: x @ w.to(x.dtype)),
     Op("gather_gemv", _gemv_make, gather_gemv, lambda w, i, x: w[i].float() @ x, tol=(1e-3, 1e-3)),
     Op("fused_linear_jsd", _fljsd_make, fused_linear_jsd, _fljsd_ref, tol=H, matmul=True),
     Op("mamba2_chunk_scan", _mamba_make, mamba2_chunk_scan, _mamba_ref, tol=H, matmul=True),
-    Op("attention_fp16", _attn_make(torch.float16), attention, _attn_ref, tol=H, matmul=True),
+    Op("attention_fp16", _attn_make(torch.float16), attention, _attn_ref, tol=H, matmul=True,
+       eager=F.scaled_dot_product_attention),
     Op("attention_fp8", _attn_make(torch.float8_e4m3fn), attention,
        lambda q, k, v: _attn_ref(q, k, v).float(), tol=(0.15, 0.15), matmul=True),
 ]

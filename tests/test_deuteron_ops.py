@@ -80,3 +80,18 @@ def test_split_k_with_several_splits(name):
     with dt_ops_common.poisoned_allocations():
         out = k.run((x, y), {}, dt.Config(block_sizes=[64, 16, 16, 32, 16, 16][:n]))
     torch.testing.assert_close(out, x.float() @ y.float(), rtol=1e-2, atol=1e-2)
+
+
+EAGER = [op for op in OPS if op.eager is not None]
+
+
+@pytest.mark.parametrize("op", EAGER, ids=[op.name for op in EAGER])
+def test_the_timed_eager_form_computes_the_reference(op):
+    """benchmarks/dt_ops.py times `eager` (torch in the inputs' dtype, as a user writes it)
+    where the reference computes in fp32: both must be the same op."""
+    torch.manual_seed(3)
+    args = op.make("cpu", True)
+    got, want = op.eager(*args), op.ref(*args)
+    got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.float(), w.float(), atol=0.15, rtol=0.05)
