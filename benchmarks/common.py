@@ -71,10 +71,28 @@ def have_triton() -> bool:
         return False
 
 
+def jit_callees(jitfn) -> list:
+    """The @newt.jit functions of `jitfn`'s module that it calls, directly or through each
+    other, callees first (a Triton twin needs them in its module too)."""
+    out, seen = [], set()
+
+    def visit(f):
+        for name in sorted(set(re.findall(r"\b(\w+)\s*\(", kernel_source(f)))):
+            g = f.fn.__globals__.get(name)
+            if isinstance(g, type(jitfn)) and g is not jitfn and id(g) not in seen:
+                seen.add(id(g))
+                visit(g)
+                out.append(g)
+    visit(jitfn)
+    return out
+
+
 def triton_twin(jitfn):
-    """A triton.jit kernel compiled from the same source as the newt kernel `jitfn`."""
+    """A triton.jit kernel compiled from the same source as the newt kernel `jitfn` (and the
+    helpers it calls)."""
     name = jitfn.fn.__name__
-    return getattr(triton_module(name, [jitfn], "benchmarks/common.py"), name)
+    return getattr(triton_module(name, jit_callees(jitfn) + [jitfn], "benchmarks/common.py"),
+                   name)
 
 
 def triton_module(name: str, jitfns, origin: str):

@@ -76,6 +76,9 @@ def install_fake_gpu(cu, monkeypatch):
     ctypes.c_int.in_dll(cu, "fake_sync_result").value = 0
     monkeypatch.setattr(driver, "_lib", cu)
     monkeypatch.setattr(driver.Device, "_all", {})
+    # The stand-in's devices are not torch's: on a machine with a real GPU, torch would be asked
+    # to initialise a device the stand-in invents (device 1 of two) and refuse the ordinal.
+    monkeypatch.setattr(driver, "_torch_cuda_ready", lambda index: None)
     monkeypatch.setattr(driver, "current_device_index", lambda: 0)
     monkeypatch.setattr(specialize, "specialize",
                         functools.partial(specialize.specialize, allow_cpu=True))

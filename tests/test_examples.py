@@ -111,6 +111,20 @@ def test_triton_twin_loads(key):
 
 
 @pytest.mark.parametrize("entry", _aot_entries(), ids=_entry_id)
+def test_triton_twin_takes_the_helpers_the_kernel_calls(entry):
+    """A twin is the kernel's module source with nl -> tl: the @jit helpers it calls (attention's
+    inner loop, the backward's two halves) must be in it, callees before callers."""
+    fn = _entry(entry)["fn"]
+    helpers = common.jit_callees(fn)
+    called = set(re.findall(r"\b(\w+)\s*\(", common.kernel_source(fn)))
+    for name, g in fn.fn.__globals__.items():
+        if name in called and isinstance(g, type(fn)) and g is not fn:
+            assert g in helpers, name
+    for i, h in enumerate(helpers):
+        assert set(common.jit_callees(h)) <= set(helpers[:i])
+
+
+@pytest.mark.parametrize("entry", _aot_entries(), ids=_entry_id)
 def test_triton_twin_compiles_for_sm90(entry):
     """The benchmark's Triton side, checked without a GPU: Triton compiles each twin."""
     e = _entry(entry)

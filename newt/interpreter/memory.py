@@ -272,6 +272,16 @@ def _rmw(what, pointer, val, mask, combine):
     return Tensor(result, elem)
 
 
+def _register_nan(t: torch.Tensor, elem) -> torch.Tensor:
+    """A 16-bit float as it is after a trip through a register on the GPU, where fp16 and bf16
+    values live in fp32 (docs/language.md): a NaN becomes the canonical NaN (bits 0x7FFF), so
+    atom.cas compares and writes those bits and returns them for a NaN it read."""
+    if elem.name not in ("float16", "bfloat16") or not bool(torch.isnan(t).any()):
+        return t
+    canon = torch.tensor(0x7FFF, dtype=torch.int16).view(t.dtype)
+    return torch.where(torch.isnan(t), canon, t)
+
+
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.dtype.is_floating_point:
         kind = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
@@ -320,7 +330,8 @@ def atomic_xor(pointer, val, mask=None, sem=None, scope=None):
 def atomic_cas(pointer, cmp, val, sem=None, scope=None):
     """Where `*p == cmp` write `val`; returns the old values. Lanes run in element order. The
     comparison is of the bits, as the GPU's atom.cas compares them (so -0.0 does not match 0.0
-    and a NaN matches the same NaN). `sem` and `scope` (checked by the frontend) order memory
+    and a NaN matches the same NaN; a 16-bit float NaN is the canonical one, see
+    `_register_nan`). `sem` and `scope` (checked by the frontend) order memory
     between programs running at once; here programs run one at a time, so every order holds."""
     p = _check_pointer(pointer, "nl.atomic_cas")
     elem = p.dtype.element_ty
@@ -328,9 +339,11 @@ def atomic_cas(pointer, cmp, val, sem=None, scope=None):
     shape = _broadcast(p.data, c.data, v.data)
     offs, cs, vs = (t.expand(shape).reshape(-1) for t in (p.data, c.data, v.data))
     _bounds_check(p, offs, "nl.atomic_cas")
+    cs, vs = _register_nan(cs, elem), _register_nan(vs, elem)
     flat, olds, swapped = p.buf.flat, [], False
     for o, ci, vi in zip(offs.tolist(), cs.unbind(0), vs.unbind(0)):
-        old = from_storage(flat[o].clone(), elem)    # (a view would see the write below)
+        # (a clone: a view would see the write below)
+        old = _register_nan(from_storage(flat[o].clone(), elem), elem)
         if _same_bits(flat[o], to_storage(ci, elem)):
             flat[o] = to_storage(vi, elem)
             swapped = True
