@@ -6,8 +6,9 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     masks             masks the value ranges prove all-true are dropped (masks.py)
     scaled_reduce     max / min of a block times a positive constant: the reduction first
                       (scaled_reduce.py)
-  tensor cores, before layouts (tc/canonical.py, tc/dot_pipeline.py, tc/trans_loads.py,
-  tc/dot_fp8.py)
+  tensor cores, before layouts (tc/squeeze.py, tc/canonical.py, tc/dot_pipeline.py,
+  tc/trans_loads.py, tc/dot_fp8.py)
+    squeeze_dots      a dot loop's unit-dim operand loads and accumulator -> their 2-D form
     fuse_acc          acc + dot(a, b) of a carried acc -> dot(a, b, acc)
     carry_pointers    dot operand pointers recomputed from the induction variable -> incremented
     reduce_pointers   pointer strength reduction in loops holding a dot
@@ -80,6 +81,7 @@ from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, rec
 from .tc.persistent import plan_persistent
 from .tc.ring_copies import plan_ring_copies
 from .tc.ring_tma import plan_ring_tma
+from .tc.squeeze import squeeze_dots
 from .tc.store_tma import plan_store_tma
 from .tc.trans_loads import load_transposed_operands
 from .thread_order import order_threads
@@ -88,6 +90,7 @@ from .wide_index import mark_wide_indices
 PASSES = (
     ("masks", drop_true_masks),
     ("scaled_reduce", scale_reductions),
+    ("squeeze_dots", squeeze_dots),
     ("fuse_acc", fuse_acc),
     ("carry_pointers", carry_pointers),
     ("reduce_pointers", reduce_pointers),

@@ -54,15 +54,40 @@ def nonneg(fn, v, positive) -> bool:
         return all(nonneg(fn, x, positive) for x in o.operands)
     if k in ("idiv", "mod"):
         a, b = o.operands
-        cb = index_constant(b)
-        if cb is not None:
-            return cb >= 1 and nonneg(fn, a, positive)
-        p = param_of(fn, uncast(b))
-        if p is None or not nonneg(fn, a, positive):
-            return False
+        return nonneg(fn, a, positive) and at_least_one(fn, b, positive)
+    return False
+
+
+def at_least_one(fn, v, positive) -> bool:
+    """v >= 1 whenever the parameters in `positive` (added here) are >= 1: a constant, a
+    parameter, or `cdiv(p, d)` as people spell it, `(p + c) // d` with c >= d - 1 (the number of
+    blocks of a launch's extent, a divisor of batch and tile indices)."""
+    v = uncast(v)
+    c = index_constant(v)
+    if c is not None:
+        return c >= 1
+    p = param_of(fn, v)
+    if p is not None:
         positive.append(("param", p.index, p.name))
         return True
-    return False
+    q = binop_of(v, "idiv")
+    d = index_constant(q.operands[1]) if q is not None else None
+    if d is None or d < 1:
+        return False
+    x, extra = q.operands[0], 0
+    while True:                       # x = p + constants
+        o = op_of(x)
+        k = o.attrs.get("op") if o is not None and o.opcode == "binary" else None
+        cs = [index_constant(y) for y in o.operands] if k in ("add", "sub") else [None, None]
+        if k == "add" and (cs[0] is not None or cs[1] is not None):
+            extra += cs[1] if cs[1] is not None else cs[0]
+            x = o.operands[0] if cs[1] is not None else o.operands[1]
+        elif k == "sub" and cs[1] is not None:
+            extra -= cs[1]
+            x = o.operands[0]
+        else:
+            break
+    return extra >= d - 1 and at_least_one(fn, x, positive)
 
 
 def offset_products(fn, v, out):
