@@ -1,7 +1,7 @@
 """benchmarks/matmul_forms.py --no-tma: the forms launched on rows padded by 16 bytes (strides
 not divisible by 16) take the cp.async ring on sm_90a, with the library unchanged, and compile
 without spills; the padded launches match torch on the interpreter (NaN-poisoned outputs, odd
-sizes for the forms that mask). GPU timing: `python benchmarks/matmul_forms.py --no-tma`."""
+sizes for the forms that mask); tf32 takes the swapped dot there too. GPU timing: `python benchmarks/matmul_forms.py --no-tma`."""
 import os
 import sys
 
@@ -38,6 +38,10 @@ def test_padded_rows_take_the_cp_async_ring_without_spills(form, pad):
     assert "ring(S=4, D=3, cp.async: " in ck.ir and "tma)" not in ck.ir, name
     assert ck.n_spills == 0 and ck.local_bytes == 0, (name, ck.n_spills, ck.local_bytes)
     assert ("ring_copy='k_runs'" in ck.ir) == bt, name
+    # tf32 with an N-major B: copied as it lies, by 16-byte copies, and computed swapped
+    # (C^T = B^T A^T), as the TMA ring does, not transposed by 4-byte copies
+    assert (" swapped wgmma" in ck.ir) == (dt == torch.float32), name
+    assert "newt_cp_async4(" not in ck.source, name
 
 
 def test_no_tma_check_only_on_the_interpreter(monkeypatch, capsys):

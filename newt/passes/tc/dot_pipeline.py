@@ -40,9 +40,12 @@ memory; the epilogue's stores addressed per group from index math).
 """
 from __future__ import annotations
 
+import dataclasses
+
 from ... import dtypes as D
 from ...ir.core import BlockType, Op, ScalarType, is_block
-from ...ir.pointers import b_tile_kmajor
+from ...ir.layouts import SwappedAccLayout
+from ...ir.pointers import b_tile_kmajor, k_contiguous
 from ...ir.schedule import RingPlan, plan_dot, uses_wgmma
 
 
@@ -162,8 +165,15 @@ def _mark_ring(loop, options):
         D_, wait = S - 1, (1 if use_wg else 0)
         a_bytes = -(-plan.M * plan.K * plan.esize // 1024) * 1024
         b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
-        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg,
-                        b_kmajor=b_tile_kmajor(plan.esize, loads[1].operands[0]))
+        b_kmajor = b_tile_kmajor(plan.esize, loads[1].operands[0])
+        if use_wg and plan.kind == "tf32" and not k_contiguous(loads[1].operands[0]) \
+                and SwappedAccLayout.fits(plan.M, plan.N, options.num_threads):
+            # wgmma reads a 4-byte B only K-major from shared memory; copied as it lies (N-major,
+            # 16-byte copies) and computed swapped, C^T = B^T A^T (B^T's fragments read into
+            # registers: codegen/tc/dot_swap.py), instead of transposed by 4-byte copies.
+            # dot_tma decides the same for its boxes.
+            plan, b_kmajor = dataclasses.replace(plan, swap=True), False
+        ring = RingPlan(S, D_, wait, a_bytes, a_bytes + b_bytes, early=use_wg, b_kmajor=b_kmajor)
         op.attrs["dot_plan"] = plan
         op.attrs["ring"] = ring
         for role, ld in zip("ab", loads):
