@@ -72,12 +72,23 @@ def test_unit_batch_dot_takes_the_ring_of_the_2d_loop(arch):
     assert ": fp32[64,64]" in dot                                   # the 2-D accumulator
 
 
+def test_unit_batch_dot_takes_tma_boxes_with_the_batch_as_a_bounded_dimension():
+    """On sm_90a the squeezed loads are boxes of rank-3 maps: the batch index is the third
+    coordinate and its mask `b < B` the map's extent there (TMA reads zeros past it)."""
+    ir = _compile("sm_90a").ir
+    boxes = re.findall(r"tma_box='([^']*)'", ir)
+    assert len(boxes) == 2 and all("at a pid_b index < B (mask)" in b for b in boxes), boxes
+    assert "ring=ring(S=3, D=2, tma)" in ir
+
+
 @pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-def test_unit_batch_dot_emulated(monkeypatch):
+@pytest.mark.parametrize("M,N,K", [(70, 50, 45), (70, 80, 96)])
+def test_unit_batch_dot_emulated(monkeypatch, M, N, K):
+    """Rows of 45 elements take the cp.async ring, rows of 80 and 96 the TMA boxes."""
     from test_dot_emulated import _emulator
     E = _emulator(monkeypatch, "sm_90a")
     torch.manual_seed(0)
-    B, M, N, K = 2, 70, 50, 45
+    B = 2
     a = torch.randn(B, M, K).half()
     b = torch.randn(B, K, N).half()
     c = torch.full((B, M, N), float("nan")).half()

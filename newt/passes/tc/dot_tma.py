@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ...ir.core import is_block
 from ...ir.layouts import SwappedAccLayout
 from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
                                launch_value, lt_term, mask_terms, op_of, param_of, ptr_terms,
@@ -138,10 +139,16 @@ def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False)
     iv = loop.regions[0].args[0]
     # extents: from the mask's terms, or the wrap
     extent = {0: None, 1: None}
+    outer_extent = {}
     if ld.attrs.get("has_mask"):
         conj = []
         mask_terms(ld.operands[1], conj)
         for t in conj:
+            ob = _outer_bound(t, outer)
+            if ob is not None:       # `u < B` of a base coordinate (a batch of one element):
+                j, bound = ob        # the map's extent along that dimension; TMA fills zeros
+                outer_extent[j] = launch_value(fn, bound, "a mask bound")
+                continue
             got = lt_term(t, (R, C))
             if got is None:
                 raise NoMatch("a mask term is not `index < bound` along one axis")
@@ -181,13 +188,34 @@ def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False)
                   row_stride=stride_src, box_inner=box.inner, box_outer=box.outer,
                   swizzle=box.swizzle, esize=es)
     if outer:
-        recipe["outer"] = [dict(extent=["const", BIG], stride=list(st)) for _, st in outer]
+        recipe["outer"] = [dict(extent=list(outer_extent.get(j, ("const", BIG))), stride=list(st))
+                           for j, (_, st) in enumerate(outer)]
     t = TmaOperand(role, -1, shape[rax], shape[cax], es, idx[rax][0], idx[cax][0],
                    0 if adv_axis == rax else 1, adv, [u for u, _ in outer])
     told = f"rows {said[rax]}, cols {said[cax]}" + "".join(
         f", then a dimension of stride {_src(st)} at a {u.name or 'uniform'} index"
-        for u, st in outer)
+        + (f" < {_src(outer_extent[j])} (mask)" if j in outer_extent else "")
+        for j, (u, st) in enumerate(outer))
     return t, recipe, wraps, told
+
+
+def _outer_bound(t, outer):
+    """(j, bound) when mask conjunct `t` is the same bool for the whole tile, `u < bound` (a
+    splat of it, through broadcasts) of the base coordinate u of outer[j] = (u, stride); else
+    None."""
+    v = t
+    while is_block(v.type):
+        o = op_of(v, "broadcast", "splat", "convert_layout", "reshape")
+        if o is None:
+            return None
+        v = o.operands[0]
+    lt = binop_of(v, "lt")
+    if lt is None:
+        return None
+    for j, (u, st) in enumerate(outer):
+        if same(uncast(lt.operands[0]), uncast(u)):
+            return j, lt.operands[1]
+    return None
 
 
 def _src(src) -> str:

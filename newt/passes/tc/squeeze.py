@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from ...ir.builder import type_like
 from ...ir.core import Op, is_block
-from ...ir.index_forms import op_of
+from ...ir.index_forms import index_constant, op_of
 from ..masks import remove_dead
 
 _ELEMENTWISE = ("binary", "addptr", "cast")
@@ -117,7 +117,12 @@ class _Squeezer:
                 out = self.emit("constant", [], st, {"value": op.attrs["start"]}, op.loc)
             elif k in _ELEMENTWISE:
                 ins = [self.scalar(o) for o in op.operands]
-                if all(x is not None for x in ins):
+                zero = [index_constant(x) == 0 if x is not None else False for x in ins]
+                if k in ("binary", "addptr") and op.attrs.get("op", "add") == "add" \
+                        and any(zero) and ins[zero.index(False) if False in zero else 0] \
+                        is not None and ins[zero.index(True) ^ 1].type == st:
+                    out = ins[zero.index(True) ^ 1]   # `+ arange(0, 1)`: the start itself
+                elif all(x is not None for x in ins):
                     out = self.emit(k, ins, st, op.attrs, op.loc)
         self.memo[key] = out
         return out
