@@ -168,15 +168,17 @@ def mutated_inputs(graph) -> set:
     return out
 
 
-def compile_graphs(fn, monkeypatch):
-    """fn compiled by inductor (fullgraph), and the post-grad graphs inductor is handed."""
+def compiled_once(fn, *args):
+    """fn compiled by inductor (fullgraph) and called once: (its result, the post-grad graphs
+    inductor was handed, the number of graph breaks)."""
     from torch._dynamo.utils import counters
     graphs = []
-    monkeypatch.setattr(torch._inductor.config, "post_grad_custom_post_pass",
-                        lambda g: graphs.append(g))
     torch._dynamo.reset()
     counters.clear()
-    return torch.compile(fn, fullgraph=True, backend="inductor"), graphs, counters
+    with torch._inductor.config.patch(post_grad_custom_post_pass=graphs.append):
+        got = torch.compile(fn, fullgraph=True, backend="inductor")(*args)
+    assert graphs
+    return got, graphs, sum(counters["graph_break"].values())
 
 
 @pytest.fixture
@@ -185,38 +187,38 @@ def interp(monkeypatch):
 
 
 @pytest.mark.parametrize("fn", [_step, _tuned_step])
-def test_launch_reading_inputs_mutates_none(interp, monkeypatch, fn):
-    compiled, graphs, counters = compile_graphs(fn, monkeypatch)
+def test_launch_reading_inputs_mutates_none(interp, fn):
     x, w, b = _inputs()
     b_before = b.clone()
-    torch.testing.assert_close(compiled(x, w, b), _want(fn, x, w, b))
+    got, graphs, breaks = compiled_once(fn, x, w, b)
+    torch.testing.assert_close(got, _want(fn, x, w, b))
     torch.testing.assert_close(b, b_before)
-    assert graphs and all(not mutated_inputs(g) for g in graphs)
-    assert sum(counters["graph_break"].values()) == 0
+    assert all(not mutated_inputs(g) for g in graphs)
+    assert breaks == 0
 
 
-def test_heuristics_launch_declares_every_tensor_written(interp, monkeypatch):
+def test_heuristics_launch_declares_every_tensor_written(interp):
     # its value comes from the arguments at run time: every tensor stays declared mutated
-    compiled, graphs, counters = compile_graphs(_heuristic_step, monkeypatch)
     x, w, b = _inputs()
-    torch.testing.assert_close(compiled(x, w, b), _want(_heuristic_step, x, w, b))
+    got, graphs, breaks = compiled_once(_heuristic_step, x, w, b)
+    torch.testing.assert_close(got, _want(_heuristic_step, x, w, b))
     assert set().union(*(mutated_inputs(g) for g in graphs))
-    assert sum(counters["graph_break"].values()) == 0
+    assert breaks == 0
 
 
-def test_launch_writing_an_input_mutates_it(interp, monkeypatch):
+def test_launch_writing_an_input_mutates_it(interp):
     def f(x, b):
         bias_gelu[(newt.cdiv(x.numel(), 32),)](x, b, x, x.numel(), x.shape[1], BLOCK=32)
         return x.sum(dim=0)
 
-    compiled, graphs, counters = compile_graphs(f, monkeypatch)
     x, b = torch.randn(7, 11), torch.randn(11)
     want = _gelu(x + b)
-    torch.testing.assert_close(compiled(x, b), want.sum(dim=0))
+    got, graphs, breaks = compiled_once(f, x, b)
+    torch.testing.assert_close(got, want.sum(dim=0))
     torch.testing.assert_close(x, want)    # the input itself was written
     written = set().union(*(mutated_inputs(g) for g in graphs))
     assert len(written) == 1               # x, not b
-    assert sum(counters["graph_break"].values()) == 0
+    assert breaks == 0
 
 
 def _cudagraph_skips(fn, args, want):
