@@ -264,3 +264,89 @@ def test_reduce_overhead_keeps_cuda_graphs_with_newt_and_deuteron():
     z = _gelu(x @ w + b)
     want = z * torch.rsqrt((z * z).mean(dim=1, keepdim=True) + 1e-6) + 1.0
     assert _cudagraph_skips(f, (x, w, b), want) == 0
+
+
+# ---- deuteron: a kernel that stores into its arguments declares only those mutated ----------
+
+@dt.kernel
+def add_into(x, y):
+    for t in dt.tile(x.shape[0]):
+        x[t] = x[t] + y[t]
+    return x
+
+
+@dt.kernel
+def scale_through_a_view(x, alpha: float):
+    flat = x.view(-1)
+    for t in dt.tile(flat.shape[0]):
+        flat[t] = flat[t] * alpha
+    return x
+
+
+def _src_params(src: str):
+    """written_params of a function defined from source text (as a kernel's file would)."""
+    import linecache
+    import deuteron.arg_writes as aw
+    name = f"<written-params-{abs(hash(src))}>"
+    linecache.cache[name] = (len(src), None, src.splitlines(True), name)
+    ns = {}
+    exec(compile(src, name, "exec"), ns)
+    return aw.written_params(ns["k"])
+
+
+@pytest.mark.parametrize("src,want", [
+    ("def k(x, out):\n    for t in tile(x.shape[0]):\n        out[t] = x[t]\n", {"out"}),
+    ("def k(x, y):\n    v = x.view(-1)\n    w = v[1:]\n    w[0] = y[0]\n", {"x"}),
+    ("def k(x, y):\n    out = torch.empty_like(x)\n    out[0] = y[0]\n    return out\n", set()),
+    ("def k(x, y):\n    a, b = y, x.T\n    b.copy_(a)\n", {"x"}),
+    ("def k(x, y):\n    torch.add(x, 1, out=y)\n", {"y"}),
+    ("def k(x, y):\n    row = x[0]\n    row += 1\n    y += row\n", {"y"}),
+])
+def test_deuteron_written_params(src, want):
+    assert _src_params(src) == want
+
+
+def test_deuteron_in_place_call_into_a_new_buffer_mutates_no_input(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+
+    def f(x, y):
+        buf = x * 2.0
+        add_into(buf, y)
+        return buf + 1.0
+
+    x, y = torch.randn(37), torch.randn(37)
+    y_before = y.clone()
+    got, graphs, breaks = compiled_once(f, x, y)
+    torch.testing.assert_close(got, x * 2.0 + y + 1.0)
+    torch.testing.assert_close(y, y_before)
+    assert all(not mutated_inputs(g) for g in graphs)
+    assert breaks == 0
+
+
+def test_deuteron_in_place_call_on_an_input_mutates_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+
+    def f(x, y):
+        scale_through_a_view(x, -0.5)
+        return add_into(y, x) * 3.0
+
+    x, y = torch.randn(5, 7), torch.randn(5, 7)
+    want_x = x * -0.5
+    want_y = y + want_x
+    got, graphs, breaks = compiled_once(f, x, y)
+    torch.testing.assert_close(got, want_y * 3.0)
+    torch.testing.assert_close(x, want_x)
+    torch.testing.assert_close(y, want_y)
+    assert len(set().union(*(mutated_inputs(g) for g in graphs))) == 2
+    assert breaks == 0
+
+
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
+def test_reduce_overhead_keeps_cuda_graphs_with_an_in_place_deuteron_call():
+    def f(x, y):
+        buf = torch.tanh(x)
+        add_into(buf, y)
+        return buf * 2.0
+
+    x, y = torch.randn(1001, device="cuda"), torch.randn(1001, device="cuda")
+    assert _cudagraph_skips(f, (x, y), (torch.tanh(x) + y) * 2.0) == 0
