@@ -12,8 +12,8 @@ JITFunction.__getitem__ (and at `traced_run` instead of JITFunction.run, `traced
               and which tensor arguments the kernel writes
     tensors   the tensor arguments the kernel only reads, each once
     written   the tensor arguments it may write (stores, atomics), each once; only these are
-              declared mutated. The kernel's IR says which (newt/ir/writes.py, built at trace
-              time); where it cannot be built, every tensor is taken as written.
+              declared mutated. The kernel's IR, built at trace time, says which
+              (launch_writes.py); where it cannot be built, every tensor counts as written.
     ints      int and bool arguments (SymInts under dynamic shapes)
     floats    float arguments
     grid      the grid, evaluated at trace time (a grid callable sees the same meta dict as in
@@ -31,8 +31,9 @@ due to mutated inputs"). Declared precisely, a launch that reads the graph's inp
 tensors allocated inside the compiled function mutates no input, and reduce-overhead keeps its
 CUDA graph; a launch that does write an input is treated as torch treats any custom op that
 mutates its input. A tensor the kernel only reads that shares memory with one it writes (two
-views of one buffer) is still passed as read: the kernel must not read, through one view, what
-it wrote through the other (nor may it on the GPU without compile: the order is undefined). This module imports torch._dynamo: it is loaded only while dynamo
+views of one buffer) stays on the read side: where inductor must write a copy (the old contents
+are still needed later), the kernel reads the old contents through that view, as if all its
+reads came before its writes. This module imports torch._dynamo: it is loaded only while dynamo
 traces, never by a plain launch.
 """
 from __future__ import annotations
