@@ -13,10 +13,10 @@ may write one of its arguments (`x[t] = ...`: arg_writes.py reads it from the so
 `deuteron::call_inplace(key, tensors, written, ints, floats)` instead, only the tensors it may
 write declared mutated (so a graph input it only reads is not copied back into, and
 mode="reduce-overhead" keeps its CUDA graph): torch functionalizes a mutating custom op only when
-it returns nothing, so such a kernel may return its arguments but no new tensors. The real implementation calls the kernel as eager code does. The fake one runs the
-kernel's eager oracle `k.ref` on the fake tensors: its results give the shapes, strides and
-dtypes of the outputs, and which results are the input tensors themselves (an in-place kernel
-returning its argument). Those are handed back as the inputs; every other tensor result is a new
+it returns nothing, so such a kernel may return its arguments but no new tensors. The real
+implementation calls the kernel as eager code does. The fake one runs the kernel's eager oracle
+`k.ref` on the fake tensors: its results give the shapes, strides and dtypes of the outputs, and
+which results are the input tensors themselves (an in-place kernel returning its argument). Those are handed back as the inputs; every other tensor result is a new
 tensor (a result sharing an input's memory is copied: an op's outputs may not alias its inputs).
 """
 from __future__ import annotations
