@@ -2,13 +2,18 @@
 breaks (torch._dynamo.explain) and the time per step, under the default inductor backend and
 under mode="reduce-overhead" (CUDA graphs).
 
-    PYTHONPATH=. python benchmarks/compiled_step.py          # GPU: counts and timings
+    PYTHONPATH=. python benchmarks/compiled_step.py          # GPU: counts, timings, and
+                                                             # whether reduce-overhead kept
+                                                             # its CUDA graphs
     PYTHONPATH=. python benchmarks/compiled_step.py --cpu    # no GPU: graph-break counts only
                                                              # (interpreter, aot_eager)
 
 The step: `rms_norm(silu(x @ w1 + b1)) @ w2 + x`, forward only, fp32. Three versions of it:
 torch ops only; the bias + SiLU as the newt kernel of examples/09_data_parallel.py; and the
 row normalization as that example's deuteron kernel too. Each version must give torch's result.
+"CUDA graphs" says whether inductor ran the reduce-overhead step as a CUDA graph ("no" when it
+skipped them, e.g. for a graph input the step mutates: a launch declares mutated only the
+tensors its kernel writes, newt/launch_writes.py).
 """
 from __future__ import annotations
 
@@ -51,6 +56,11 @@ STEPS = {"torch only": step_torch, "newt bias+SiLU": step_newt,
          "newt + deuteron rms_norm": step_newt_deuteron}
 
 
+def cudagraph_skips() -> int:
+    from torch._dynamo.utils import counters
+    return counters["inductor"]["cudagraph_skips"]
+
+
 def graph_breaks(fn, args) -> int:
     torch._dynamo.reset()
     return torch._dynamo.explain(fn)(*args).graph_break_count
@@ -69,20 +79,25 @@ def main(argv=None):
     want = step_torch(*args)
     modes = [("aot_eager", None)] if cpu else [("inductor", None), ("inductor", "reduce-overhead")]
     print(f"{'step':28s} {'eager':>10s}" + "".join(f" {b + (' ' + m if m else ''):>28s}"
-                                                  for b, m in modes) + "   graph breaks")
+                                                  for b, m in modes)
+          + "   graph breaks" + ("" if cpu else "   CUDA graphs"))
     for name, fn in STEPS.items():
         breaks = graph_breaks(fn, args)
         cells = []
         eager_ms = None if cpu else newt.testing.do_bench(lambda: fn(*args))
+        graphs = ""
         for backend, mode in modes:
             torch._dynamo.reset()
+            skips = cudagraph_skips()
             compiled = torch.compile(fn, fullgraph=True, backend=backend, mode=mode)
-            for _ in range(3):
+            for _ in range(3):     # reduce-overhead: warm-up, record, replay
                 got = compiled(*args)
             torch.testing.assert_close(got, want, rtol=1e-3, atol=1e-3)
+            if mode == "reduce-overhead":
+                graphs = "no (skipped)" if cudagraph_skips() > skips else "yes"
             cells.append("ok" if cpu else f"{newt.testing.do_bench(lambda: compiled(*args)):.3f} ms")
         print(f"{name:28s} {'-' if eager_ms is None else f'{eager_ms:.3f} ms':>10s}"
-              + "".join(f" {c:>28s}" for c in cells) + f"   {breaks}")
+              + "".join(f" {c:>28s}" for c in cells) + f"   {breaks:>12d}   {graphs}")
 
 
 if __name__ == "__main__":

@@ -8,13 +8,15 @@ kernel:
     deuteron::call(key, tensors, ints, floats) -> Tensor[]
 
 `key` names a registry entry made at trace time (the kernel by its newt.compile_names name, where
-each argument goes, the constant arguments). A kernel whose function assigns into one of its parameters (`x[t] = ...`)
-traces as `deuteron::call_inplace` instead, its tensors declared mutated: torch functionalizes a
-mutating custom op only when it returns nothing, so such a kernel may return its arguments but
-no new tensors. The real implementation calls the kernel as eager code does. The fake one runs the
-kernel's eager oracle `k.ref` on the fake tensors: its results give the shapes, strides and
-dtypes of the outputs, and which results are the input tensors themselves (an in-place kernel
-returning its argument). Those are handed back as the inputs; every other tensor result is a new
+each argument goes, the constant arguments, which tensors it may write). A kernel whose function
+may write one of its arguments (`x[t] = ...`: arg_writes.py reads it from the source) traces as
+`deuteron::call_inplace(key, tensors, written, ints, floats)` instead, only the tensors it may
+write declared mutated (so a graph input it only reads is not copied back into, and
+mode="reduce-overhead" keeps its CUDA graph): torch functionalizes a mutating custom op only when
+it returns nothing, so such a kernel may return its arguments but no new tensors. The real
+implementation calls the kernel as eager code does. The fake one runs the kernel's eager oracle
+`k.ref` on the fake tensors: its results give the shapes, strides and dtypes of the outputs, and
+which results are the input tensors themselves (an in-place kernel returning its argument). Those are handed back as the inputs; every other tensor result is a new
 tensor (a result sharing an input's memory is copied: an op's outputs may not alias its inputs).
 """
 from __future__ import annotations
@@ -23,7 +25,10 @@ import torch
 
 from newt import compile_names
 
-_REGISTRY: dict = {}     # key -> [kernel, layout, kwarg names, results structure or None]
+from .arg_writes import written_tensors
+
+_REGISTRY: dict = {}     # key -> [kernel, layout, kwarg names, results structure or None,
+#                                  indices of the tensors it may write]
 _KEYS: dict = {}
 
 
@@ -34,8 +39,15 @@ def _register(kernel_name: str, layout: tuple, kwarg_names: tuple) -> str:
     if key is None:
         key = f"{kernel_name}/{len(_REGISTRY)}"
         _KEYS[spec] = key
-        _REGISTRY[key] = [kernel_name, layout, kwarg_names, None]
+        writes = written_tensors(compile_names.lookup(kernel_name).fn, layout, kwarg_names)
+        _REGISTRY[key] = [kernel_name, layout, kwarg_names, None, writes]
     return key
+
+
+@torch.compiler.assume_constant_result
+def _writes(key) -> tuple:
+    """Indices of the call's tensors the kernel may write (empty: it writes none)."""
+    return _REGISTRY[key][4]
 
 
 @torch.compiler.assume_constant_result
@@ -45,7 +57,7 @@ def _structure(key) -> tuple:
 
 
 def _arguments(key, tensors, ints, floats):
-    kernel_name, layout, kwarg_names, _ = _REGISTRY[key]
+    kernel_name, layout, kwarg_names = _REGISTRY[key][:3]
     kernel = compile_names.lookup(kernel_name)
     values = []
     for kind, v in layout:
@@ -76,33 +88,6 @@ def _flatten(key, result, tensors):
     return leaves, structure
 
 
-@torch.compiler.assume_constant_result
-def _writes_arguments(kernel_name: str) -> bool:
-    """Whether the kernel's function assigns into one of its parameters (`x[t] = ...`): such a
-    call traces as the mutating op. Read from the source once: dynamo needs the answer before
-    the op is called."""
-    import ast
-    import inspect
-    import textwrap
-    kernel = compile_names.lookup(kernel_name)
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(kernel.fn)))
-    except (OSError, TypeError, SyntaxError):
-        return True    # unknown: the mutating op is the safe one
-    params = set(inspect.signature(kernel.fn).parameters)
-    for node in ast.walk(tree):
-        targets = node.targets if isinstance(node, ast.Assign) else \
-            [node.target] if isinstance(node, ast.AugAssign) else []
-        for t in targets:
-            if not isinstance(t, (ast.Subscript, ast.Attribute)):
-                continue      # `x = ...` rebinds a name, it writes no tensor
-            while isinstance(t, (ast.Subscript, ast.Attribute)):
-                t = t.value
-            if isinstance(t, ast.Name) and t.id in params:
-                return True
-    return False
-
-
 def _run(key, tensors, ints, floats):
     kernel, args, kwargs = _arguments(key, tensors, ints, floats)
     leaves, _ = _flatten(key, kernel(*args, **kwargs), tensors)
@@ -129,19 +114,29 @@ def _call_fake(key, tensors, ints, floats):
     return _fake(key, tensors, ints, floats)
 
 
-@torch.library.custom_op("deuteron::call_inplace", mutates_args=("tensors",))
-def call_inplace_op(key: str, tensors: list[torch.Tensor], ints: list[int],
-                    floats: list[float]) -> None:
+@torch.library.custom_op("deuteron::call_inplace", mutates_args=("written",))
+def call_inplace_op(key: str, tensors: list[torch.Tensor], written: list[torch.Tensor],
+                    ints: list[int], floats: list[float]) -> None:
     """A kernel that stores into its arguments: torch's functionalization takes a mutating op
-    only when it returns nothing, so such a kernel may return its arguments, not new tensors."""
-    if _run(key, tensors, ints, floats):
+    only when it returns nothing, so such a kernel may return its arguments, not new tensors.
+    `tensors` are those it only reads, `written` those it may write."""
+    if _run(key, _merged(key, tensors, written), ints, floats):
         raise TypeError(f"deuteron kernel {_REGISTRY[key][0]}: {_IN_PLACE_RESULTS}")
 
 
 @call_inplace_op.register_fake
-def _call_inplace_fake(key, tensors, ints, floats):
-    if _fake(key, tensors, ints, floats):
+def _call_inplace_fake(key, tensors, written, ints, floats):
+    if _fake(key, _merged(key, tensors, written), ints, floats):
         raise TypeError(f"deuteron kernel {_REGISTRY[key][0]}: {_IN_PLACE_RESULTS}")
+
+
+def _merged(key, read: list, written: list) -> list:
+    """The call's tensors in their first order, from the read and the written lists."""
+    out = [None] * (len(read) + len(written))
+    for j, i in enumerate(_REGISTRY[key][4]):
+        out[i] = written[j]
+    rest = iter(read)
+    return [t if t is not None else next(rest) for t in out]
 
 
 _IN_PLACE_RESULTS = ("inside torch.compile a kernel that stores into its arguments may return "
@@ -185,8 +180,10 @@ def traced_call(kernel, *args, **kwargs):
         values.append(kwargs[n])
     layout, tensors, ints, floats = _split(kernel.__name__, values)
     key = _register(kernel.compile_name, layout, names)
-    if _writes_arguments(kernel.compile_name):
-        torch.ops.deuteron.call_inplace(key, tensors, ints, floats)
+    writes = _writes(key)
+    if writes:
+        torch.ops.deuteron.call_inplace(key, [t for i, t in enumerate(tensors) if i not in writes],
+                                        [tensors[i] for i in writes], ints, floats)
         outs = []
     else:
         outs = torch.ops.deuteron.call(key, tensors, ints, floats)

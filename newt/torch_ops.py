@@ -4,12 +4,16 @@ Sits beside the launch path, never on it. A launch is host code dynamo cannot tr
 data_ptr, struct packing), so compile_hooks.py points dynamo at `traced_getitem` instead of
 JITFunction.__getitem__ (and at `traced_run` instead of JITFunction.run, `traced_wrapper` for
 @autotune / @heuristics kernels). The traced code turns the launch into one call of the custom op
-`newt::launch(key, tensors, ints, floats, grid)`:
+`newt::launch(key, tensors, written, ints, floats, grid)`:
 
     key       a string naming a registry entry made at trace time (`_register`, a constant to
               dynamo): the kernel (by its compile_names name: traced code hands no object to
-              such a function), the parameter layout, the constexprs, num_warps, num_stages
-    tensors   the tensor arguments, each once; declared mutated (a kernel may store into any)
+              such a function), the parameter layout, the constexprs, num_warps, num_stages,
+              and which tensor arguments the kernel writes
+    tensors   the tensor arguments the kernel only reads, each once
+    written   the tensor arguments it may write (stores, atomics), each once; only these are
+              declared mutated. The kernel's IR, built at trace time, says which
+              (launch_writes.py); where it cannot be built, every tensor counts as written.
     ints      int and bool arguments (SymInts under dynamic shapes)
     floats    float arguments
     grid      the grid, evaluated at trace time (a grid callable sees the same meta dict as in
@@ -19,7 +23,17 @@ JITFunction.__getitem__ (and at `traced_run` instead of JITFunction.run, `traced
 Its real implementation launches through the ordinary path (`kernel[grid](**arguments)`), so
 the compiled graph, inductor's generated code and CUDA-graph replays (mode="reduce-overhead")
 all launch exactly as eager code does. Its fake implementation does nothing: a launch returns
-nothing and writes in place. This module imports torch._dynamo: it is loaded only while dynamo
+nothing and writes in place.
+
+Why the split: torch functionalizes a mutating op, and a graph input it mutates is copied back
+into after the graph; inductor then runs that graph without CUDA graphs ("skipping cudagraphs
+due to mutated inputs"). Declared precisely, a launch that reads the graph's inputs and writes
+tensors allocated inside the compiled function mutates no input, and reduce-overhead keeps its
+CUDA graph; a launch that does write an input is treated as torch treats any custom op that
+mutates its input. A tensor the kernel only reads that shares memory with one it writes (two
+views of one buffer) stays on the read side: where inductor must write a copy (the old contents
+are still needed later), the kernel reads the old contents through that view, as if all its
+reads came before its writes. This module imports torch._dynamo: it is loaded only while dynamo
 traces, never by a plain launch.
 """
 from __future__ import annotations
@@ -28,26 +42,36 @@ import torch
 
 from . import compile_names, dtypes
 from .errors import LaunchError
+from .launch_writes import written_tensors
 
-_REGISTRY: dict = {}    # key -> (launchable, layout, constexprs, num_warps, num_stages, grid)
+_REGISTRY: dict = {}    # key -> (launchable, layout, constexprs, num_warps, num_stages, grid,
+#                           indices of the tensors it writes)
 _KEYS: dict = {}        # (id of the launchable, spec) -> key
 
 
 @torch.compiler.assume_constant_result
 def _register(obj_name: str, layout: tuple, names: tuple, num_warps, num_stages, grid,
-              *values) -> str:
+              tensor_dtypes: tuple, *values) -> str:
     """The registry key of one launch spelling; runs for real at trace time (dynamo records the
     returned string as a constant), so the graph holds only the string. The constexprs come as
     `names` and separate `values`: dynamo hands an object (an nl dtype) over as itself only
     when it is an argument of its own, not inside a tuple."""
     constexprs = tuple(zip(names, (_decoded(v) for v in values)))
-    spec = (obj_name, layout, constexprs, num_warps, num_stages, grid)
+    spec = (obj_name, layout, constexprs, num_warps, num_stages, grid, tensor_dtypes)
     key = _KEYS.get(spec)
     if key is None:
         key = f"{obj_name}/{len(_REGISTRY)}"
         _KEYS[spec] = key
-        _REGISTRY[key] = (obj_name, layout, constexprs, num_warps, num_stages, grid)
+        written = written_tensors(compile_names.lookup(obj_name), layout, dict(constexprs),
+                                  tensor_dtypes)
+        _REGISTRY[key] = (obj_name, layout, constexprs, num_warps, num_stages, grid, written)
     return key
+
+
+@torch.compiler.assume_constant_result
+def _written_of(key: str) -> tuple:
+    """Indices (into the launch's tensors) of the tensors the kernel may write."""
+    return _REGISTRY[key][6]
 
 
 _DTYPE = "newt.dtype"     # an nl dtype constexpr crosses into _register as (_DTYPE, its name)
@@ -77,11 +101,12 @@ def _signature_of(jf_name: str) -> tuple:
             tuple(n for n, p in params.items() if p.default is not p.empty))
 
 
-@torch.library.custom_op("newt::launch", mutates_args=("tensors",))
-def launch_op(key: str, tensors: list[torch.Tensor], ints: list[int], floats: list[float],
-              grid: list[int]) -> None:
-    obj_name, layout, constexprs, num_warps, num_stages, fixed_grid = _REGISTRY[key]
+@torch.library.custom_op("newt::launch", mutates_args=("written",))
+def launch_op(key: str, tensors: list[torch.Tensor], written: list[torch.Tensor],
+              ints: list[int], floats: list[float], grid: list[int]) -> None:
+    obj_name, layout, constexprs, num_warps, num_stages, fixed_grid, writes = _REGISTRY[key]
     obj = compile_names.lookup(obj_name)
+    tensors = _merged(tensors, written, writes)
     arguments = dict(constexprs)
     for name, kind, i in layout:
         if kind == "t":
@@ -102,8 +127,24 @@ def launch_op(key: str, tensors: list[torch.Tensor], ints: list[int], floats: li
 
 
 @launch_op.register_fake
-def _launch_fake(key, tensors, ints, floats, grid):
+def _launch_fake(key, tensors, written, ints, floats, grid):
     return None
+
+
+def _merged(read: list, written: list, writes: tuple) -> list:
+    """The launch's tensors in their first order, from the read and the written lists."""
+    out = [None] * (len(read) + len(written))
+    for j, i in enumerate(writes):
+        out[i] = written[j]
+    rest = iter(read)
+    return [t if t is not None else next(rest) for t in out]
+
+
+def _launched(key: str, tensors: list, ints: list, floats: list, grid: list):
+    """The one newt::launch call of a traced launch: its tensors cut into read and written."""
+    writes = _written_of(key)
+    torch.ops.newt.launch(key, [t for i, t in enumerate(tensors) if i not in writes],
+                          [tensors[i] for i in writes], ints, floats, grid)
 
 
 def _split(name: str, values: dict, names, constexpr_names, obj):
@@ -182,9 +223,9 @@ def compiled_launch(jf, grid, args, kwargs):
     layout, tensors, ints, floats, constexprs = _split(jf.__name__, values, names,
                                                       constexpr_names, jf)
     key = _register(jf.compile_name, layout, tuple(n for n, _ in constexprs), num_warps,
-                    num_stages, None,
+                    num_stages, None, tuple(t.dtype for t in tensors),
                     *[v for _, v in constexprs])
-    torch.ops.newt.launch(key, tensors, ints, floats, _grid_list(grid))
+    _launched(key, tensors, ints, floats, _grid_list(grid))
 
 
 def traced_getitem(jf, grid):
@@ -212,8 +253,9 @@ def wrapper_launch(wrapper, grid, args, kwargs):
                                                       constexpr_names, wrapper)
     fixed = grid if callable(grid) else None
     key = _register(wrapper.compile_name, layout, tuple(n for n, _ in constexprs), num_warps,
-                    num_stages, fixed, *[v for _, v in constexprs])
-    torch.ops.newt.launch(key, tensors, ints, floats, [] if callable(grid) else _grid_list(grid))
+                    num_stages, fixed, tuple(t.dtype for t in tensors),
+                    *[v for _, v in constexprs])
+    _launched(key, tensors, ints, floats, [] if callable(grid) else _grid_list(grid))
 
 
 def _bind_partial(jf, args, kwargs):
