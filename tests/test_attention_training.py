@@ -127,7 +127,8 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
     """The walks copy their tiles through a ring (passes/tc/dot_loads.py, the walk form): the
     four tiles of a key block's walk (Q^T, Q, dO, dO^T) and the three of a query block's (K^T,
     K, V^T), iteration i + 1's issued by the first dot of iteration i, one barrier per
-    iteration; on sm_90a the tiles come as TMA boxes. On mma.sync a walk whose accumulators
+    iteration; on sm_90a the tiles come as TMA boxes, and the row loads are issued before the
+    first dot. On mma.sync a walk whose accumulators
     take 64+ registers per thread (dK and dV at D = 64; every walk at D = 128) keeps its copies
     in place, and the IR says why."""
     import re
@@ -143,6 +144,9 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
         (2 - len(want)) * n
     if arch == "sm_90a":
         assert k.ir.count("tma=[box") == len(walks)
+    # the key block's walk reads the query rows' logsumexp and delta after its first and third
+    # dots: both loads are issued before the first (passes/tc/walk_loads.py)
+    assert k.ir.count("early='before the first ring dot'") == 2 * n * ringed["m"]
     loops = re.findall(r"for \(i32 (start_([mn])_\d+)", k.source)
     assert len(loops) == 2 * n
     for iv, axis in loops:
