@@ -124,11 +124,11 @@ def _walk_body(src, iv):
 
 
 def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
-    """The walks copy their tiles through a ring (passes/tc/dot_loads.py, the walk form): the
-    four tiles of a key block's walk (Q^T, Q, dO, dO^T) and the three of a query block's (K^T,
-    K, V^T), iteration i + 1's issued by the first dot of iteration i, one barrier per
-    iteration; on sm_90a the tiles come as TMA boxes, and the row loads are issued before the
-    first dot. On mma.sync a walk whose accumulators
+    """The walks copy their tiles through a ring (passes/tc/walk_ring.py): the four tiles of
+    a key block's walk (Q^T, Q, dO, dO^T: two blocks, each copied once) and the three of a
+    query block's (K^T, K, V^T: two blocks), iteration i + 1's issued by the first dot of
+    iteration i, one barrier per iteration; on sm_90a the tiles come as TMA boxes, and the
+    row loads are issued before the first dot. On mma.sync a walk whose accumulators
     take 64+ registers per thread (dK and dV at D = 64; every walk at D = 128) keeps its copies
     in place, and the IR says why."""
     import re
@@ -142,8 +142,11 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
     assert k.ir.count("ring_ready") == (3 * ringed["m"] + 2 * ringed["n"]) * n
     assert k.ir.count("accumulator registers per thread on mma.sync") == \
         (2 - len(want)) * n
+    # one copy of each block a walk reads in both orders (Q and dO; K): the dot of its
+    # transpose reads the same tile (passes/tc/walk_ring.py, _share_transposed)
+    assert k.ir.count("b_tile_of=ref") == (2 * ringed["m"] + ringed["n"]) * n
     if arch == "sm_90a":
-        assert k.ir.count("tma=[box") == len(walks)
+        assert len(re.findall(r"tma=\[box\([^]]*\), box\([^]]*\)\]", k.ir)) == len(walks)
     # the key block's walk reads the query rows' logsumexp and delta after its first and third
     # dots: both loads are issued before the first (passes/tc/walk_loads.py)
     assert k.ir.count("early='before the first ring dot'") == 2 * n * ringed["m"]

@@ -77,7 +77,7 @@ def op_inside(op, block) -> bool:
     return False
 
 
-def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
+def leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
     """Every scalar the index math of `v` reads is the loop's induction variable, defined
     outside the loop body, or computed in the body from such scalars only (`base + pid *
     stride` written inside the loop, as deuteron does): those ops are collected in `hoist`, to
@@ -96,24 +96,24 @@ def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
             return True
         if hoist is None or op.parent is not body or op.opcode not in _PURE_SCALAR:
             return False
-        if not all(_leaves_outside(o, body, None, seen, hoist) for o in op.operands):
+        if not all(leaves_outside(o, body, None, seen, hoist) for o in op.operands):
             return False
         hoist.append(op)
         return True
-    return all(_leaves_outside(o, body, iv, seen, hoist) for o in op.operands)
+    return all(leaves_outside(o, body, iv, seen, hoist) for o in op.operands)
 
 
 _PURE_SCALAR = ("binary", "addptr", "cast", "constant")
 
 
-def _hoist_before(ops, loop):
-    """Move loop-invariant scalar ops (collected by _leaves_outside, operands first) from the
+def hoist_before(ops, loop):
+    """Move loop-invariant scalar ops (collected by leaves_outside, operands first) from the
     loop body to just before the loop, in body order."""
     body = loop.regions[0]
     ops = sorted(set(ops), key=body.ops.index)
     for op in ops:
         body.ops.remove(op)
-        _insert(op, loop, 0)
+        insert_by(op, loop, 0)
 
 
 def plan_prefetch(fn, options):
@@ -180,21 +180,22 @@ def plan_prefetch(fn, options):
         body = loop.regions[0]
         iv = body.args[0]
         loads = [op for op in body.ops if op.opcode == "dot_tile_load"]
-        if len(loads) < 2:
-            continue
+        if len(loads) != 2:
+            continue        # (a walk of more: passes/tc/walk_ring.py)
         dots = [ld.attrs["tile"].dot for ld in loads]
+        if dots[0] is dots[1] or any(d.parent is not body for d in dots):
+            continue
+        if loads[1].attrs["tile"].role != "b":
+            continue
         idx = body.ops.index
-        if len(loads) != 2 or dots[0] is dots[1] or any(d.parent is not body for d in dots) \
-                or loads[1].attrs["tile"].role != "b" \
-                or not idx(loads[0]) < idx(dots[0]) < idx(loads[1]) < idx(dots[1]):
-            _walk_ring(loop, loads, options)
+        if not idx(loads[0]) < idx(dots[0]) < idx(loads[1]) < idx(dots[1]):
             continue
         addr = [ld.operands[0] for ld in loads] + \
             [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
         hoist = []
-        if not all(_leaves_outside(v, body, iv, hoist=hoist) for v in addr):
+        if not all(leaves_outside(v, body, iv, hoist=hoist) for v in addr):
             continue
-        _hoist_before(hoist, loop)
+        hoist_before(hoist, loop)
         R = max(2, loop.attrs.get("num_stages") or options.num_stages)
         uses = fn.uses()
         carried = _carried_result(dots, body, uses)
@@ -212,7 +213,7 @@ def plan_prefetch(fn, options):
             ahead = R - 1
         pre = Op("dot_tile_prefetch", [], [], {"loads": IrRef(loads), "loop": IrRef(loop),
                                                "ahead": ahead}, (), loop.loc)
-        _insert(pre, loop, 0)
+        insert_by(pre, loop, 0)
         for ld in loads:
             ld.attrs["prefetch"] = "ahead"
             sl = iv_slope(ld.operands[0], iv, body)
@@ -228,7 +229,7 @@ def plan_prefetch(fn, options):
             d.attrs["live"] = IrRef((pre, loop))
         if defer:
             dots[1].attrs["wg_defer"] = IrRef(carried)
-            _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
+            insert_by(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
         if rotate:
             uses = fn.uses()
             dots[0].attrs["rotate"] = True
@@ -238,63 +239,6 @@ def plan_prefetch(fn, options):
             w = Op("dot_async_wait", [], [], {"next": IrRef(loop)}, (), loop.loc)
             w.parent = body
             body.ops.insert(first, w)
-
-
-def _walk_ring(loop, loads, options):
-    """The walk form of the ring: N >= 2 B tiles, one per dot, read by the dots of one
-    iteration in any order (attention's backward walks: Q^T, Q, dO, dO^T against a key block's
-    four dots; K^T, K, V^T against a query block's three). Issued like the pair form without
-    wgmma deferral: the body's first ring dot waits for every tile of this iteration
-    (cp.async.wait_group ahead - 1), crosses the iteration's one barrier and issues the copies
-    of iteration i + ahead, ahead = R - 1, into the buffers of iteration i - 1, which every
-    warp finished reading (each dot waited for its mma) before that barrier; the other dots
-    find their tiles landed. Without it every tile is copied where it is read, each copy's
-    latency exposed behind a wait and two barriers (Triton pipelines these loads too). Each
-    dot's A must be a staged tile or registers: the later dots have no barrier of their own
-    to cover an A staged in the loop."""
-    body = loop.regions[0]
-    iv = body.args[0]
-    dots = [ld.attrs["tile"].dot for ld in loads]
-    if len({id(d) for d in dots}) != len(dots) or any(
-            d.parent is not body or ld.attrs["tile"].role != "b"
-            or d.attrs.get("a_src") not in ("staged", "regs") for ld, d in zip(loads, dots)):
-        return
-    addr = [ld.operands[0] for ld in loads] + \
-        [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
-    hoist = []
-    if not all(_leaves_outside(v, body, iv, hoist=hoist) for v in addr):
-        return
-    from ...ir.layouts import AccLayout
-    from ...ir.schedule import uses_wgmma
-    acc = sum(a.attrs["layout"].nslots for a in body.args[1:]
-              if isinstance(a.attrs.get("layout"), AccLayout))
-    if acc >= 64 and not all(uses_wgmma(options.arch, options.num_threads, d.attrs[
-            "dot_plan"], d.attrs.get("a_src")) for d in dots):
-        # mma.sync's fragments and the copies' addresses on top of 64 accumulator registers
-        # per thread spill (attention's backward at D = 128 on sm_80, either walk)
-        dots[0].attrs["walk_why"] = f"{acc} accumulator registers per thread on mma.sync"
-        return
-    _hoist_before(hoist, loop)
-    R = max(2, loop.attrs.get("num_stages") or options.num_stages)
-    # in the order their dots run: the first load's dot is the one that waits (ring_tma.py
-    # and codegen read it from there)
-    loads = sorted(loads, key=lambda ld: body.ops.index(ld.attrs["tile"].dot))
-    dots = [ld.attrs["tile"].dot for ld in loads]
-    pre = Op("dot_tile_prefetch", [], [], {"loads": IrRef(loads), "loop": IrRef(loop),
-                                           "ahead": R - 1, "walk": len(loads)}, (), loop.loc)
-    _insert(pre, loop, 0)
-    for ld in loads:
-        ld.attrs["prefetch"] = "ahead"
-        sl = iv_slope(ld.operands[0], iv, body)
-        if sl:
-            ld.attrs["iv_slope"] = IrRef(sl)
-    dots[0].attrs["cp_wait"] = R - 2
-    dots[0].attrs["ring_issue"] = IrRef(loads)
-    for d in dots:
-        d.attrs["tile_ring"] = R
-        d.attrs["live"] = IrRef((pre, loop))
-        if d is not dots[0]:
-            d.attrs["ring_ready"] = True
 
 
 def _rotatable(dot, body, uses, options):
@@ -391,7 +335,7 @@ def _carried_result(dots, body, uses):
     return carried
 
 
-def _insert(op, loop, after):
+def insert_by(op, loop, after):
     """Put `op` just before (after=0) or just after (after=1) `loop` in its block."""
     op.parent = loop.parent
     ops = loop.parent.ops
