@@ -147,6 +147,10 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
     assert k.ir.count("b_tile_of=ref") == (2 * ringed["m"] + ringed["n"]) * n
     if arch == "sm_90a":
         assert len(re.findall(r"tma=\[box\([^]]*\), box\([^]]*\)\]", k.ir)) == len(walks)
+    # dV += P^T dO left in flight until dO V^T's wait, right behind it (walk_ring.py); ptxas
+    # keeps every wgmma asynchronous
+    assert k.ir.count("wg_defer=ref") == (n * ringed["m"] if arch == "sm_90a" else 0)
+    assert not re.search(r"\(C75\d\d\)", k.log), k.log
     # the key block's walk reads the query rows' logsumexp and delta after its first and third
     # dots: both loads are issued before the first (passes/tc/walk_loads.py)
     assert k.ir.count("early='before the first ring dot'") == 2 * n * ringed["m"]

@@ -88,6 +88,32 @@ def _walk_ring(loop, loads, options):
         d.attrs["live"] = IrRef((pre, loop))
         if d is not dots[0]:
             d.attrs["ring_ready"] = True
+    _defer_waits(body, options)
+
+
+def _defer_waits(body, options):
+    """A wgmma dot whose result only becomes the carried accumulator it adds to (attention's
+    dV += P^T dO) is left in flight, accumulating in place (attrs "wg_defer", as the pair
+    form's second dot): the next wgmma dot of the body, issued right behind it, waits for
+    both (wgmma groups complete in order), so the two run back to back instead of each
+    waiting out its own latency. Not across the back edge: the next iteration's copies reuse
+    this one's buffers once the barrier is crossed, which needs every mma on them done."""
+    uses = body.uses()
+    wg = [op for op in body.ops if op.opcode == "dot" and op.attrs.get("dot_plan") is not None
+          and op.attrs["dot_plan"].engine == "mma"]
+    if not all(uses_wgmma(options.arch, options.num_threads, d.attrs["dot_plan"],
+                          d.attrs.get("a_src")) for d in wg):
+        return
+    y = body.ops[-1]
+    for x in wg[:-1]:
+        r = x.result
+        if y.opcode != "yield" or uses.get(r.id) != [y] or sum(o is r for o in y.operands) != 1:
+            continue
+        carried = body.args[1 + [o is r for o in y.operands].index(True)]
+        if carried.attrs.get("layout") != r.attrs.get("layout") or \
+                uses.get(carried.id) != [x] or x.operands[2] is not carried:
+            continue
+        x.attrs["wg_defer"] = IrRef(carried)
 
 
 def _share_transposed(loads):
