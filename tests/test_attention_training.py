@@ -147,9 +147,12 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
     assert k.ir.count("b_tile_of=ref") == (2 * ringed["m"] + ringed["n"]) * n
     if arch == "sm_90a":
         assert len(re.findall(r"tma=\[box\([^]]*\), box\([^]]*\)\]", k.ir)) == len(walks)
-    # dV += P^T dO left in flight until dO V^T's wait, right behind it (walk_ring.py); ptxas
-    # keeps every wgmma asynchronous
+    # dV += P^T dO left in flight until dS^T Q's wait (walk_ring.py); ptxas keeps every wgmma
+    # asynchronous
     assert k.ir.count("wg_defer=ref") == (n * ringed["m"] if arch == "sm_90a" else 0)
+    # each walk's dO V^T issued right behind Q K^T, one wait for both (walk_ring.py)
+    wg = 2 * n if arch == "sm_90a" else 0
+    assert k.ir.count("wg_wait_at=ref") == k.ir.count("zero_acc") == wg
     assert not re.search(r"\(C75\d\d\)", k.log), k.log
     # the key block's walk reads the query rows' logsumexp and delta after its first and third
     # dots: both loads are issued before the first (passes/tc/walk_loads.py)
@@ -161,6 +164,8 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
             body = _walk_body(k.source, iv)
             assert body.count("__syncthreads()") == 1, (iv, body.count("__syncthreads()"))
             assert body.count("newt_mbar_wait" if arch == "sm_90a" else "cp_async_wait") == 1
+        if arch == "sm_90a":    # Q K^T and dO V^T; then dV and dK, or dQ
+            assert body.count("newt_wgmma_wait<0>()") == 2
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

@@ -26,7 +26,7 @@ from ...ir.pointers import b_tile_kmajor, int_constant
 from ...ir.schedule import TileRef
 
 
-def _zero(v) -> bool:
+def is_zero(v) -> bool:
     op = v.owner
     while isinstance(op, Op) and op.opcode in ("splat", "broadcast", "cast", "convert_layout"):
         op = op.operands[0].owner
@@ -51,7 +51,7 @@ def plan_tile_loads(fn, options):
                 continue
             ptr = ld.operands[0]
             mask = ld.operands[1] if ld.attrs.get("has_mask") else None
-            if ld.attrs.get("has_other") and not _zero(ld.operands[-1]):
+            if ld.attrs.get("has_other") and not is_zero(ld.operands[-1]):
                 continue
             if not ptr.attrs.get("icomp") or (mask is not None and not mask.attrs.get("icomp")):
                 continue
@@ -246,7 +246,7 @@ def _rotatable(dot, body, uses, options):
     staged before the loop, a zero accumulator, its result read only inside the body."""
     from ...ir.schedule import uses_wgmma
     return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
-        and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
+        and dot.attrs.get("a_src") == "staged" and is_zero(dot.operands[2]) \
         and all(op_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
 
 

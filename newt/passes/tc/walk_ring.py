@@ -22,7 +22,7 @@ from __future__ import annotations
 from ...ir.core import Op
 from ...ir.layouts import AccLayout
 from ...ir.schedule import uses_wgmma
-from .dot_loads import IrRef, hoist_before, insert_by, iv_slope, leaves_outside
+from .dot_loads import IrRef, hoist_before, insert_by, is_zero, iv_slope, leaves_outside
 
 
 def plan_walk_rings(fn, options):
@@ -88,10 +88,85 @@ def _walk_ring(loop, loads, options):
         d.attrs["live"] = IrRef((pre, loop))
         if d is not dots[0]:
             d.attrs["ring_ready"] = True
-    _defer_waits(body, options)
+    if all(uses_wgmma(options.arch, options.num_threads, d.attrs["dot_plan"],
+                      d.attrs.get("a_src")) for d in dots):
+        _pair_independent(body)
+        _defer_waits(body)
 
 
-def _defer_waits(body, options):
+_MOVABLE = ("splat", "broadcast", "reshape", "constant", "convert_layout", "dot_tile_load",
+            "binary", "unary", "cast", "select", "addptr", "arange")
+
+
+def _pair_independent(body):
+    """A wgmma dot X and the first later dot Y that does not read X's result, directly or
+    through the body's ops (attention's Q K^T and dO V^T in either walk): Y, with the ops
+    between them that only it needs (its zero accumulator, its ring tile's load, which
+    copies nothing here), moves up right behind X, and X is left in flight (attrs
+    "wg_wait_at"): Y's wait retires both, one mma latency per iteration instead of two. Y
+    then pins X's registers (attrs "retires") so that nothing reads them before that wait.
+    Only ops that compute nothing (constants, splats, layout moves in registers, ring loads)
+    move; Y itself reads no value made between X and Y otherwise."""
+    dots = [op for op in body.ops if op.opcode == "dot"]
+    taken = set()
+    for x in dots:
+        if id(x) in taken:
+            continue
+        i = body.ops.index(x)
+        for y in [d for d in dots if body.ops.index(d) > i and id(d) not in taken]:
+            need, ok = _closure(body, x, y)
+            if ok:
+                _place_after(body, x, sorted(need, key=body.ops.index) + [y])
+                x.attrs["wg_wait_at"] = IrRef(y)
+                y.attrs["retires"] = IrRef([x])
+                if is_zero(y.operands[2]) and y.attrs.get("a_src") != "regs":
+                    # its first k-step overwrites the accumulator: no zero fill, which would
+                    # be a register write while x's wgmma runs (ptxas then waits for x)
+                    y.attrs["zero_acc"] = True
+                taken.update((id(x), id(y)))
+                break
+
+
+def _closure(body, x, y):
+    """(the ops after dot x that dot y reads, transitively; whether none is x and all can move
+    up to just after x: elementwise index math and register values, ring loads)."""
+    need, seen, ok = [], set(), True
+    i = body.ops.index(x)
+
+    def visit(v):
+        nonlocal ok
+        op = v.owner
+        if not ok or not isinstance(op, Op) or op.parent is not body or id(op) in seen:
+            return
+        seen.add(id(op))
+        if op is x:
+            ok = False
+            return
+        if body.ops.index(op) < i:
+            return
+        if op.opcode not in _MOVABLE or (op.opcode == "convert_layout" and op.attrs.get(
+                "movement") not in ("none", "recompute")) or (
+                op.opcode == "dot_tile_load" and op.attrs.get("prefetch") != "ahead"):
+            ok = False
+            return
+        for o in op.operands:
+            visit(o)
+        need.append(op)
+
+    for o in y.operands:
+        visit(o)
+    return need, ok
+
+
+def _place_after(body, x, ops):
+    """Put `ops` (in this order) right after x."""
+    moved = {id(op) for op in ops}
+    body.ops[:] = [op for op in body.ops if id(op) not in moved]
+    at = body.ops.index(x) + 1
+    body.ops[at:at] = ops
+
+
+def _defer_waits(body):
     """A wgmma dot whose result only becomes the carried accumulator it adds to (attention's
     dV += P^T dO) is left in flight, accumulating in place (attrs "wg_defer", as the pair
     form's second dot): the next wgmma dot of the body, issued right behind it, waits for
@@ -99,13 +174,11 @@ def _defer_waits(body, options):
     waiting out its own latency. Not across the back edge: the next iteration's copies reuse
     this one's buffers once the barrier is crossed, which needs every mma on them done."""
     uses = body.uses()
-    wg = [op for op in body.ops if op.opcode == "dot" and op.attrs.get("dot_plan") is not None
-          and op.attrs["dot_plan"].engine == "mma"]
-    if not all(uses_wgmma(options.arch, options.num_threads, d.attrs["dot_plan"],
-                          d.attrs.get("a_src")) for d in wg):
-        return
+    wg = [op for op in body.ops if op.opcode == "dot"]
     y = body.ops[-1]
     for x in wg[:-1]:
+        if x.attrs.get("wg_wait_at") is not None or x.attrs.get("retires") is not None:
+            continue
         r = x.result
         if y.opcode != "yield" or uses.get(r.id) != [y] or sum(o is r for o in y.operands) != 1:
             continue
