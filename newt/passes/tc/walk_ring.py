@@ -108,6 +108,8 @@ def _pair_independent(body):
     Only ops that compute nothing (constants, splats, layout moves in registers, ring loads)
     move; Y itself reads no value made between X and Y otherwise."""
     dots = [op for op in body.ops if op.opcode == "dot"]
+    if not all(d.attrs.get("tile_ring") for d in dots):
+        return          # (a dot of its own may stage tiles and cross barriers: stay in order)
     taken = set()
     for x in dots:
         if id(x) in taken:
