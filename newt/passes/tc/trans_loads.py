@@ -112,7 +112,7 @@ def load_transposed_operands(fn, options=None):
             blk.ops.insert(blk.ops.index(ld), new)
             if not shared:
                 blk.ops.remove(ld)
-            else:       # (a ring may copy the block once for both: dot_loads.py, walk form)
+            else:       # (a walk ring may copy the block once for both: walk_ring.py)
                 new.attrs["transposed_from"] = IrRef(ld)
             tr.parent.ops.remove(tr)
             dot.operands[i] = new.result

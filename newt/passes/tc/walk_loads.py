@@ -1,8 +1,8 @@
 """Early row loads: in a loop whose tiles come through a walk ring, the plain loads the body
 issues after its first dot move up to just before that dot.
 
-Where it sits: the `walk_loads` entry of PASSES, right after `prefetch` (passes/tc/dot_loads.py,
-the walk form: attrs "walk" on the dot_tile_prefetch op). Consumes a `for` body with a walk
+Where it sits: the `walk_loads` entry of PASSES, right after `walk_ring` (passes/tc/walk_ring.py:
+attrs "walk" on the dot_tile_prefetch op). Consumes a `for` body with a walk
 ring; moves each `load` that follows the ring's first dot, together with the body ops after
 that dot it reads (index math: its pointer, mask and other), to just before the dot. Marks the
 load attrs["early"] (printed).

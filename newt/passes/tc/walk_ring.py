@@ -10,7 +10,10 @@ and mask computable for any iteration (dot_loads.leaves_outside); records the sa
 pair form (a dot_tile_prefetch op with attrs "walk" = the number of tiles, "tile_ring",
 "cp_wait", "ring_issue", "ring_ready", "live"), so codegen (codegen/tc/dot_loads.py, dot.py)
 and the TMA pass (ring_tma.py) serve both forms alike. A loop it leaves alone says why on its
-first dot (attrs "walk_why").
+first dot (attrs "walk_why"). On sm_90a it also orders the walk's wgmma waits: a dot whose
+result only accumulates into its carried value is left in flight (attrs "wg_defer"), and a dot
+is issued right behind the first earlier one it does not depend on, one wait retiring both
+("wg_wait_at", "retires", "zero_acc").
 
 Attention's backward: a key block's walk over query blocks reads Q^T, Q, dO and dO^T in four
 dots, a query block's walk over key blocks K^T, K and V^T in three. Copied where each dot
