@@ -29,8 +29,12 @@ Q K^T and dO V^T (2 of the 5 backward matmuls again, FLOP-wise ~40% more work) b
 every output written once, by one program, deterministically, and every dot a plain
 register-accumulated one, which the compiler keeps spill-free at these tile sizes.
 
-Not yet: the walks' tile copies are not issued ahead of their dots (the forward's K / V ring,
-passes/tc/dot_loads.py's prefetch, covers two tiles feeding two dots; a walk reads four).
+Each walk copies its tiles through a ring (passes/tc/walk_ring.py): the block a walk reads
+in both orders (Q and Q^T, dO and dO^T; K and K^T) is copied once, one or more iterations
+ahead (TMA boxes on sm_90a), with one barrier per iteration; on sm_90a the walk's first two
+dots (Q K^T and dO V^T) are issued back to back with one wait, and the logsumexp and delta rows
+are loaded before them (passes/tc/walk_loads.py). On sm_80 a walk whose accumulators take 64+
+registers per thread copies its tiles where they are read (the ring's addresses spilled).
 
 Masks: a query row past N loads M = +inf, so its P column is exp2(-inf) = 0; a key row past N
 loads K = V = 0, so it adds nothing to dQ; the stores are masked.

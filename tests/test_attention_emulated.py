@@ -365,10 +365,34 @@ def test_attention_backward_sm90a_emulated(emu90):
     _emulate_backward(emu90, 1, 1, 45, 32, True, BWD4, dt=torch.bfloat16, seed=1)
 
 
-@pytest.mark.parametrize("arch,D", [("sm_80", 128), ("sm_90a", 64), ("sm_90a", 128)])
+@pytest.mark.parametrize("arch,D", [("sm_80", 64), ("sm_80", 128), ("sm_90a", 64),
+                                    ("sm_90a", 128)])
 def test_attention_backward_gpu_config_emulated(monkeypatch, arch, D):
     """The example's GPU configuration (two warpgroups, 128 keys and queries per program; at
-    D = 128 the mma.sync k-steps rolled), N = 130: a second, partial block; causal."""
+    D = 128 the mma.sync k-steps rolled; its 2 stages: the walks' tile rings of 2 buffers, TMA
+    boxes on sm_90a, cp.async on sm_80 at D = 64), N = 130: a second, partial block; causal."""
     import test_dot_emulated as T
     E = T._emulator(monkeypatch, arch)
-    _emulate_backward(E, 1, 1, 130, D, True, ex08.bwd_config_for(D), seed=2)
+    cfg = ex08.bwd_config_for(D)
+    T._STAGES[0] = cfg["num_stages"]
+    _emulate_backward(E, 1, 1, 130, D, True, cfg, seed=2)
+    from newt.ir.printer import format_function
+    walks = format_function(E.build.last_fn).count("walk=")
+    assert walks == {("sm_80", 64): 2, ("sm_80", 128): 0}.get((arch, D), 4), walks
+
+
+def test_attention_backward_sm90a_cp_async_ring_emulated(monkeypatch):
+    """The walks' rings on cp.async with wgmma (passes/tc/ring_tma.py skipped, as for a layout
+    TMA cannot read): each thread's copies of the next iteration, cp.async.wait_group and the
+    proxy fence before the iteration's barrier; the GPU configuration at D = 64, 2 stages."""
+    import test_dot_emulated as T
+
+    import newt.passes as P
+    monkeypatch.setattr(P, "PASSES", tuple((n, (lambda fn, options: None) if n == "ring_tma"
+                                            else p) for n, p in P.PASSES))
+    E = T._emulator(monkeypatch, "sm_90a")
+    cfg = ex08.bwd_config_for(64)
+    T._STAGES[0] = cfg["num_stages"]
+    _emulate_backward(E, 1, 1, 130, 64, True, cfg, seed=3)
+    assert "newt_cp_async_wait<0>" in E.build.last_source
+    assert "newt_tma_load" not in E.build.last_source

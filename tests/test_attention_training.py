@@ -109,6 +109,63 @@ def test_backward_compiles_without_spills(arch, D, causal):
     assert ("ksteps_rolled" in k.ir) == (D == 128)
     if arch == "sm_80" and D == 128:
         assert "#pragma unroll 1" in k.source
+    _check_walk_rings(k, arch, causal, cfg["num_stages"], arch == "sm_80", D)
+
+
+def _walk_body(src, iv):
+    """The C text of the `for` loop over induction variable `iv` (its first occurrence)."""
+    start = src.index(f"for (i32 {iv}")
+    depth, i = 0, src.index("{", start)
+    while True:
+        depth += {"{": 1, "}": -1}.get(src[i], 0)
+        if depth == 0:
+            return src[start:i]
+        i += 1
+
+
+def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
+    """The walks copy their tiles through a ring (passes/tc/walk_ring.py): the four tiles of
+    a key block's walk (Q^T, Q, dO, dO^T: two blocks, each copied once) and the three of a
+    query block's (K^T, K, V^T: two blocks), iteration i + 1's issued by the first dot of
+    iteration i, one barrier per iteration; on sm_90a the tiles come as TMA boxes, and the
+    row loads are issued before the first dot. On mma.sync a walk whose accumulators
+    take 64+ registers per thread (dK and dV at D = 64; every walk at D = 128) keeps its copies
+    in place, and the IR says why."""
+    import re
+    n = 2 if causal else 1
+    ringed = {"m": not mma_sync, "n": not mma_sync or D == 64}   # key / query block walks
+    walks = re.findall(r"dot_tile_prefetch \{[^\n]*walk=(\d)", k.ir)
+    want = ["4"] * ringed["m"] + ["3"] * ringed["n"]
+    assert sorted(walks) == sorted(want * n), walks
+    assert k.ir.count(f"tile_ring={stages}") == (4 * ringed["m"] + 3 * ringed["n"]) * n
+    # the first dot of each walk waits and issues; the others read landed tiles
+    assert k.ir.count("ring_ready") == (3 * ringed["m"] + 2 * ringed["n"]) * n
+    assert k.ir.count("accumulator registers per thread on mma.sync") == \
+        (2 - len(want)) * n
+    # one copy of each block a walk reads in both orders (Q and dO; K): the dot of its
+    # transpose reads the same tile (passes/tc/walk_ring.py, _share_transposed)
+    assert k.ir.count("b_tile_of=ref") == (2 * ringed["m"] + ringed["n"]) * n
+    if arch == "sm_90a":
+        assert len(re.findall(r"tma=\[box\([^]]*\), box\([^]]*\)\]", k.ir)) == len(walks)
+    # dV += P^T dO left in flight until dS^T Q's wait (walk_ring.py); ptxas keeps every wgmma
+    # asynchronous
+    assert k.ir.count("wg_defer=ref") == (n * ringed["m"] if arch == "sm_90a" else 0)
+    # each walk's dO V^T issued right behind Q K^T, one wait for both (walk_ring.py)
+    wg = 2 * n if arch == "sm_90a" else 0
+    assert k.ir.count("wg_wait_at=ref") == k.ir.count("zero_acc") == wg
+    assert not re.search(r"\(C75\d\d\)", k.log), k.log
+    # the key block's walk reads the query rows' logsumexp and delta after its first and third
+    # dots: both loads are issued before the first (passes/tc/walk_loads.py)
+    assert k.ir.count("early='before the first ring dot'") == 2 * n * ringed["m"]
+    loops = re.findall(r"for \(i32 (start_([mn])_\d+)", k.source)
+    assert len(loops) == 2 * n
+    for iv, axis in loops:
+        if ringed[axis]:
+            body = _walk_body(k.source, iv)
+            assert body.count("__syncthreads()") == 1, (iv, body.count("__syncthreads()"))
+            assert body.count("newt_mbar_wait" if arch == "sm_90a" else "cp_async_wait") == 1
+        if arch == "sm_90a":    # Q K^T and dO V^T; then dV and dK, or dQ
+            assert body.count("newt_wgmma_wait<0>()") == 2
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])

@@ -36,6 +36,9 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     ring_copies       a cp.async ring's K-major B tile copied by 16-byte runs of k
                       (tc/ring_copies.py)
     prefetch          attention's ring of tiles across iterations
+    walk_ring         a loop's tiles read by its dots in any order, copied ahead (attention's
+                      backward walks: tc/walk_ring.py)
+    walk_loads        a walk ring's row loads issued before its first dot (tc/walk_loads.py)
     ring_tma          attention's rings by TMA boxes
     recompute_index   fragment index math inside loops recomputed, not hoisted
     store_tma         a dot epilogue's masked store of a TMA-ring dot as TMA boxes
@@ -84,6 +87,8 @@ from .tc.ring_tma import plan_ring_tma
 from .tc.squeeze import squeeze_dots
 from .tc.store_tma import plan_store_tma
 from .tc.trans_loads import load_transposed_operands
+from .tc.walk_loads import hoist_walk_loads
+from .tc.walk_ring import plan_walk_rings
 from .thread_order import order_threads
 from .wide_index import mark_wide_indices
 
@@ -113,6 +118,8 @@ PASSES = (
     ("tile_loads", plan_tile_loads),
     ("ring_copies", plan_ring_copies),
     ("prefetch", plan_prefetch),
+    ("walk_ring", plan_walk_rings),
+    ("walk_loads", hoist_walk_loads),
     ("ring_tma", plan_ring_tma),
     ("recompute_index", recompute_index),
     ("store_tma", plan_store_tma),

@@ -190,7 +190,9 @@ def emit_dot(em, op):
         n = em.name(r)
     else:
         n = em.declare(r)
-    _acc_in(em, op, acc, lay, n)
+    zero = bool(op.attrs.get("zero_acc"))     # (passes/tc/walk_ring.py)
+    if not zero:            # (else the first k-step ignores n: no register write to order
+        _acc_in(em, op, acc, lay, n)    # against a wgmma in flight)
     ta, tb, b_kmajor = dot_tiles(em, op, plan)
     if a_src is None or b_src is None:
         em.barrier()                         # the previous reader of the region is done
@@ -230,7 +232,8 @@ def emit_dot(em, op):
             cur, nxt = em.state(rot.x)["rotated"]
             with em.slots(rot.x.result.attrs["layout"].nslots) as s:
                 em.emit(f"{cur}[{s}] = {nxt}[{s}];")
-    wait = None if defer is not None else 0
+    # left in flight until a later dot's wait (passes/tc/walk_ring.py: wg_defer, wg_wait_at)
+    wait = None if defer is not None or op.attrs.get("wg_wait_at") is not None else 0
     # late copies (passes/tc/dot_loads.py): after the mma's wait and a barrier, every warp is
     # done with the buffer the copies overwrite
     late = op.attrs.get("late_copies")
@@ -244,7 +247,7 @@ def emit_dot(em, op):
             from .dot_loop import in_loop, staged_a_desc
             ad = staged_a_desc(em, op, ta) if a_src == "staged" and in_loop(op) else None
             emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, during, wait, a_desc=ad,
-                       promote=op.attrs.get("fp8_promote", False))
+                       promote=op.attrs.get("fp8_promote", False), zero=zero)
         else:       # (copies after the mma: its fragments are dead by then)
             emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=a if a_src == "regs" else None,
                           rolled=bool(op.attrs.get("ksteps_rolled")))
@@ -253,6 +256,11 @@ def emit_dot(em, op):
             em.barrier()
         if late or not use_wg:
             copies()
+    retired = op.attrs.get("retires")
+    if retired is not None:          # dots this wait completed: read after it, not before
+        from .dot_loop import pin_registers
+        for x in retired.x:
+            pin_registers(em, em.name(x.result), x.result.attrs["layout"].nslots)
     rnd = {"float16": "nt_rh", "bfloat16": "nt_rb"}.get(r.dtype.name)
     if rnd:
         with em.slots(lay.nslots) as s:

@@ -26,7 +26,7 @@ from ...ir.pointers import b_tile_kmajor, int_constant
 from ...ir.schedule import TileRef
 
 
-def _zero(v) -> bool:
+def is_zero(v) -> bool:
     op = v.owner
     while isinstance(op, Op) and op.opcode in ("splat", "broadcast", "cast", "convert_layout"):
         op = op.operands[0].owner
@@ -51,7 +51,7 @@ def plan_tile_loads(fn, options):
                 continue
             ptr = ld.operands[0]
             mask = ld.operands[1] if ld.attrs.get("has_mask") else None
-            if ld.attrs.get("has_other") and not _zero(ld.operands[-1]):
+            if ld.attrs.get("has_other") and not is_zero(ld.operands[-1]):
                 continue
             if not ptr.attrs.get("icomp") or (mask is not None and not mask.attrs.get("icomp")):
                 continue
@@ -77,7 +77,7 @@ def op_inside(op, block) -> bool:
     return False
 
 
-def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
+def leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
     """Every scalar the index math of `v` reads is the loop's induction variable, defined
     outside the loop body, or computed in the body from such scalars only (`base + pid *
     stride` written inside the loop, as deuteron does): those ops are collected in `hoist`, to
@@ -96,24 +96,24 @@ def _leaves_outside(v, body, iv, seen=None, hoist=None) -> bool:
             return True
         if hoist is None or op.parent is not body or op.opcode not in _PURE_SCALAR:
             return False
-        if not all(_leaves_outside(o, body, None, seen, hoist) for o in op.operands):
+        if not all(leaves_outside(o, body, None, seen, hoist) for o in op.operands):
             return False
         hoist.append(op)
         return True
-    return all(_leaves_outside(o, body, iv, seen, hoist) for o in op.operands)
+    return all(leaves_outside(o, body, iv, seen, hoist) for o in op.operands)
 
 
 _PURE_SCALAR = ("binary", "addptr", "cast", "constant")
 
 
-def _hoist_before(ops, loop):
-    """Move loop-invariant scalar ops (collected by _leaves_outside, operands first) from the
+def hoist_before(ops, loop):
+    """Move loop-invariant scalar ops (collected by leaves_outside, operands first) from the
     loop body to just before the loop, in body order."""
     body = loop.regions[0]
     ops = sorted(set(ops), key=body.ops.index)
     for op in ops:
         body.ops.remove(op)
-        _insert(op, loop, 0)
+        insert_by(op, loop, 0)
 
 
 def plan_prefetch(fn, options):
@@ -181,7 +181,7 @@ def plan_prefetch(fn, options):
         iv = body.args[0]
         loads = [op for op in body.ops if op.opcode == "dot_tile_load"]
         if len(loads) != 2:
-            continue
+            continue        # (a walk of more: passes/tc/walk_ring.py)
         dots = [ld.attrs["tile"].dot for ld in loads]
         if dots[0] is dots[1] or any(d.parent is not body for d in dots):
             continue
@@ -193,9 +193,9 @@ def plan_prefetch(fn, options):
         addr = [ld.operands[0] for ld in loads] + \
             [ld.operands[1] for ld in loads if ld.attrs.get("has_mask")]
         hoist = []
-        if not all(_leaves_outside(v, body, iv, hoist=hoist) for v in addr):
+        if not all(leaves_outside(v, body, iv, hoist=hoist) for v in addr):
             continue
-        _hoist_before(hoist, loop)
+        hoist_before(hoist, loop)
         R = max(2, loop.attrs.get("num_stages") or options.num_stages)
         uses = fn.uses()
         carried = _carried_result(dots, body, uses)
@@ -213,7 +213,7 @@ def plan_prefetch(fn, options):
             ahead = R - 1
         pre = Op("dot_tile_prefetch", [], [], {"loads": IrRef(loads), "loop": IrRef(loop),
                                                "ahead": ahead}, (), loop.loc)
-        _insert(pre, loop, 0)
+        insert_by(pre, loop, 0)
         for ld in loads:
             ld.attrs["prefetch"] = "ahead"
             sl = iv_slope(ld.operands[0], iv, body)
@@ -229,7 +229,7 @@ def plan_prefetch(fn, options):
             d.attrs["live"] = IrRef((pre, loop))
         if defer:
             dots[1].attrs["wg_defer"] = IrRef(carried)
-            _insert(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
+            insert_by(Op("dot_async_wait", [], [], {}, (), loop.loc), loop, 1)
         if rotate:
             uses = fn.uses()
             dots[0].attrs["rotate"] = True
@@ -246,7 +246,7 @@ def _rotatable(dot, body, uses, options):
     staged before the loop, a zero accumulator, its result read only inside the body."""
     from ...ir.schedule import uses_wgmma
     return uses_wgmma(options.arch, options.num_threads, dot.attrs["dot_plan"]) \
-        and dot.attrs.get("a_src") == "staged" and _zero(dot.operands[2]) \
+        and dot.attrs.get("a_src") == "staged" and is_zero(dot.operands[2]) \
         and all(op_inside(u, body) and u.opcode != "yield" for u in uses.get(dot.result.id, []))
 
 
@@ -335,7 +335,7 @@ def _carried_result(dots, body, uses):
     return carried
 
 
-def _insert(op, loop, after):
+def insert_by(op, loop, after):
     """Put `op` just before (after=0) or just after (after=1) `loop` in its block."""
     op.parent = loop.parent
     ops = loop.parent.ops

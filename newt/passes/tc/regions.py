@@ -53,6 +53,7 @@ def dot_area_regions(fn, num_threads):
     regs = []
     staged = {}                         # id(tile) -> [last index, dot_stage_a op, readers]
     first_load = {}                     # dot -> index of its first dot_tile_load
+    shared_b = []
     for op in fn.walk():
         i = order[id(op)]
         c = op.opcode
@@ -65,7 +66,10 @@ def dot_area_regions(fn, num_threads):
             live = op.attrs.get("live")        # prefetched tiles (dot_loads.py)
             start, stop = (order[id(live.x[0])], end_of(live.x[1])) if live is not None \
                 else (first_load.pop(id(op), i), i)
-            regs.append(("tiles", dot_bytes(op, plan), start, stop, [op], op.loc))
+            if op.attrs.get("b_tile_of") is not None:  # reads another dot's B tile, in the
+                shared_b.append(op)                    # same ring (walk_ring.py)
+            else:
+                regs.append(("tiles", dot_bytes(op, plan), start, stop, [op], op.loc))
             tile = op.attrs.get("a_tile")
             if tile is not None:
                 ls = loops_of(op)
@@ -82,6 +86,9 @@ def dot_area_regions(fn, num_threads):
             if _acc_out_in_ring(op):
                 continue                # reuses the ring (codegen/tc/dot_epilogue.py)
             regs.append(("acc_out", acc_out_bytes(op), i, i, [op], op.loc))
+    for op in shared_b:
+        owner = op.attrs["b_tile_of"].x
+        next(r for r in regs if r[0] == "tiles" and r[4][0] is owner)[4].append(op)
     for op in fn.walk():
         if op.opcode == "dot_stage_a":
             last, (_, i), readers = staged[id(op.attrs["tile"])]

@@ -31,6 +31,7 @@ written with swapped strides gets.
 from __future__ import annotations
 
 from ...ir.core import BlockType, Op, is_block
+from .dot_loads import IrRef
 
 _ELEMENTWISE = ("binary", "unary", "select", "fma", "addptr", "cast")
 
@@ -111,6 +112,8 @@ def load_transposed_operands(fn, options=None):
             blk.ops.insert(blk.ops.index(ld), new)
             if not shared:
                 blk.ops.remove(ld)
+            else:       # (a walk ring may copy the block once for both: walk_ring.py)
+                new.attrs["transposed_from"] = IrRef(ld)
             tr.parent.ops.remove(tr)
             dot.operands[i] = new.result
             new.result.name = tr.result.name
