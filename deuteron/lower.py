@@ -314,7 +314,8 @@ class _Lowering(ExprMixin, ScanMixin, BranchMixin):
         """Dims some reduction or dot sums over: their padded lanes must keep their pad."""
         if not hasattr(self, "_reduced"):
             from .pads import all_values
-            self._reduced = {id(v.attrs["rdim"]) for v in all_values(self.p.items) if v.op == "reduce"}
+            self._reduced = {id(v.attrs["rdim"]) for v in all_values(self.p.items)
+                             if v.op in ("reduce", "creduce")}
             self._reduced |= {id(v.attrs["kdim"]) for v in all_values(self.p.items) if v.op == "dot"}
         return self._reduced
 

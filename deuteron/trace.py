@@ -370,6 +370,10 @@ class Tracer:
         from .scans import associative_scan
         return associative_scan(self, combine_fn, input, dim, reverse)
 
+    def combine_reduce(self, combine_fn, input, dim, other, keep_dims):
+        from .scans import reduce
+        return reduce(self, combine_fn, input, dim, other, keep_dims)
+
     def torch_function(self, func, args, kwargs):
         from . import ops
         return ops.dispatch(self, func, args, kwargs)

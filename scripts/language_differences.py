@@ -181,11 +181,19 @@ HELION_DIFFERENCES = """\
   `newt.testing.do_bench` and skips timing without a GPU (kernels then run on the
   interpreter). `scripts/run_helion_examples.py` runs a folder of Helion programs with only
   their imports rewritten.
-- **Missing `hl.*` names**: `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
+- **Missing `hl.*` names**: `hl.signal` / `hl.wait`, `hl.atomic_cas`,
   `hl.cumprod`, `hl.subscript`, `hl.inline_asm_elementwise`, `hl.inline_triton` /
   `hl.triton_kernel`, `hl.device_print`, `hl.breakpoint`, `hl.StackTensor`, `hl.JaggedTensor`.
   `hl.constexpr` is an annotation only (host numbers are baked into the kernel anyway);
   `hl.specialize` returns its argument as an int. `hl.vtile` is `hl.jagged_tile`.
+- **`hl.reduce(combine_fn, x, dim, other, keep_dims)`** reduces over a full slice ':', an
+  inner loop's tile (each iteration its own tile) or a size-1 axis; over the launch grid's
+  tile it is refused unless one tile covers the dim (each program would reduce only its own
+  tile), and over a jagged tile it is refused (use `torch.sum` / `amax` ..., which skip each
+  row's lanes past its length). `dim=None` reduces one dim at a time, the last first. The
+  oracle runs the combine function itself (pairwise, in a tree), not a sum, so a wrong
+  combine or `other` shows there too. As in `hl.associative_scan`, a combine function of
+  several operands may take them unpacked or as two tuples.
 - **`if` on kernel values takes a scalar** (a loaded scalar, `tile.begin`, a comparison of
   them: one value per program), traced into a newt `if` / `else`; both sides run once while
   tracing (the kernel function is rewritten to let them: [deuteron/rewrite.py](../deuteron/rewrite.py)),
