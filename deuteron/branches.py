@@ -9,6 +9,11 @@ tensor in the oracle) a plain one that does what the `if` did. A traced branch r
 put back (`before`). `close` compares each assigned name after either side: where they differ,
 a `phi` value (lowered to a variable both sides assign) is what the name holds after the `if`;
 a name only one side defines is unusable after it.
+
+`while` on a scalar kernel value (rewrite.py turns its test into `w.test(test, locals())`): the
+first test opens an `ir.Loop` without dims and the body runs once into it; the second test,
+evaluated at the end of the body, is the value the loop tests next, carried with the names
+the body updates (Tracer.finish_loop). A host or oracle test makes a plain `while`.
 """
 from __future__ import annotations
 
@@ -123,3 +128,63 @@ class _Traced:
 
 
 _MISSING = object()
+
+
+def enter_while():
+    return _While()
+
+
+class _While:
+    def __init__(self):
+        self.state = "start"
+
+    def test(self, value, local_names):
+        from .proxy import TileValue
+        if self.state == "start":
+            traced = isinstance(value, TileValue) and value.tracer.program is not None
+            self.state = "body" if traced else "plain"
+            if traced:
+                self._open(value, local_names)
+                return True
+        if self.state == "plain":
+            return bool(value)
+        if self.state == "body":
+            self._close(value, local_names)
+            self.state = "closed"
+            return False
+        raise AssertionError("a traced `while` tested after it closed")
+
+    def done(self):
+        if self.state == "body":
+            raise TraceError("a `while` on a kernel value was left without testing its "
+                             "condition again (a `break`?): its body must end by reaching "
+                             "the test", self.node.loc)
+
+    def _cond(self, value):
+        tr = value.tracer
+        if not isinstance(value, ir.Value) or value.tracer is not self.tracer or value.rank:
+            raise TraceError("Python control flow on a tile of values: a `while` needs a "
+                             "scalar condition (one value per program: a loaded scalar, a "
+                             "reduction, tile.begin) before and after its body", user_loc())
+        if value.attrs.get("partial") is not None:
+            # a reduction over the launch grid's tile: each program would test its own tile,
+            # the oracle the whole dim, and they could loop a different number of times
+            raise value.attrs["partial"]
+        return value if value.dtype == torch.bool else ops.binary(tr, "ne", value, 0)
+
+    def _open(self, value, local_names):
+        tr = self.tracer = value.tracer
+        cond = self._cond(value)
+        self.node = ir.Loop([], parent=tr.current_block, loc=user_loc())
+        tr.current_block.append(self.node)
+        tr.parents[id(self.node.items)] = tr.current_block
+        self.outer, tr.current_block = tr.current_block, self.node.items
+        self.start, self.first = dict(local_names), cond
+
+    def _close(self, value, local_names):
+        tr, loop = self.tracer, self.node
+        nxt = self._cond(value)
+        tr.finish_loop(loop, self.start, dict(local_names))
+        loop.cond = ir.Carried("cond", self.first, nxt)
+        loop.carried.append(loop.cond)
+        tr.current_block = self.outer

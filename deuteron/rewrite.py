@@ -8,6 +8,13 @@ the user's lines. Under a branch on a host value (and in the oracle) the rewritt
 what the `if` did. An `if` whose branches hold `break`, `continue` or `return` is left alone
 (those would leave the rewritten form), as are ifs outside tile loops; first, an
 `if ...: ...; continue` in a tile loop's body becomes an if / else holding the rest of the body.
+A `while` inside a tile loop (without `else`, `break` or `return`) gets its test through
+branches.py too, which traces it when the test is a kernel value:
+
+    while test:                      w = <deuteron.branches>.enter_while()
+        body                ->       while w.test(test, locals()):
+                                         body
+                                     w.done()
 
     if test:                         b = <deuteron.branches>.enter(test, locals())
         body                         if b.then():
@@ -92,6 +99,12 @@ def _leaves(stmts) -> bool:
     return False
 
 
+def _exits(stmts) -> bool:
+    """Do these statements hold a break / return of their own loop (not of a loop inside)?"""
+    return any(isinstance(node, (ast.Break, ast.Return))
+               for s in stmts for node in _walk_same_frame(s, loops=True))
+
+
 def _walk_same_frame(node, loops=False):
     yield node
     for child in ast.iter_child_nodes(node):
@@ -155,6 +168,9 @@ class _Rewriter:
             if isinstance(s, ast.If) and inside and not _leaves(s.body + s.orelse):
                 out += self._branch(s)
                 continue
+            if isinstance(s, ast.While) and inside and not s.orelse and not _exits(s.body):
+                out += self._while(s)
+                continue
             for field in ("body", "orelse", "finalbody"):
                 if isinstance(getattr(s, field, None), list) and not isinstance(
                         s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -164,6 +180,28 @@ class _Rewriter:
                     setattr(s, field, self._stmts(body, inside or _is_tile_loop(s)))
             out.append(s)
         return out
+
+    def _while(self, s):
+        """`while test: body` -> w = enter_while(); while w.test(test, locals()): body;
+        w.done() (branches.py traces it when the test is a kernel value)."""
+        self.count += 1
+        w = f"__deuteron_while{self.count}__"
+        module = ast.parse('__import__("deuteron.branches", fromlist=["enter_while"])',
+                           mode="eval").body
+        enter = ast.Call(ast.Attribute(module, "enter_while", ast.Load()), [], [])
+        test = ast.Call(ast.Attribute(ast.Name(w, ast.Load()), "test", ast.Load()),
+                        [s.test, ast.Call(ast.Name("locals", ast.Load()), [], [])], [])
+        for node in ast.walk(test):           # errors raised in test() point at the test
+            if node is not s.test and not _inside(node, s.test):
+                ast.copy_location(node, s.test)
+        s.test = test
+        s.body = self._stmts(s.body, True)
+        done = ast.Expr(ast.Call(ast.Attribute(ast.Name(w, ast.Load()), "done", ast.Load()),
+                                 [], []))
+        new = [ast.Assign([ast.Name(w, ast.Store())], enter), s, done]
+        for n in (new[0], new[2]):
+            ast.copy_location(n, s)
+        return new
 
     def _branch(self, s):
         self.count += 1

@@ -250,10 +250,12 @@ class Tracer:
             self._mode = None
             self._finish_program(end)
         else:
-            self._finish_loop(loop, start, end)
+            self.finish_loop(loop, start, end)
             self.current_block = outer_block
 
-    def _finish_loop(self, loop, start, end):
+    def finish_loop(self, loop, start, end):
+        """Close an inner loop (a tile loop, or a `while` on a kernel value: branches.py):
+        names assigned in it that held a value before it are carried across iterations."""
         from .ops import TileValue
         for name, new in end.items():
             if not isinstance(new, TileValue):

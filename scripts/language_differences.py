@@ -200,8 +200,14 @@ HELION_DIFFERENCES = """\
   and a name assigned on only one side, and not defined before, cannot be used after the `if`.
   An `if ...: ...; continue` in a tile loop becomes an if / else holding the rest of the loop
   body; an `if` whose sides hold `break` or `return` is not rewritten (its test must be a host
-  value), nor is `while` on a kernel value. For a per-element choice use `torch.where` or
-  `extra_mask=`. `hl.static_range` is a plain Python range.
+  value). For a per-element choice use `torch.where` or `extra_mask=`. `hl.static_range` is a
+  plain Python range.
+- **`while` on a kernel value** (a scalar, as for `if`) becomes a newt `while`: its body is
+  traced once, the names it updates are carried, and the test is computed before the loop and
+  again at the end of the body. A `while` holding `break`, `return` or `else` is not rewritten
+  (its test must then be a host value, which loops in Python while tracing), and a test that
+  reduces over the launch grid's tile is refused (each program would test only its own
+  tile, the oracle the whole dim).
 - **`hl.jagged_tile(lengths)`**: the loop runs to the largest length among the rows a program
   holds, and loads, stores and reductions that involve the jagged tile and the lengths' rows are
   masked per row (a load past a row's length reads 0; a mean over a jagged tile is refused:
