@@ -39,14 +39,15 @@ def row_product(x, out):
 
 
 @pytest.mark.parametrize("rows,cols", [(7, 13), (5, 32)])
-def test_a_product_sets_padded_lanes_to_other(rows, cols):
-    x = torch.rand(rows, cols) + 0.5
+def test_a_product_sets_padded_lanes_to_other(rows, cols, device):
+    x = torch.rand(rows, cols, device=device) + 0.5
     want = x.prod(1)
     for cfg in (None, dt.Config(block_sizes=[2]), dt.Config(block_sizes=[8])):
-        out = torch.full((rows,), float("nan"))
+        out = torch.full((rows,), float("nan"), device=device)
         got = row_product(x, out) if cfg is None else row_product.run((x, out), {}, cfg)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
-    torch.testing.assert_close(row_product.ref(x, torch.full((rows,), float("nan"))), want,
+    torch.testing.assert_close(row_product.ref(x, torch.full((rows,), float("nan"),
+                                                        device=device)), want,
                                rtol=1e-5, atol=1e-6)
 
 
@@ -63,12 +64,13 @@ def row_argmax(x, values, where, tuple_form: bool):
 
 
 @pytest.mark.parametrize("tuple_form", [False, True])
-def test_a_two_operand_reduce_finds_the_largest_and_its_position(tuple_form):
-    x = torch.randn(9, 21)
+def test_a_two_operand_reduce_finds_the_largest_and_its_position(tuple_form, device):
+    x = torch.randn(9, 21, device=device)
     want_v, want_i = x.max(1)
 
     def fresh():
-        return torch.full((9,), float("nan")), torch.full((9,), -7, dtype=torch.int32)
+        return (torch.full((9,), float("nan"), device=device),
+                torch.full((9,), -7, dtype=torch.int32, device=device))
 
     for got in (row_argmax(x, *fresh(), tuple_form),
                 row_argmax.run((x, *fresh(), tuple_form), {}, dt.Config(block_sizes=[4])),
@@ -93,14 +95,18 @@ def row_max_by_loop(x, out):
     return out
 
 
-def test_a_reduce_over_an_inner_loop_tile_folds_into_a_carried_value():
-    x = torch.randn(11, 37) - 3.0        # all negative mostly: a 0 in a padded lane would show
+def test_a_reduce_over_an_inner_loop_tile_folds_into_a_carried_value(device):
+    x = torch.randn(11, 37, device=device) - 3.0   # mostly negative: a 0 in a padded lane shows
     want = x.amax(1)
+
+    def fresh():
+        return torch.full((11,), float("nan"), device=device)
+
     for cfg in (None, dt.Config(block_sizes=[4, 8]), dt.Config(block_sizes=[16, 16])):
-        out = torch.full((11,), float("nan"))
-        got = row_max_by_loop(x, out) if cfg is None else row_max_by_loop.run((x, out), {}, cfg)
+        got = row_max_by_loop(x, fresh()) if cfg is None else row_max_by_loop.run(
+            (x, fresh()), {}, cfg)
         torch.testing.assert_close(got, want, rtol=0, atol=0)
-    torch.testing.assert_close(row_max_by_loop.ref(x, torch.full((11,), float("nan"))), want)
+    torch.testing.assert_close(row_max_by_loop.ref(x, fresh()), want)
 
 
 def plus(a, b):
@@ -116,8 +122,8 @@ def centered(x, out):
     return out
 
 
-def test_keep_dims_broadcasts_back():
-    x = torch.randn(6, 19)
+def test_keep_dims_broadcasts_back(device):
+    x = torch.randn(6, 19, device=device)
     want = x - x.mean(1, keepdim=True)
     torch.testing.assert_close(centered(x, torch.full_like(x, float("nan"))), want,
                                rtol=1e-5, atol=1e-5)
@@ -132,13 +138,12 @@ def block_sums(x, out):
     return out
 
 
-def test_dim_none_reduces_every_dim():
-    x = torch.randn(3, 5, 7)
+def test_dim_none_reduces_every_dim(device):
+    x = torch.randn(3, 5, 7, device=device)
     want = x.sum((1, 2))
-    torch.testing.assert_close(block_sums(x, torch.full((3,), float("nan"))), want,
-                               rtol=1e-5, atol=1e-5)
-    torch.testing.assert_close(block_sums.ref(x, torch.full((3,), float("nan"))), want,
-                               rtol=1e-5, atol=1e-5)
+    for fn in (block_sums, block_sums.ref):
+        torch.testing.assert_close(fn(x, torch.full((3,), float("nan"), device=device)), want,
+                                   rtol=1e-5, atol=1e-5)
 
 
 @dt.kernel
@@ -177,12 +182,13 @@ def recurrence_tuples(a, b, out):
     return out
 
 
-def test_a_scan_takes_a_combine_function_of_two_tuples_too():
-    a, b = torch.rand(5, 23) * 0.5 + 0.5, torch.randn(5, 23)
-    want, h = torch.empty(5, 23), torch.zeros(5)
+def test_a_scan_takes_a_combine_function_of_two_tuples_too(device):
+    a = torch.rand(5, 23, device=device) * 0.5 + 0.5
+    b = torch.randn(5, 23, device=device)
+    want, h = torch.empty_like(a), torch.zeros(5, device=device)
     for i in range(23):
         h = a[:, i] * h + b[:, i]
         want[:, i] = h
-    for got in (recurrence_tuples(a, b, torch.full((5, 23), float("nan"))),
-                recurrence_tuples.ref(a, b, torch.full((5, 23), float("nan")))):
+    for got in (recurrence_tuples(a, b, torch.full_like(a, float("nan"))),
+                recurrence_tuples.ref(a, b, torch.full_like(a, float("nan")))):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -38,13 +38,15 @@ def _halve_rows_torch(x):
     return out, steps
 
 
-def test_each_program_loops_as_often_as_its_data_says():
+def test_each_program_loops_as_often_as_its_data_says(device):
     x = torch.randn(9, 13) * torch.logspace(-1, 3, 9)[:, None]
     want_out, want_steps = _halve_rows_torch(x)
     assert len(set(want_steps.tolist())) > 2          # the rows really loop differently
+    x, want_out, want_steps = x.to(device), want_out.to(device), want_steps.to(device)
 
     def fresh():
-        return torch.full_like(x, float("nan")), torch.full((9,), -1, dtype=torch.int32)
+        return (torch.full_like(x, float("nan")),
+                torch.full((9,), -1, dtype=torch.int32, device=device))
 
     for out, steps in (halve_rows(x, *fresh()), halve_rows.ref(x, *fresh())):
         torch.testing.assert_close(out, want_out, rtol=0, atol=0)
@@ -70,20 +72,23 @@ def newton_sqrt(a, out, rounds, tol: float):
     return out, rounds
 
 
-def test_a_while_carries_several_names_through_ifs_and_inner_loops():
-    a = (torch.rand(11, 37) + 0.5) * torch.logspace(-3, 8, 11)[:, None]
+def test_a_while_carries_several_names_through_ifs_and_inner_loops(device):
+    a = (torch.rand(11, 37, device=device) + 0.5) * torch.logspace(-3, 8, 11,
+                                                                   device=device)[:, None]
     a[3] = 1.0                                     # converges at once
     want = a.sqrt()
 
     def fresh():
-        return torch.full_like(a, float("nan")), torch.full((11,), -9, dtype=torch.int32)
+        return (torch.full_like(a, float("nan")),
+                torch.full((11,), -9, dtype=torch.int32, device=device))
 
     rows = []
     for out, rounds in (newton_sqrt(a, *fresh(), 1e-6), newton_sqrt.ref(a, *fresh(), 1e-6)):
         torch.testing.assert_close(out, want, rtol=1e-4, atol=0)
         assert (rounds > 0).all() and (rounds < 60).all()
         rows.append(rounds)
-    torch.testing.assert_close(rows[0], rows[1], rtol=0, atol=0)
+    # the GPU may round a division differently: a borderline row may take one more step
+    torch.testing.assert_close(rows[0], rows[1], rtol=0, atol=0 if device == "cpu" else 1)
     assert len(set(rows[0].tolist())) > 2
 
 
@@ -114,8 +119,8 @@ def host_while(x, out):
     return out
 
 
-def test_a_host_test_stays_a_python_loop():
-    x = torch.randn(17)
+def test_a_host_test_stays_a_python_loop(device):
+    x = torch.randn(17, device=device)
     torch.testing.assert_close(host_while(x, torch.full_like(x, float("nan"))), x * 8.0)
     torch.testing.assert_close(host_while.ref(x, torch.full_like(x, float("nan"))), x * 8.0)
 
