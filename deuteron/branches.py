@@ -90,20 +90,24 @@ class _Traced:
             t, e = self.after_then.get(name, _MISSING), after_else.get(name, _MISSING)
             if t is e:
                 self.out[name] = t if t is not _MISSING else _Undefined(name)
-            elif not all(isinstance(v, (ir.Value, int, float)) and not isinstance(v, bool)
-                         for v in (t, e)):
+            elif not all(isinstance(v, (ir.Value, int, float)) for v in (t, e)):
                 self.out[name] = _Undefined(name)
             else:
                 self.out[name] = self._phi(name, t, e)
 
     def _phi(self, name, t, e):
         tr, node = self.tracer, self.node
-        like = t if isinstance(t, ir.Value) else e
-        dtype = like.dtype
-        if isinstance(t, ir.Value) and isinstance(e, ir.Value):
-            dtype = torch.promote_types(t.dtype, e.dtype)
-        t = self._in_block(node.then, t, like, dtype)
-        e = self._in_block(node.other, e, like, dtype)
+        values = [v for v in (t, e) if isinstance(v, ir.Value)]
+        if values:
+            dims, dtype = values[0].dims, values[0].dtype
+            if len(values) == 2:
+                dtype = torch.promote_types(t.dtype, e.dtype)
+        else:       # two numbers: a scalar of the kernel's type for them (a literal's)
+            dims = ()
+            dtype = (torch.bool if all(isinstance(v, bool) for v in (t, e)) else
+                     torch.float32 if any(isinstance(v, float) for v in (t, e)) else torch.int32)
+        t = self._in_block(node.then, t, dims, dtype)
+        e = self._in_block(node.other, e, dims, dtype)
         if not ir.dims_match(t.dims, e.dims):
             raise TraceError(f"`{name}` has different tile shapes on the two sides of an `if` "
                              "on a kernel value", node.loc)
@@ -112,13 +116,13 @@ class _Traced:
         node.merges.append(v)
         return v
 
-    def _in_block(self, block, v, like, dtype):
+    def _in_block(self, block, v, dims, dtype):
         """v as a value of `dtype` made on that side (a number becomes a full tile)."""
         tr = self.tracer
         saved, tr.current_block = tr.current_block, block
         try:
             if not isinstance(v, ir.Value):
-                return tr.new("full", [], like.dims, dtype, v, value=v)
+                return tr.new("full", [], dims, dtype, v, value=v)
             return ops.cast(tr, v, dtype)
         finally:
             tr.current_block = saved

@@ -150,3 +150,22 @@ def test_the_generated_kernels_compile_for_sm_90a():
         assert "while " in k.to_newt_source(*args)
         for ck in k.compile(*args, arch="sm_90a"):
             assert ck.cubin and ck.n_spills == 0, ck.log
+
+
+@dt.kernel
+def scale_by_sign(x, out, low: float, high: float):
+    for i in hl.grid(x.size(0)):
+        v = x[i]
+        if v > 0:          # two numbers on the two sides: a scalar phi of float32
+            s = high
+        else:
+            s = low
+        out[i] = v * s
+    return out
+
+
+def test_an_if_on_a_kernel_value_may_assign_two_different_numbers(device):
+    x = torch.randn(13, device=device)
+    want = x * torch.where(x > 0, 3.0, -0.5)
+    for fn in (scale_by_sign, scale_by_sign.ref):
+        torch.testing.assert_close(fn(x, torch.full_like(x, float("nan")), -0.5, 3.0), want)
