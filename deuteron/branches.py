@@ -140,7 +140,20 @@ def enter_while():
 
 class _While:
     def __init__(self):
-        self.state = "start"
+        self.state, self.stop = "start", False
+
+    def go(self, stop):
+        """Before each test of a `while` holding a `break`: False once a break set `stop` (a
+        host bool); while traced, True, and the test then fails where `stop` (a kernel value
+        after an `if` that breaks) holds."""
+        if self.state == "body":
+            self.stop = stop
+            return True
+        if isinstance(stop, ir.Value):
+            raise TraceError("a `break` under an `if` on a kernel value leaves a `while` whose "
+                             "test is a host value: make the test a kernel value too",
+                             user_loc())
+        return not stop
 
     def test(self, value, local_names):
         from .proxy import TileValue
@@ -188,6 +201,10 @@ class _While:
     def _close(self, value, local_names):
         tr, loop = self.tracer, self.node
         nxt = self._cond(value)
+        if isinstance(self.stop, ir.Value):
+            nxt = ops.binary(tr, "and", ops.unary(tr, "invert", self._cond(self.stop)), nxt)
+        elif self.stop:                # a break on every path: the body runs at most once
+            nxt = tr.new("full", [], (), torch.bool, False, value=False)
         tr.finish_loop(loop, self.start, dict(local_names))
         loop.cond = ir.Carried("cond", self.first, nxt)
         loop.carried.append(loop.cond)

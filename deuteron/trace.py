@@ -269,7 +269,7 @@ class Tracer:
                 if new.name is None:
                     new.name = name
             elif _defined_in(new, loop) and old is not _MISSING:
-                if isinstance(old, (int, float)) and not isinstance(old, bool):
+                if isinstance(old, (int, float)):     # (bools too: a while's break flag)
                     old = self.new("full", [], new.dims, new.dtype, old, value=old, hoist=loop)
                 if not isinstance(old, TileValue):
                     raise TraceError(f"`{name}` is updated in a tile loop but was not a tile "

@@ -204,10 +204,14 @@ HELION_DIFFERENCES = """\
   plain Python range.
 - **`while` on a kernel value** (a scalar, as for `if`) becomes a newt `while`: its body is
   traced once, the names it updates are carried, and the test is computed before the loop and
-  again at the end of the body. A `while` holding `break`, `return` or `else` is not rewritten
-  (its test must then be a host value, which loops in Python while tracing), and a test that
-  reduces over the launch grid's tile is refused (each program would test only its own
-  tile, the oracle the whole dim).
+  again at the end of the body. A `break` in it (under `if`s, also on kernel values) sets a
+  flag that fails the next test, and the rest of the body runs only on the sides that go on;
+  the test itself is still computed once more after a break (keep it safe to compute: a
+  comparison of a counter, not a load past the end). A `while` holding `return` or `else` is
+  not rewritten (its test must then be a host value, which loops in Python while tracing),
+  nor one whose `break` sits in a `with` or `try`; a `break` under an `if` on a kernel value
+  out of a host-test `while` is refused; a test that reduces over the launch grid's tile is
+  refused (each program would test only its own tile, the oracle the whole dim).
 - **`hl.jagged_tile(lengths)`**: the loop runs to the largest length among the rows a program
   holds, and loads, stores and reductions that involve the jagged tile and the lengths' rows are
   masked per row (a load past a row's length reads 0; a mean over a jagged tile is refused:

@@ -1,7 +1,8 @@
 """`while` on a value computed in the kernel (one scalar per program), on the newt interpreter
 and in the oracle: the loop runs a data-dependent number of times per program, carrying the
-names its body updates; a test that is a host value stays a Python loop; a `break` out of a
-traced `while` is refused at the user's line; the generated code compiles for sm_90a. Fresh
+names its body updates; a `break` under an `if` on a kernel value leaves it; a test that is a
+host value stays a Python loop (a kernel-value `break` out of one is refused at the user's
+line); the generated code compiles for sm_90a. Fresh
 random data, odd sizes, NaN-poisoned outputs."""
 import pytest
 import torch
@@ -126,25 +127,83 @@ def test_a_host_test_stays_a_python_loop(device):
 
 
 @dt.kernel
-def breaks_out(x, out):
+def halve_until_below(x, out, limit: float):
     for i in hl.grid(x.size(0)):
         v = x[i]
         while v > 1.0:
             v = v * 0.5
-            if v < 4.0:
+            if v < limit:
                 break
+            v = v - 0.25
         out[i] = v
     return out
 
 
-def test_break_out_of_a_traced_while_is_refused():
-    with pytest.raises(TraceError, match="test_deuteron_port_while.py"):
-        breaks_out(torch.randn(5) * 10, torch.zeros(5))
+def _halve_until_below_torch(x, limit):
+    out = []
+    for v in x.tolist():
+        while v > 1.0:
+            v = v * 0.5
+            if v < limit:
+                break
+            v = v - 0.25
+        out.append(v)
+    return torch.tensor(out)
+
+
+@dt.kernel
+def first_above(x, where, level: float):
+    m, n = x.shape
+    for i in hl.grid(m):
+        j = hl.zeros([], dtype=torch.int32)
+        found = hl.full([], -1, dtype=torch.int32)
+        while j < n:
+            if x[i, j] > level:
+                found = j
+                break
+            j = j + 1
+        where[i] = found
+    return where
+
+
+def test_break_under_an_if_on_a_kernel_value_leaves_the_while(device):
+    x = torch.rand(15) * 200
+    want = _halve_until_below_torch(x, 3.0)
+    x, want = x.to(device), want.to(device)
+    for fn in (halve_until_below, halve_until_below.ref):
+        torch.testing.assert_close(fn(x, torch.full_like(x, float("nan")), 3.0), want)
+    x = torch.randn(9, 23, device=device)
+    x[4] = -5.0                                      # no element above the level: -1
+    above = x > 1.5
+    want = torch.where(above.any(1), above.int().argmax(1), -1).int()
+    for fn in (first_above, first_above.ref):
+        got = fn(x, torch.full((9,), -7, dtype=torch.int32, device=device), 1.5)
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@dt.kernel
+def host_loop_kernel_break(x, out):
+    for i in hl.grid(x.size(0)):
+        v = x[i]
+        k = 0
+        while k < 4:
+            v = v * 0.5
+            if v < 1.0:
+                break
+            k += 1
+        out[i] = v
+    return out
+
+
+def test_a_kernel_value_break_out_of_a_host_while_is_refused():
+    with pytest.raises(TraceError, match="make the test a kernel value"):
+        host_loop_kernel_break(torch.rand(5) * 10, torch.zeros(5))
 
 
 def test_the_generated_kernels_compile_for_sm_90a():
     x = torch.randn(9, 13)
     for k, args in ((halve_rows, (x, torch.empty_like(x), torch.empty(9, dtype=torch.int32))),
+                    (first_above, (x, torch.empty(9, dtype=torch.int32), 0.5)),
                     (newton_sqrt, (x.abs() + 1, torch.empty_like(x),
                                    torch.empty(9, dtype=torch.int32), 1e-4))):
         assert "while " in k.to_newt_source(*args)
