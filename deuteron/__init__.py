@@ -21,7 +21,7 @@ from .language import (  # noqa: F401
     tile, grid, jagged_tile, vtile, zeros, full, arange, register_block_size, register_reduction_dim,
     register_tunable, barrier, specialize, constexpr, static_range, load, store, atomic_add,
     atomic_max, atomic_min, atomic_and, atomic_or, atomic_xor, atomic_xchg, rand, dot, cumsum,
-    associative_scan, split, join,
+    associative_scan, reduce, split, join,
     tile_index, tile_begin, tile_end, tile_block_size, tile_id,
     float16, bfloat16, float32, float64, int8, int16, int32, int64, bool_,
     exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, erf, sigmoid, relu, abs, floor, ceil,

@@ -6,7 +6,9 @@
              padded lanes are known to hold (0 after a masked load, None when unknown). Reductions
              read `pad` to decide whether a `where(mask, v, identity)` is needed first.
     Loop     a device loop (an inner `dt.tile`): its dims, the items recorded in it, and the
-             loop-carried variables found by comparing the user's locals before and after.
+             loop-carried variables found by comparing the user's locals before and after;
+             a `while` on a kernel value is a Loop without dims whose test is one more
+             carried value (`cond`: computed before the loop, and again at the end of its body).
     Program  one outer `dt.tile` loop = one newt kernel: grid dims, items, tensors touched.
 """
 from __future__ import annotations
@@ -147,6 +149,7 @@ class Loop:
     parent: object = None
     loc: object = None
     closed: bool = False   # its body has been traced: values over its dims are out of scope
+    cond: object = None    # a `while` on a kernel value (no dims): the Carried of its test
 
 
 @dataclasses.dataclass(eq=False)

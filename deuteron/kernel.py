@@ -93,7 +93,9 @@ class Kernel:
     config=          pin one dt.Config (no tuning)
     configs=         search only these candidates
     autotune_effort= "none" (heuristic default), "quick" (the default on a GPU) or "full";
-                     on the CPU interpreter the default is "none"
+                     on the CPU interpreter the default is "none", whose config there
+                     grows the launch grid's tiles to at most 256 programs per launch (the
+                     interpreter runs programs one after another)
     static_shapes=   key the tuned-config cache on exact shapes (not power-of-two buckets) and
                      compile extents as constexprs: newt then drops the bounds checks of tiles
                      that divide them (newt/passes/masks.py). One compile and one tuning per

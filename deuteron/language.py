@@ -2,7 +2,7 @@
 `hl.*` name deuteron supports, with Helion's meaning (`hl.tile`, `hl.grid`, `hl.zeros`, `hl.full`,
 `hl.arange`, `hl.register_block_size`, `hl.register_tunable`, `hl.barrier`, `hl.specialize`,
 `hl.load` / `hl.store` with `extra_mask`, the atomics, `hl.rand`, `hl.static_range`, `hl.dot`,
-`hl.cumsum`, the tile attribute functions), plus dtypes, math names and `Config`.
+`hl.cumsum`, `hl.reduce`, the tile attribute functions), plus dtypes, math names and `Config`.
 
 These names dispatch to the active run of a kernel: tracing (trace.Tracer: tiles are proxies,
 the body runs once and is recorded), the eager oracle (oracle.RefRun: a tile is the whole range
@@ -227,6 +227,22 @@ def associative_scan(combine_fn, input, dim, reverse=False):
         from .scans import eager_scan
         return eager_scan(combine_fn, input, dim, reverse)
     return run.associative_scan(combine_fn, input, dim, reverse)
+
+
+def reduce(combine_fn, input_tensor, dim=None, other=0, keep_dims=False):
+    """A tile value (or a tuple of them, broadcast to one shape) reduced along `dim` (every dim
+    when None) with `combine_fn`, an associative and commutative function of the elements: one
+    value per operand for each side, unpacked (`f(a0, a1, b0, b1)`) or, for several operands,
+    as two tuples (`f((a0, a1), (b0, b1))`); it returns one value per operand. Padded lanes of
+    the reduced dim hold `other` (one number, or one per operand): make it the combine's
+    identity. The dim is a full slice ':', an inner loop's tile (each iteration reduces its
+    own tile) or the launch grid's tile when one tile covers it. Returns a value (or a tuple),
+    the dim dropped unless `keep_dims`."""
+    run = _run()
+    if getattr(run, "oracle", False):
+        from .scans import eager_reduce
+        return eager_reduce(combine_fn, input_tensor, dim, other, keep_dims)
+    return run.combine_reduce(combine_fn, input_tensor, dim, other, keep_dims)
 
 
 def split(x):

@@ -235,6 +235,9 @@ class _Lowering(ExprMixin, ScanMixin, BranchMixin):
                                      if _read_after(lp.items, c.final, init) else name)
         bumps = self._pointer_blocks(lp, depth)
         inner = depth
+        if lp.cond is not None:     # a `while` on a kernel value: its test is a carried bool
+            self.emit(f"while {self.env[id(lp.cond.init)]}:", inner)
+            inner += 1
         for d in lp.dims:
             L = d.letter
             step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
@@ -314,7 +317,8 @@ class _Lowering(ExprMixin, ScanMixin, BranchMixin):
         """Dims some reduction or dot sums over: their padded lanes must keep their pad."""
         if not hasattr(self, "_reduced"):
             from .pads import all_values
-            self._reduced = {id(v.attrs["rdim"]) for v in all_values(self.p.items) if v.op == "reduce"}
+            self._reduced = {id(v.attrs["rdim"]) for v in all_values(self.p.items)
+                             if v.op in ("reduce", "creduce")}
             self._reduced |= {id(v.attrs["kdim"]) for v in all_values(self.p.items) if v.op == "dot"}
         return self._reduced
 

@@ -133,7 +133,7 @@ class ExprMixin:
             if v.dtype != torch.float32 and v.dtype.is_floating_point:
                 e = f"{e}.to({nl_dtype(v.dtype)})"
             return e, ATOM
-        if op in ("scan", "item", "expand", "split", "join"):
+        if op in ("scan", "creduce", "item", "expand", "split", "join"):
             return self.scan_expr(v)
         raise AssertionError(op)
 

@@ -1,13 +1,15 @@
-"""Lowering of scans (scans.py): the combine function's block -> a `@newt.jit` function printed
-before the kernel, the scan -> `nl.associative_scan`, `item` -> one of its results, `expand` ->
-`nl.broadcast_to`; and of `hl.split` / `hl.join` (shapes.py) -> `nl.split` / `nl.join`.
+"""Lowering of scans and reductions with a combine function (scans.py): the combine function's
+block -> a `@newt.jit` function printed before the kernel, the scan -> `nl.associative_scan`,
+hl.reduce's `creduce` -> `nl.reduce` (padded lanes set to `other` first), `item` -> one of their
+results, `expand` -> `nl.broadcast_to`; and of `hl.split` / `hl.join` (shapes.py) -> `nl.split`
+/ `nl.join`.
 
 A mixin of lower._Lowering, as lower_expr.ExprMixin is: the combine block is printed with the
 same statement and expression code as a loop body, into lines of its own (`self.helpers`).
 """
 from __future__ import annotations
 
-from .spelling import ATOM
+from .spelling import ATOM, literal
 
 
 class ScanMixin:
@@ -18,6 +20,17 @@ class ScanMixin:
             rev = ", reverse=True" if v.attrs["reverse"] else ""
             fn = self._combine_function(v)
             return f"nl.associative_scan(({xs},), {v.attrs['axis']}, {fn}{rev})", ATOM
+        if op == "creduce":
+            axis, rank = v.attrs["axis"], v.args[0].rank
+            xs = []
+            for x, o in zip(v.args, v.attrs["others"]):
+                e = self.ref(x)[0]
+                if v.attrs["masked"]:
+                    e = f"nl.where({self.mask(v.attrs['rdim'], axis, rank)}, {e}, {literal(o)})"
+                xs.append(e)
+            keep = ", keep_dims=True" if v.attrs["keepdim"] else ""
+            fn = self._combine_function(v)
+            return f"nl.reduce(({', '.join(xs)},), {axis}, {fn}{keep})", ATOM
         if op == "item":
             return f"{self.atom(v.args[0])}[{v.attrs['index']}]", ATOM
         if op == "split":

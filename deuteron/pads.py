@@ -71,6 +71,10 @@ def recompute(v):
         x, kind = a[0], v.attrs["kind"]
         v.attrs["masked"] = v.attrs["rdim"] is not ONE and x.pad != v.attrs["identity"]
         v.pad = x.pad if kind in ("max", "min") else (0 if x.pad == 0 else None)
+    elif op == "creduce":      # hl.reduce: padded lanes must hold `other` while they combine
+        v.attrs["masked"] = v.attrs["rdim"] is not ONE and any(
+            x.pad is None or x.pad != o for x, o in zip(a, v.attrs["others"]))
+        v.pad = None
     elif op == "dot":
         x, y = a
 

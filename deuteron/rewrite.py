@@ -8,6 +8,16 @@ the user's lines. Under a branch on a host value (and in the oracle) the rewritt
 what the `if` did. An `if` whose branches hold `break`, `continue` or `return` is left alone
 (those would leave the rewritten form), as are ifs outside tile loops; first, an
 `if ...: ...; continue` in a tile loop's body becomes an if / else holding the rest of the body.
+A `while` inside a tile loop (without `else` or `return`) gets its test through branches.py
+too, which traces it when the test is a kernel value; a `break` in it (under `if`s only)
+becomes a flag that fails the next test, the rest of the body moved into the sides that go on:
+
+    while test:                      stop = False; w = <deuteron.branches>.enter_while()
+        a                   ->       while w.test(w.go(stop) and test, locals()):
+        if c:                            a
+            break                        if c: stop = True
+        b                                else: b
+                                     w.done()
 
     if test:                         b = <deuteron.branches>.enter(test, locals())
         body                         if b.then():
@@ -92,6 +102,38 @@ def _leaves(stmts) -> bool:
     return False
 
 
+def _has(stmts, kinds) -> bool:
+    """Do these statements hold a node of `kinds` of their own loop (not of a loop inside)?"""
+    return any(isinstance(node, kinds) for s in stmts for node in _walk_same_frame(s, loops=True))
+
+
+def _breaks_in_ifs(stmts) -> bool:
+    """Is every `break` of these statements' loop in them or in `if`s only (not in a `with` or
+    `try`), so that `_without_break` can rewrite it?"""
+    for s in stmts:
+        if isinstance(s, ast.If):
+            if not (_breaks_in_ifs(s.body) and _breaks_in_ifs(s.orelse)):
+                return False
+        elif not isinstance(s, ast.Break) and _has([s], ast.Break):
+            return False
+    return True
+
+
+def _without_break(stmts, flag):
+    """A `while` body with each `break` turned into `flag = True`, the rest of the body moved
+    into the sides of the `if`s around it that go on (as `_without_continue` does)."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, ast.Break):
+            return stmts[:i] + [ast.copy_location(
+                ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(True)), s)]
+        if isinstance(s, ast.If) and _has([s], ast.Break):
+            rest = stmts[i + 1:]
+            s.body = _without_break(s.body + copy.deepcopy(rest), flag) or [ast.Pass()]
+            s.orelse = _without_break(s.orelse + copy.deepcopy(rest), flag)
+            return stmts[:i] + [s]
+    return stmts
+
+
 def _walk_same_frame(node, loops=False):
     yield node
     for child in ast.iter_child_nodes(node):
@@ -109,8 +151,10 @@ def _stored(stmts) -> list:
     names = []
     for s in stmts:
         for node in _walk_same_frame(s):
+            # (a while's break flag is merged after an `if` like any name)
             if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
-                    and not node.id.startswith("__deuteron") and node.id not in names:
+                    and not node.id.startswith(("__deuteron_if", "__deuteron_while")) \
+                    and node.id not in names:
                 names.append(node.id)
     return names
 
@@ -155,6 +199,10 @@ class _Rewriter:
             if isinstance(s, ast.If) and inside and not _leaves(s.body + s.orelse):
                 out += self._branch(s)
                 continue
+            if isinstance(s, ast.While) and inside and not s.orelse and not _has(
+                    s.body, ast.Return) and _breaks_in_ifs(s.body):
+                out += self._while(s)
+                continue
             for field in ("body", "orelse", "finalbody"):
                 if isinstance(getattr(s, field, None), list) and not isinstance(
                         s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
@@ -164,6 +212,37 @@ class _Rewriter:
                     setattr(s, field, self._stmts(body, inside or _is_tile_loop(s)))
             out.append(s)
         return out
+
+    def _while(self, s):
+        """`while test: body` -> w = enter_while(); while w.test(test, locals()): body;
+        w.done() (branches.py traces it when the test is a kernel value)."""
+        self.count += 1
+        w = f"__deuteron_while{self.count}__"
+        module = ast.parse('__import__("deuteron.branches", fromlist=["enter_while"])',
+                           mode="eval").body
+        enter = ast.Call(ast.Attribute(module, "enter_while", ast.Load()), [], [])
+        first = []
+        if _has(s.body, ast.Break):    # `w.go(stop) and test`: a break sets stop, the test fails
+            flag = f"__deuteron_stop{self.count}__"
+            s.body = _without_break(s.body, flag)
+            first = [ast.Assign([ast.Name(flag, ast.Store())], ast.Constant(False))]
+            go = ast.Call(ast.Attribute(ast.Name(w, ast.Load()), "go", ast.Load()),
+                          [ast.Name(flag, ast.Load())], [])
+            s.test = ast.BoolOp(ast.And(), [ast.copy_location(go, s.test), s.test])
+        test = ast.Call(ast.Attribute(ast.Name(w, ast.Load()), "test", ast.Load()),
+                        [s.test, ast.Call(ast.Name("locals", ast.Load()), [], [])], [])
+        for node in ast.walk(test):           # errors raised in test() point at the test
+            if node is not s.test and not _inside(node, s.test):
+                ast.copy_location(node, s.test)
+        s.test = test
+        s.body = self._stmts(s.body, True)
+        done = ast.Expr(ast.Call(ast.Attribute(ast.Name(w, ast.Load()), "done", ast.Load()),
+                                 [], []))
+        new = first + [ast.Assign([ast.Name(w, ast.Store())], enter), s, done]
+        for n in new:
+            if n is not s:
+                ast.copy_location(n, s)
+        return new
 
     def _branch(self, s):
         self.count += 1

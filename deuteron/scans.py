@@ -1,5 +1,5 @@
-"""Scans with a user combine function (`hl.associative_scan`) and `expand` / `expand_as`, while
-tracing, and the scan of the eager oracle.
+"""Scans and reductions with a user combine function (`hl.associative_scan`, `hl.reduce`) and
+`expand` / `expand_as`, while tracing, and the scan and reduction of the eager oracle.
 
 Tracing: the operands are broadcast to one shape (an `expand` node where one is smaller), then the
 user's combine function runs once on scalar `param` values of the operands' dtypes, recorded into
@@ -11,6 +11,9 @@ The scan runs along a whole dim (a full slice ':' or a size-1 axis), or along th
 tile, where each program scans its own tile: that result may reach only `hl.atomic_add` (as a
 reduction over the grid may; Helion's segmented reduction adds each tile's partial sums). A
 reverse scan needs a dim without padded lanes (those would flow into the real ones).
+
+hl.reduce records a `creduce` node the same way (lowered to `nl.reduce`), one dim at a time;
+its padded lanes are set to `other` first (pads.py decides where that is needed).
 """
 from __future__ import annotations
 
@@ -44,7 +47,7 @@ def associative_scan(tracer, combine_fn, input, dim, reverse=False):
     if reverse and not (d.kind == "full" and d.block == d.extent):
         raise TraceError(f"a reverse hl.associative_scan over {d.describe()}, which has padded "
                          "lanes past its end: they would flow into the real ones")
-    params, outs, body = _combine(tracer, combine_fn, xs)
+    params, outs, body = _combine(tracer, combine_fn, xs, single)
     scan = tracer.new("scan", xs, dims, None, None, combine=(params, outs, body), axis=axis,
                       reverse=bool(reverse), partial=ops.whole_dim(d, "hl.associative_scan over"))
     items = tuple(tracer.new("item", [scan], dims, x.dtype, None, index=i)
@@ -52,7 +55,71 @@ def associative_scan(tracer, combine_fn, input, dim, reverse=False):
     return items[0] if single else items
 
 
-def _combine(tracer, combine_fn, xs):
+def reduce(tracer, combine_fn, input, dim=None, other=0, keep_dims=False):
+    """hl.reduce: `input` (a tile value or a tuple of them, broadcast to one shape) combined
+    along `dim` (every dim when None, last first) by `combine_fn`; padded lanes hold `other`
+    (one number, or one per operand) while they take part."""
+    single = not isinstance(input, (tuple, list))
+    xs = [ops.as_operand(tracer, x) for x in ([input] if single else input)]
+    if not xs or any(not isinstance(x, ir.Value) for x in xs):
+        raise TraceError("hl.reduce takes a tile value or a tuple of them (not numbers)")
+    if single and isinstance(other, (tuple, list)):
+        raise TraceError("hl.reduce: `other` is one number for one operand")
+    others = list(other) if isinstance(other, (tuple, list)) else [other] * len(xs)
+    if len(others) != len(xs):
+        raise TraceError(f"hl.reduce: {len(others)} `other` values for {len(xs)} operands")
+    dims = ()
+    for x in xs:
+        dims = ir.broadcast_dims(dims, x.dims)
+        if dims is None:
+            raise TraceError("hl.reduce: the operands' tile shapes do not broadcast")
+    xs = [expand(tracer, x, dims) for x in xs]
+    if dim is None:
+        axes = list(reversed(range(len(dims))))
+    elif isinstance(dim, int) and -len(dims) <= dim < len(dims):
+        axes = [dim % len(dims)]
+    else:
+        raise TraceError(f"hl.reduce: dim {dim!r} out of range for {len(dims)} dims")
+    for axis in axes:
+        xs = _reduce_axis(tracer, combine_fn, xs, axis, others, bool(keep_dims), single)
+    return xs[0] if single else tuple(xs)
+
+
+def _reduce_axis(tracer, combine_fn, xs, axis, others, keep, single):
+    d = xs[0].dims[axis]
+    if getattr(d, "jagged", None) is not None:
+        raise TraceError(f"hl.reduce over {d.describe()}, a jagged tile: use a torch "
+                         "reduction (sum, amax, ...), which skips each row's lanes past its length")
+    others = [o if x.dtype.is_floating_point else int(o) for o, x in zip(others, xs)]
+    dims = xs[0].dims[:axis] + ((ir.ONE,) if keep else ()) + xs[0].dims[axis + 1:]
+    params, outs, body = _combine(tracer, combine_fn, xs, single)
+    node = tracer.new("creduce", xs, dims, None, None, combine=(params, outs, body), axis=axis,
+                      keepdim=keep, rdim=d, others=others,
+                      partial=ops.whole_dim(d, "hl.reduce over"))
+    return [tracer.new("item", [node], dims, x.dtype, None, index=i) for i, x in enumerate(xs)]
+
+
+def call_combine(combine_fn, left, right, single):
+    """combine_fn on one side's operands and the other's: unpacked (`f(a0, a1, b0, b1)`), or
+    for several operands as two tuples when it takes two parameters (`f((a0, a1), (b0, b1))`),
+    the two forms Helion accepts."""
+    if not single and len(left) > 1 and _positional(combine_fn) == 2:
+        return combine_fn(tuple(left), tuple(right))
+    return combine_fn(*left, *right)
+
+
+def _positional(fn):
+    import inspect
+    try:
+        ps = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return -1
+    if any(p.kind == p.VAR_POSITIONAL for p in ps):
+        return -1
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in ps)
+
+
+def _combine(tracer, combine_fn, xs, single):
     """Run combine_fn on scalar params (left operands, then right ones) into a block of its own."""
     saved, body = tracer.current_block, []
     tracer.current_block = body
@@ -61,7 +128,7 @@ def _combine(tracer, combine_fn, xs):
                   for side in ("left", "right") for i, x in enumerate(xs)]
         for p in params:
             p.name = p.attrs["name"]
-        outs = combine_fn(*params)
+        outs = call_combine(combine_fn, params[:len(xs)], params[len(xs):], single)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         if len(outs) != len(xs):
             raise TraceError(f"the combine function returned {len(outs)} values for "
@@ -123,7 +190,7 @@ def eager_scan(combine_fn, input, dim, reverse=False):
     while s < n:
         head = [o.narrow(dim, 0, n - s) for o in out]
         tail = [o.narrow(dim, s, n - s) for o in out]
-        new = combine_fn(*(tail + head) if reverse else (head + tail))
+        new = call_combine(combine_fn, *((tail, head) if reverse else (head, tail)), single)
         new = list(new) if isinstance(new, (tuple, list)) else [new]
         new = [torch.as_tensor(v).to(o.dtype).expand(h.shape) for v, o, h in zip(new, out, head)]
         if reverse:
@@ -131,4 +198,31 @@ def eager_scan(combine_fn, input, dim, reverse=False):
         else:
             out = [torch.cat([o.narrow(dim, 0, s), v], dim) for v, o in zip(new, out)]
         s *= 2
+    return out[0] if single else tuple(out)
+
+
+def eager_reduce(combine_fn, input, dim=None, other=0, keep_dims=False):
+    """hl.reduce in eager torch: halves combined pairwise (a tree, as the kernel's), an odd
+    element carried over; an empty dim gives `other`."""
+    single = not isinstance(input, (tuple, list))
+    out = list(torch.broadcast_tensors(*([input] if single else list(input))))
+    others = list(other) if isinstance(other, (tuple, list)) else [other] * len(out)
+    for axis in ([dim % out[0].dim()] if dim is not None else reversed(range(out[0].dim()))):
+        while out[0].shape[axis] > 1:
+            n = out[0].shape[axis]
+            h = n // 2
+            new = call_combine(combine_fn, [o.narrow(axis, 0, h) for o in out],
+                               [o.narrow(axis, h, h) for o in out], single)
+            new = list(new) if isinstance(new, (tuple, list)) else [new]
+            new = [torch.as_tensor(v).to(o.dtype).expand(o.narrow(axis, 0, h).shape)
+                   for v, o in zip(new, out)]
+            out = [torch.cat([v, o.narrow(axis, 2 * h, n - 2 * h)], axis)
+                   for v, o in zip(new, out)]
+        if out[0].shape[axis] == 0:
+            shape = list(out[0].shape)
+            shape[axis] = 1
+            out = [torch.full(shape, v, dtype=o.dtype, device=o.device)
+                   for v, o in zip(others, out)]
+        if not keep_dims:
+            out = [o.squeeze(axis) for o in out]
     return out[0] if single else tuple(out)

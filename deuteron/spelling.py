@@ -53,6 +53,8 @@ class Names:
 
     def fresh(self, base):
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if base.startswith("__deuteron_"):      # a name rewrite.py made (a while's break flag)
+            base = base[len("__deuteron_"):].rstrip("_0123456789") or "v"
         if base[0].isdigit():
             base = "v" + base
         name, i = base, 1

@@ -250,10 +250,12 @@ class Tracer:
             self._mode = None
             self._finish_program(end)
         else:
-            self._finish_loop(loop, start, end)
+            self.finish_loop(loop, start, end)
             self.current_block = outer_block
 
-    def _finish_loop(self, loop, start, end):
+    def finish_loop(self, loop, start, end):
+        """Close an inner loop (a tile loop, or a `while` on a kernel value: branches.py):
+        names assigned in it that held a value before it are carried across iterations."""
         from .ops import TileValue
         for name, new in end.items():
             if not isinstance(new, TileValue):
@@ -267,7 +269,7 @@ class Tracer:
                 if new.name is None:
                     new.name = name
             elif _defined_in(new, loop) and old is not _MISSING:
-                if isinstance(old, (int, float)) and not isinstance(old, bool):
+                if isinstance(old, (int, float)):     # (bools too: a while's break flag)
                     old = self.new("full", [], new.dims, new.dtype, old, value=old, hoist=loop)
                 if not isinstance(old, TileValue):
                     raise TraceError(f"`{name}` is updated in a tile loop but was not a tile "
@@ -369,6 +371,10 @@ class Tracer:
     def associative_scan(self, combine_fn, input, dim, reverse):
         from .scans import associative_scan
         return associative_scan(self, combine_fn, input, dim, reverse)
+
+    def combine_reduce(self, combine_fn, input, dim, other, keep_dims):
+        from .scans import reduce
+        return reduce(self, combine_fn, input, dim, other, keep_dims)
 
     def torch_function(self, func, args, kwargs):
         from . import ops

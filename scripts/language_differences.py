@@ -187,19 +187,37 @@ HELION_DIFFERENCES = """\
   `newt.testing.do_bench` and skips timing without a GPU (kernels then run on the
   interpreter). `scripts/run_helion_examples.py` runs a folder of Helion programs with only
   their imports rewritten.
-- **Missing `hl.*` names**: `hl.signal` / `hl.wait`, `hl.atomic_cas`, `hl.reduce`,
+- **Missing `hl.*` names**: `hl.signal` / `hl.wait`, `hl.atomic_cas`,
   `hl.cumprod`, `hl.subscript`, `hl.inline_asm_elementwise`, `hl.inline_triton` /
   `hl.triton_kernel`, `hl.device_print`, `hl.breakpoint`, `hl.StackTensor`, `hl.JaggedTensor`.
   `hl.constexpr` is an annotation only (host numbers are baked into the kernel anyway);
   `hl.specialize` returns its argument as an int. `hl.vtile` is `hl.jagged_tile`.
+- **`hl.reduce(combine_fn, x, dim, other, keep_dims)`** reduces over a full slice ':', an
+  inner loop's tile (each iteration its own tile) or a size-1 axis; over the launch grid's
+  tile it is refused unless one tile covers the dim (each program would reduce only its own
+  tile), and over a jagged tile it is refused (use `torch.sum` / `amax` ..., which skip each
+  row's lanes past its length). `dim=None` reduces one dim at a time, the last first. The
+  oracle runs the combine function itself (pairwise, in a tree), not a sum, so a wrong
+  combine or `other` shows there too. As in `hl.associative_scan`, a combine function of
+  several operands may take them unpacked or as two tuples.
 - **`if` on kernel values takes a scalar** (a loaded scalar, `tile.begin`, a comparison of
   them: one value per program), traced into a newt `if` / `else`; both sides run once while
   tracing (the kernel function is rewritten to let them: [deuteron/rewrite.py](../deuteron/rewrite.py)),
   and a name assigned on only one side, and not defined before, cannot be used after the `if`.
   An `if ...: ...; continue` in a tile loop becomes an if / else holding the rest of the loop
   body; an `if` whose sides hold `break` or `return` is not rewritten (its test must be a host
-  value), nor is `while` on a kernel value. For a per-element choice use `torch.where` or
-  `extra_mask=`. `hl.static_range` is a plain Python range.
+  value). For a per-element choice use `torch.where` or `extra_mask=`. `hl.static_range` is a
+  plain Python range.
+- **`while` on a kernel value** (a scalar, as for `if`) becomes a newt `while`: its body is
+  traced once, the names it updates are carried, and the test is computed before the loop and
+  again at the end of the body. A `break` in it (under `if`s, also on kernel values) sets a
+  flag that fails the next test, and the rest of the body runs only on the sides that go on;
+  the test itself is still computed once more after a break (keep it safe to compute: a
+  comparison of a counter, not a load past the end). A `while` holding `return` or `else` is
+  not rewritten (its test must then be a host value, which loops in Python while tracing),
+  nor one whose `break` sits in a `with` or `try`; a `break` under an `if` on a kernel value
+  out of a host-test `while` is refused; a test that reduces over the launch grid's tile is
+  refused (each program would test only its own tile, the oracle the whole dim).
 - **`hl.jagged_tile(lengths)`**: the loop runs to the largest length among the rows a program
   holds, and loads, stores and reductions that involve the jagged tile and the lengths' rows are
   masked per row (a load past a row's length reads 0; a mean over a jagged tile is refused:

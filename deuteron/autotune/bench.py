@@ -270,10 +270,10 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     tracer = kernel.trace(*args, **kwargs)
     space = Space(tracer)
     name = kernel.__name__
-    if effort == "none" and not kernel.configs:
-        cfg = space.default()
-        return cfg, f"[deuteron] {name}: autotune_effort='none', default {cfg}"
     gpu = _gpu_of(args, kwargs)
+    if effort == "none" and not kernel.configs:
+        cfg = space.default() if gpu is not None else space.few_programs(space.default())
+        return cfg, f"[deuteron] {name}: autotune_effort='none', default {cfg}"
     on_gpu = gpu is not None
     if arch is None and on_gpu:
         from newt.runtime import driver

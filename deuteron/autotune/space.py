@@ -223,6 +223,23 @@ class Space:
         return self._with_knobs(dataclasses.replace(cfg, num_stages=stages),
                                 {n: d for n, (_, d) in self.knobs.items()})
 
+    def few_programs(self, cfg: Config, limit: int = 256) -> Config:
+        """cfg with the launch grid's tiles grown (within their choices) until each launch has
+        at most `limit` programs. For the interpreter: it runs programs one after another,
+        each as whole-tile torch ops, so a big launch of small tiles spends its time in Python
+        per program. Launches of at most `limit` programs keep cfg's tiles."""
+        blocks = list(cfg.block_sizes)
+        for pi in range(len(self.programs)):
+            grid = [i for i, t in enumerate(self.tiles) if t.program == pi and t.kind == "grid"]
+            while math.prod(-(-self.tiles[i].extent // blocks[i]) for i in grid) > limit:
+                # the tile cut into the most pieces that may still grow
+                grow = [i for i in grid if any(b > blocks[i] for b in self.block_choices[i])]
+                if not grow:
+                    break
+                i = max(grow, key=lambda j: -(-self.tiles[j].extent // blocks[j]))
+                blocks[i] = min(b for b in self.block_choices[i] if b > blocks[i])
+        return dataclasses.replace(cfg, block_sizes=tuple(blocks))
+
     def _with_knobs(self, cfg: Config, values: dict) -> Config:
         return dataclasses.replace(cfg, tunables=tuple(sorted(values.items()))) if values else cfg
 
