@@ -23,18 +23,23 @@ from . import ir, ops
 from .errors import TraceError
 
 
+def _broadcast(tracer, xs, what):
+    """The operands expanded to their common tile dims, and those dims."""
+    dims = ()
+    for x in xs:
+        dims = ir.broadcast_dims(dims, x.dims)
+        if dims is None:
+            raise TraceError(f"{what}: the operands' tile shapes do not broadcast")
+    return [expand(tracer, x, dims) for x in xs], dims
+
+
 def associative_scan(tracer, combine_fn, input, dim, reverse=False):
     single = not isinstance(input, (tuple, list))
     xs = [ops.as_operand(tracer, x) for x in ([input] if single else input)]
     if not xs or any(not isinstance(x, ir.Value) or x.rank == 0 for x in xs):
         raise TraceError("hl.associative_scan takes a tile value or a tuple of them (not numbers "
                          "or scalars)")
-    dims = ()
-    for x in xs:
-        dims = ir.broadcast_dims(dims, x.dims)
-        if dims is None:
-            raise TraceError("hl.associative_scan: the operands' tile shapes do not broadcast")
-    xs = [expand(tracer, x, dims) for x in xs]
+    xs, dims = _broadcast(tracer, xs, "hl.associative_scan")
     if not isinstance(dim, int) or not -len(dims) <= dim < len(dims):
         raise TraceError(f"hl.associative_scan: dim {dim!r} out of range for {len(dims)} dims")
     axis = dim % len(dims)
@@ -68,12 +73,7 @@ def reduce(tracer, combine_fn, input, dim=None, other=0, keep_dims=False):
     others = list(other) if isinstance(other, (tuple, list)) else [other] * len(xs)
     if len(others) != len(xs):
         raise TraceError(f"hl.reduce: {len(others)} `other` values for {len(xs)} operands")
-    dims = ()
-    for x in xs:
-        dims = ir.broadcast_dims(dims, x.dims)
-        if dims is None:
-            raise TraceError("hl.reduce: the operands' tile shapes do not broadcast")
-    xs = [expand(tracer, x, dims) for x in xs]
+    xs, dims = _broadcast(tracer, xs, "hl.reduce")
     if dim is None:
         axes = list(reversed(range(len(dims))))
     elif isinstance(dim, int) and -len(dims) <= dim < len(dims):
