@@ -138,6 +138,8 @@ def _check_walk_rings(k, arch, causal, stages, mma_sync, D):
     want = ["4"] * ringed["m"] + ["3"] * ringed["n"]
     assert sorted(walks) == sorted(want * n), walks
     assert k.ir.count(f"tile_ring={stages}") == (4 * ringed["m"] + 3 * ringed["n"]) * n
+    # a dot the walk ring took says no reason the K-loop ring left it (the walk is its ring)
+    assert not re.search(r"ring_why=[^\n]*tile_ring=|tile_ring=[^\n]*ring_why=", k.ir)
     # the first dot of each walk waits and issues; the others read landed tiles
     assert k.ir.count("ring_ready") == (3 * ringed["m"] + 2 * ringed["n"]) * n
     assert k.ir.count("accumulator registers per thread on mma.sync") == \

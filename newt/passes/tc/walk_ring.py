@@ -88,6 +88,7 @@ def _walk_ring(loop, loads, options):
     dots[0].attrs["ring_issue"] = IrRef(copied)
     for d in dots:
         d.attrs["tile_ring"] = R
+        d.attrs.pop("ring_why", None)     # (the K-loop ring's reason: this ring took the dot)
         d.attrs["live"] = IrRef((pre, loop))
         if d is not dots[0]:
             d.attrs["ring_ready"] = True
