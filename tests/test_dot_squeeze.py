@@ -98,3 +98,34 @@ def test_unit_batch_dot_emulated(monkeypatch, M, N, K):
     ref = torch.bmm(a.double(), b.double())
     assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
     assert float((c.double() - ref).norm() / ref.norm()) < 2e-3
+
+
+def test_deuteron_bmm_takes_the_tma_ring(tmp_path):
+    """deuteron's `torch.baddbmm` over 3-D tiles (examples/dt_ops_matmul.py's bmm), with the
+    untuned default config (batch block 1), compiles for sm_90a to the 2-D loop's TMA ring."""
+    import importlib.util
+    import inspect
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
+    import dt_ops_matmul as m
+    a, b = torch.randn(3, 256, 192).half(), torch.randn(3, 192, 320).half()
+    cfg = m.bmm.config_for((a, b))
+    assert cfg.block_sizes[0] == 1, cfg
+    path = tmp_path / "dt_bmm_src.py"
+    path.write_text("import newt\nimport newt.language as nl\n" + m.bmm.to_newt_source(a, b))
+    spec = importlib.util.spec_from_file_location("dt_bmm_src", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    k = mod.bmm_kernel
+    sig, sp = {}, {}
+    for p in inspect.signature(k.fn).parameters:
+        if p.startswith("BLOCK_SIZE_"):
+            continue
+        sig[p] = "*fp16" if p.endswith("ptr") else "i32"
+        sp[p] = {"equal_to_1": True} if p.endswith("2") and p.startswith("stride") else \
+            {"divisible_by_16": True}
+    cx = dict(zip(["BLOCK_SIZE_TB", "BLOCK_SIZE_TM", "BLOCK_SIZE_TN", "BLOCK_SIZE_TK"],
+                  cfg.block_sizes))
+    ck = newt.compile(k, sig, cx, arch="sm_90a", num_warps=cfg.num_warps,
+                      num_stages=cfg.num_stages, specialization=sp)
+    assert ck.ir.count("tma)") >= 2 and "at a rest_tm index < TB (mask)" in ck.ir, ck.ir
+    assert ck.n_spills == 0
