@@ -117,15 +117,20 @@ class _Squeezer:
                 out = self.emit("constant", [], st, {"value": op.attrs["start"]}, op.loc)
             elif k in _ELEMENTWISE:
                 ins = [self.scalar(o) for o in op.operands]
-                zero = [index_constant(x) == 0 if x is not None else False for x in ins]
-                if k in ("binary", "addptr") and op.attrs.get("op", "add") == "add" \
-                        and any(zero) and ins[zero.index(False) if False in zero else 0] \
-                        is not None and ins[zero.index(True) ^ 1].type == st:
-                    out = ins[zero.index(True) ^ 1]   # `+ arange(0, 1)`: the start itself
-                elif all(x is not None for x in ins):
-                    out = self.emit(k, ins, st, op.attrs, op.loc)
+                if None not in ins:
+                    out = _plus_zero(k, op, ins, st) or self.emit(k, ins, st, op.attrs, op.loc)
         self.memo[key] = out
         return out
+
+
+def _plus_zero(k, op, ins, st):
+    """x of `x + 0` (`start + arange(0, 1)`: the start itself), else None."""
+    if k == "addptr" or (k == "binary" and op.attrs.get("op") == "add"):
+        pairs = [ins] if k == "addptr" else [ins, ins[::-1]]
+        for x, y in pairs:
+            if index_constant(y) == 0 and x.type == st:
+                return x
+    return None
 
 
 def _replace_uses(block, old, new):
