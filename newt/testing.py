@@ -24,7 +24,6 @@ import statistics
 import torch
 
 _L2_FLUSH_BYTES = 256 * 1024 * 1024
-_flush_buffer = None
 
 
 def _require_cuda():
@@ -36,10 +35,11 @@ def _require_cuda():
 
 def _l2_flush_buffer() -> torch.Tensor:
     # Larger than any L2 we target (H100/H200: 50 MB), so writing it evicts the kernel's data.
-    global _flush_buffer
-    if _flush_buffer is None or _flush_buffer.device.index != torch.cuda.current_device():
-        _flush_buffer = torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
-    return _flush_buffer
+    # Not kept between calls: a first call inside torch.compile's CUDA-graph warm-up allocates
+    # from the graph's private pool, and a buffer kept alive there is a leak that cudagraph
+    # trees reject ("tensor(s) in the cudagraph pool not tracked as outputs"). torch's caching
+    # allocator makes the next allocation of the same size cheap.
+    return torch.empty(_L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
 
 def _summarize(times: list[float], quantiles, return_mode: str):

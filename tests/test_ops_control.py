@@ -11,6 +11,7 @@ import torch
 
 import newt
 import newt.language as nl
+from lang_helpers import where  # noqa: F401  (fixture)
 from ops_helpers import check, poison, rand
 
 
@@ -221,3 +222,37 @@ def test_defaults_and_positional_constexprs(target, device):
     out = poison(n, torch.float32, device)
     defaults_kernel[(newt.cdiv(n, 64),)](x, out, n, 0.5, 1, 64)           # constexprs by position
     check(out, x.cpu() * 0.5 + 1)
+
+
+@newt.jit
+def halve_until_small(x_ptr, out_ptr, steps_ptr, n, BLOCK: nl.constexpr):
+    # `go` is written before it is read in the body and read only by the loop's test: it must
+    # still be carried, or the compiled loop tests its first value forever.
+    row = nl.program_id(0)
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + row * n + offs, mask=offs < n, other=0.0)
+    count = 0
+    go = nl.max(nl.abs(x), axis=0) > 1.0
+    while go:
+        x = x * 0.5
+        count += 1
+        go = nl.max(nl.abs(x), axis=0) > 1.0
+    nl.store(out_ptr + row * n + offs, x, mask=offs < n)
+    nl.store(steps_ptr + row, count)
+
+
+def test_while_condition_written_last_in_the_body(where):
+    n, rows = 13, 7
+    x = torch.randn(rows, n) * torch.logspace(-1, 3, rows)[:, None]
+    want, want_steps = x.clone(), torch.zeros(rows, dtype=torch.int32)
+    for r in range(rows):
+        while want[r].abs().amax() > 1.0:
+            want[r] *= 0.5
+            want_steps[r] += 1
+    assert len(set(want_steps.tolist())) > 2
+    x = where.t(x)
+    out = where.t(torch.full((rows, n), float("nan")))
+    steps = where.t(torch.full((rows,), -1, dtype=torch.int32))
+    where(halve_until_small, (rows,), x, out, steps, n, BLOCK=16)
+    torch.testing.assert_close(out.cpu(), want, rtol=0, atol=0)
+    torch.testing.assert_close(steps.cpu(), want_steps, rtol=0, atol=0)

@@ -225,9 +225,9 @@ class ControlFlow:
         start = (loop.lineno, loop.col_offset)
         for n in name_loads(self.src.node).get(name, ()):
             pos = (n.lineno, n.col_offset)
-            inside = start <= pos <= end and not (isinstance(loop, ast.While) and
-                                                  within(n, loop.test))
-            if inside:
+            if isinstance(loop, ast.While) and within(n, loop.test):
+                return True        # the test runs again after every iteration of the body
+            if start <= pos <= end:
                 continue
             if self.loop_depth or self.static_depth or pos > end:
                 return True
