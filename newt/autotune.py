@@ -147,10 +147,12 @@ class Autotuner(_Wrapper):
             return None
         return next((c for c in self.configs if str(c) == rec.get("config")), None)
 
-    def prune_configs(self, named: dict) -> list:
+    def prune_configs(self, named: dict, kwargs: dict | None = None) -> list:
+        """The configs left by `early_config_prune(configs, named_args, **call_kwargs)` (the
+        call's keyword arguments also by name, as Triton passes them), then by `perf_model`."""
         configs = self.configs
         if self.early_config_prune:
-            configs = list(self.early_config_prune(configs, named))
+            configs = list(self.early_config_prune(configs, named, **(kwargs or {})))
         if self.perf_model and self.top_k:
             k = self.top_k if self.top_k >= 1 else int(len(configs) * self.top_k)
             if len(configs) > k:
@@ -233,7 +235,7 @@ class Autotuner(_Wrapper):
         if config is None and self.cache_results and not options.flags.interpret:
             config = self._disk_winner(key)
         if config is None:
-            configs = self.prune_configs(named)
+            configs = self.prune_configs(named, kwargs)
             if options.flags.interpret or len(configs) == 1:
                 config = configs[0]
             else:

@@ -217,7 +217,8 @@ def build(jitfn, signature, constexprs, spec, num_warps):
     from newt.compiler import _apply_specialization
     from newt.frontend import build_ir
     from newt.passes import run_passes
-    sig = {k: D.from_signature(v) if isinstance(v, str) else v for k, v in signature.items()}
+    sig = {k: D.from_signature(v) if isinstance(v, str) and not v.startswith("tensordesc") else v
+           for k, v in signature.items()}    # a host descriptor: frontend/descriptors.py
     fn = build_ir(jitfn.fn, sig, dict(constexprs), spec)
     _apply_specialization(fn, spec)
     opts = Options(arch="sm_90a", num_warps=num_warps)
@@ -285,6 +286,18 @@ extern "C" int nt_launch(void** args, int gx, int gy, int gz) {{
 EMU_SMS = 3    # a persistent kernel's CTAs (passes/tc/persistent.py): several programs each
 
 
+def _descriptor_part(arguments, pname):
+    """The value of parameter `pname`, one size or stride of a TensorDescriptor argument
+    (newt/descriptors.py names them)."""
+    from newt.descriptors import part_names
+    for name, v in arguments.items():
+        if hasattr(v, "block_shape"):
+            parts = part_names(name, len(v.shape))
+            if pname in parts:
+                return (list(v.shape) + list(v.strides))[parts.index(pname)]
+    raise KeyError(pname)
+
+
 def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
     """Launch `jitfn` on CPU tensors through its generated CUDA C++ (like kernel[grid](...))."""
     from newt.runtime import specialize as S
@@ -296,7 +309,11 @@ def emulate(jitfn, grid, *args, num_warps=4, **kwargs):
     grid = tuple(grid) + (1,) * (3 - len(grid))
     holders = []
     for p in params:
-        v = arguments[p.name]
+        v = arguments.get(p.name)
+        if p.name not in arguments:    # a size or stride of a host TensorDescriptor argument
+            v = _descriptor_part(arguments, p.name)
+        elif hasattr(v, "block_shape"):
+            v = v.base                 # the descriptor's base pointer
         if isinstance(v, torch.Tensor):
             holders.append(ctypes.c_void_p(v.data_ptr()))
         else:
