@@ -18,6 +18,7 @@ from torch import Tensor as _Tensor
 
 from . import compile_names, options
 from .errors import CompilationError, LaunchError, NVRTCError
+from .jit_host import descriptor_class
 from .tensor_like import device_index, is_pointer_like
 
 _SCALARS = (int, float, bool, type(None), str)
@@ -174,22 +175,36 @@ class Autotuner(_Wrapper):
         if self.compile_workers == 0 or not precompile.available():
             return {}
         jobs, which = [], []
-        for c in configs:
-            fn, kw = self.fn, {**kwargs, **c.all_kwargs()}
-            while not isinstance(fn, JITFunction):
-                if not isinstance(fn, Heuristics):
-                    return {}
-                kw = fn.expand(args, kw)
-                fn = fn.fn
-            try:
-                arguments, nw, ns = specialize.bind(fn, args, kw)
-                sig, cx, spec, dev = specialize.specialize(fn, arguments)
-                arch = driver.Device.get(dev if dev is not None
-                                         else driver.current_device_index()).arch
-            except LaunchError:
-                continue   # the timed launch reports it
-            jobs.append((fn, sig, cx, spec, arch, nw, ns))
-            which.append(c)
+        named = {**dict(zip(self.arg_names, args)), **kwargs}
+        # A hook that sets descriptors' block shapes from the config (Triton's TMA kernels do)
+        # decides what a config compiles, so it runs first, as before the config's timed
+        # launch; what it does to restore_value tensors is undone. Only descriptors' block
+        # shapes can change a specialization, so without descriptors no hook runs here.
+        hooked = any(c.pre_hook for c in configs) and any(
+            isinstance(v, descriptor_class()) for v in named.values())
+        saved = {n: named[n].clone() for n in self.restore_value} if hooked else {}
+        try:
+            for c in configs:
+                fn, kw = self.fn, {**kwargs, **c.all_kwargs()}
+                if hooked and c.pre_hook:
+                    c.pre_hook({**named, **kw})
+                while not isinstance(fn, JITFunction):
+                    if not isinstance(fn, Heuristics):
+                        return {}
+                    kw = fn.expand(args, kw)
+                    fn = fn.fn
+                try:
+                    arguments, nw, ns = specialize.bind(fn, args, kw)
+                    sig, cx, spec, dev = specialize.specialize(fn, arguments)
+                    arch = driver.Device.get(dev if dev is not None
+                                             else driver.current_device_index()).arch
+                except LaunchError:
+                    continue   # the timed launch reports it
+                jobs.append((fn, sig, cx, spec, arch, nw, ns))
+                which.append(c)
+        finally:
+            for n, v in saved.items():
+                named[n].copy_(v)
         results = precompile.compile_in_workers(jobs, self.compile_workers)
         return {c: r for c, r in zip(which, results) if r and r.startswith(("crashed", "skipped"))}
 
@@ -271,7 +286,11 @@ def autotune(configs, key, prune_configs_by=None, reset_to_zero=None, restore_va
     """Decorator: time `configs` on the first call per value of the `key` arguments.
     Before timing, the configs compile in parallel worker processes (`compile_workers`, default
     one per core; 0 compiles in-process), so a crashing compile costs one config, not the
-    process. `cache_results=True` also keeps winners in the disk cache for later processes."""
+    process; a config's `pre_hook` runs before its compile too, so a hook that sets descriptors'
+    block shapes (Triton's TMA kernels) compiles what the config will launch.
+    `prune_configs_by={"early_config_prune": f}` calls `f(configs, named_args, **kwargs)` with
+    the launch's keyword arguments (Triton's call). `cache_results=True` also keeps winners in
+    the disk cache for later processes."""
     def deco(fn):
         return Autotuner(fn, configs, key, prune_configs_by, reset_to_zero, restore_value,
                          pre_hook, post_hook, warmup, rep, do_bench, compile_workers,

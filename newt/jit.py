@@ -56,6 +56,8 @@ class JITFunction(HostAPI):
             dns.add(self.arg_names[d] if isinstance(d, int) else d)
         self.do_not_specialize = dns
         self.debug = debug
+        # Triton's launch_metadata(grid, kernel, args) -> {"name", metrics}: read by newt.profiler
+        self.launch_metadata = _triton_kwargs.get("launch_metadata")
         self.cache: dict = {}        # key tuple -> Launcher (memory cache, per process)
         self._hot = [(None,)]        # (key, *Launcher.fast) of the last key launched
         self._launch_fn = None       # generated per kernel, on the first launch
@@ -106,7 +108,13 @@ class JITFunction(HostAPI):
         `warmup=True` compiles without launching (see warmup)."""
         if warmup:
             return self.warmup(*args, grid=grid, **kwargs)
-        if options.flags.interpret:
+        hook = _flags.launch_hook    # newt.profiler recording kernels (profiler/kernels.py)
+        if hook is not None:
+            return hook(self, grid, args, kwargs, lambda: self._run(grid, args, kwargs))
+        return self._run(grid, args, kwargs)
+
+    def _run(self, grid, args, kwargs):
+        if _flags.interpret:
             return self._interpret(grid, args, kwargs)
         return (self._launch_fn or self._first_launch)(_grid_arg(grid), *args, **kwargs)
 
@@ -253,9 +261,13 @@ def jit(fn=None, **kwargs):
 
     `do_not_specialize` lists parameters (names or positions) whose values are not part of the
     specialization key: an int there is not specialized as equal to 1 or divisible by 16, a
-    tensor not on its 16-byte alignment, so one binary serves every value. Triton's other
-    keywords (`launch_metadata`, `repr`, `do_not_specialize_on_alignment`, ...) are accepted
-    and ignored."""
+    tensor not on its 16-byte alignment, so one binary serves every value.
+    `launch_metadata=fn` names the kernel's launches, with their metrics, in a `newt.profiler`
+    session started with `hook="triton"` (`fn(grid, kernel, args)` returns a dict with
+    "name" and metrics such as "flops16" and "bytes", as in Triton); launches through
+    `kernel.run` and autotuners are recorded, direct `kernel[grid](...)` ones are not (that
+    path does only lookups). Triton's other keywords (`repr`,
+    `do_not_specialize_on_alignment`, ...) are accepted and ignored."""
     if fn is None:
         return lambda f: JITFunction(f, **kwargs)
     return JITFunction(fn, **kwargs)

@@ -70,6 +70,9 @@ class _Flags:
         self.interpret = interpret_enabled()
         self.debug = debug_enabled()
         self.debug_level = debug_level()
+        # newt.profiler's launch recorder while a session records kernels (profiler/kernels.py);
+        # read by kernel.run, never by the kernel[grid](...) fast path
+        self.launch_hook = None
 
 
 flags = _Flags()

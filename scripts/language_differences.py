@@ -52,10 +52,14 @@ TRITON_DIFFERENCES = """\
   not launch clusters. The launch options `maxnreg`, `enable_fp_fusion`, `debug` and
   `extern_libs` are accepted and ignored (newt's libdevice names are CUDA's own math functions, so no library is
   linked) ([newt/jit_host.py](../newt/jit_host.py)).
-- **The profiler `newt.profiler` times scopes, not kernels**: proton's calls (`start`,
-  `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each scope, a flat table
-  per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer` reads
-  ([newt/profiler/](../newt/profiler/__init__.py)).
+- **The profiler `newt.profiler` times scopes, and kernels launched through `.run`**: proton's
+  calls (`start`, `activate`, `deactivate`, `finalize`, `scope`) with CUDA events around each
+  scope, a flat table per scope name and its own `.hatchet` JSON, which `newt.profiler.viewer`
+  reads ([newt/profiler/](../newt/profiler/__init__.py)). With `hook="triton"`, each launch
+  through an autotuner, `@heuristics` or `kernel.run` is recorded under the name and metrics its
+  `launch_metadata` gives, timed by events around the launch (not CUPTI); a direct
+  `kernel[grid](...)` launch is not (that path does only lookups; put it in a scope)
+  ([newt/profiler/kernels.py](../newt/profiler/kernels.py)).
 - **`nl.cumsum` of fp16/bf16 accumulates in fp32 and returns the input type**: Triton promotes
   bf16 to fp32 and returns fp32, and adds fp16 in fp16 (each partial sum rounded to fp16,
   several ulp off over long rows); newt rounds each prefix sum once

@@ -174,6 +174,44 @@ def test_configs_compile_in_worker_processes(gpu, monkeypatch):
 
 
 @newt.jit
+def _desc_double(xd, yd, BM: nl.constexpr, BN: nl.constexpr):
+    r, c = nl.program_id(0) * BM, nl.program_id(1) * BN
+    yd.store([r, c], xd.load([r, c]) * 2)
+
+
+def test_precompile_sees_the_block_shapes_a_pre_hook_sets(gpu, monkeypatch):
+    """Descriptors made with a placeholder block shape, set per config by the config's
+    pre_hook (as Triton's TMA kernels do): each config compiles ahead for the shapes its
+    hook sets, not for the placeholder."""
+    from newt.runtime import precompile
+    from newt.tools.tensor_descriptor import TensorDescriptor
+
+    def hook(nargs):
+        nargs["xd"].block_shape = [nargs["BM"], nargs["BN"]]
+        nargs["yd"].block_shape = [nargs["BM"], nargs["BN"]]
+    jobs = []
+
+    class Stop(Exception):
+        pass
+
+    def capture(js, workers=None):
+        jobs.extend(js)
+        raise Stop
+    monkeypatch.setattr(precompile, "available", lambda: True)
+    monkeypatch.setattr(precompile, "compile_in_workers", capture)
+    k = newt.autotune([newt.Config({"BM": 16, "BN": 32}, pre_hook=hook),
+                       newt.Config({"BM": 8, "BN": 64}, num_warps=2, pre_hook=hook)],
+                      key=[])(_desc_double)
+    x = torch.randn(40, 70)
+    xd, yd = TensorDescriptor.from_tensor(x, [1, 1]), TensorDescriptor.from_tensor(x, [1, 1])
+    with pytest.raises(Stop):
+        k[lambda m: (newt.cdiv(40, m["BM"]), newt.cdiv(70, m["BN"]))](xd, yd)
+    assert [(j[1]["xd"], j[1]["yd"], j[5]) for j in jobs] == [
+        ("tensordesc<fp32[16,32]>", "tensordesc<fp32[16,32]>", 4),
+        ("tensordesc<fp32[8,64]>", "tensordesc<fp32[8,64]>", 2)]
+
+
+@newt.jit
 def _scale(x_ptr, out_ptr, n, BLOCK: nl.constexpr, FACTOR: nl.constexpr):
     offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
     mask = offs < n

@@ -118,6 +118,52 @@ def test_profiler_scopes_and_viewer(tmp_path, monkeypatch):
         proton.activate(sid)
 
 
+def _scale_metadata(grid, kernel, args):
+    return {"name": f"{kernel.name} [n={args['n']}, grid={grid[0]}]", "flops32": 1.0 * args["n"],
+            "bytes": 8 * args["n"], "note": "not a number: left out"}
+
+
+@newt.autotune([newt.Config({"BLOCK": 64}), newt.Config({"BLOCK": 128})], key=["n"])
+@newt.jit(launch_metadata=_scale_metadata)
+def tuned_scale(x_ptr, out_ptr, n, factor, BLOCK: nl.constexpr):
+    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
+    m = offs < n
+    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=m) * factor, mask=m)
+
+
+def test_profiler_records_kernels_with_their_launch_metadata(tmp_path, monkeypatch):
+    """A session started with hook="triton" records each launch made through an autotuner or
+    `kernel.run` as a scope named by the kernel's launch_metadata, with its metrics; a session
+    without the hook and a direct `kernel[grid](...)` launch record no kernels."""
+    import newt.profiler as proton
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(newt.options.flags, "interpret", True)
+    plain = proton.start()
+    sid = proton.start("kern", hook="triton")
+    assert newt.options.flags.launch_hook is not None
+    grid = lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)      # noqa: E731
+    for n in (301, 301, 77):
+        x, out = torch.randn(n), torch.full((n,), float("nan"))
+        tuned_scale[grid](x, out, n, -1.5)
+        torch.testing.assert_close(out, x * -1.5)
+    x, out = torch.randn(99), torch.full((99,), float("nan"))
+    tuned_scale.fn[(1,)](x, out, 99, 2.0, BLOCK=128)               # direct: not recorded
+    tuned_scale.fn.run(x, out, 99, 3.0, BLOCK=128, grid=(1,))
+    torch.testing.assert_close(out, x * 3.0)
+    scale_kernel.run(x, out, 99, 0.5, BLOCK=128, grid=(1,))       # no metadata: its name
+    torch.testing.assert_close(out, x * 0.5)
+    rows = {r["name"]: r for r in proton.summary(sid)}
+    assert set(rows) == {"tuned_scale [n=301, grid=5]", "tuned_scale [n=77, grid=2]",
+                         "tuned_scale [n=99, grid=1]", "scale_kernel"}
+    r = rows["tuned_scale [n=301, grid=5]"]
+    assert r["count"] == 2 and r["flops32"] == 602 and r["bytes"] == 8 * 602
+    assert "note" not in r and r["tflop32/s"] > 0
+    assert proton.summary(plain) == []
+    proton.finalize(sid)
+    assert newt.options.flags.launch_hook is None      # no session records kernels any more
+    proton.finalize(plain)
+
+
 def test_launch_returns_the_handle(gpu):
     x, out = torch.randn(300), torch.full((300,), float("nan"))
     h = scale_kernel[(3,)](x, out, 300, 2.0, BLOCK=128)

@@ -12,10 +12,12 @@ A scope records a pair of CUDA events on torch's current stream around its body 
 without a GPU), so it measures the GPU time of everything the body launched; `finalize`
 synchronizes once and adds them up per scope name. Metrics given to a scope are summed, and
 rates are derived from them: `flops<N>` -> `tflop<N>/s`, `flops` -> `tflop/s`, `bytes` ->
-`gbyte/s`. Differences from proton: no per-kernel records (`hook="triton"` is accepted; time is
-attributed to scopes only), one level of scopes (nested scopes are timed on their own, not
-shown as a tree), and the `.hatchet` file is newt's own JSON, which `newt.profiler.viewer`
-reads.
+`gbyte/s`. A session started with `hook="triton"` also records kernels: each launch made
+through an autotuner, `@heuristics` or `kernel.run` is a scope of its own, named (with its
+metrics) by the kernel's `launch_metadata` (kernels.py). Differences from proton: kernel records
+are events around each launch, not CUPTI's, and a direct `kernel[grid](...)` launch is not
+recorded (put it in a scope); one level of scopes (nested scopes are timed on their own, not
+shown as a tree); the `.hatchet` file is newt's own JSON, which `newt.profiler.viewer` reads.
 """
 from __future__ import annotations
 
@@ -23,6 +25,8 @@ import contextlib
 import functools
 import json
 import time
+
+from . import kernels
 
 _sessions: list = []          # one dict per start()
 
@@ -44,8 +48,12 @@ def _elapsed_ms(a, b) -> float:
 
 def start(name: str | None = None, *, context: str = "shadow", data: str = "tree",
           backend: str | None = None, mode=None, hook: str | None = None) -> int:
-    """Start a session (active at once); returns its id. `name` names the output file."""
-    _sessions.append(dict(name=name, active=True, open=[], done=[], finalized=False))
+    """Start a session (active at once); returns its id. `name` names the output file.
+    `hook="triton"` also records each kernel launched through `kernel.run` or an autotuner
+    (kernels.py)."""
+    _sessions.append(dict(name=name, active=True, open=[], done=[], finalized=False,
+                          kernels=hook == "triton"))
+    kernels.watch(any(s["kernels"] for s in _session(None)))
     return len(_sessions) - 1
 
 
@@ -70,9 +78,13 @@ def deactivate(session: int | None = None, flushing: bool = False):
         s["active"] = False
 
 
-def enter_scope(name: str, metrics: dict | None = None):
+def enter_scope(name: str, metrics: dict | None = None, kernel: bool = False):
+    """Open scope `name` in every open session (a `kernel` record: in those started with
+    hook="triton")."""
     marker = None
     for s in _session(None):
+        if kernel and not s["kernels"]:
+            continue
         if s["active"]:
             marker = marker or _now_marker()
             s["open"].append((name, marker, dict(metrics or {})))
@@ -80,10 +92,10 @@ def enter_scope(name: str, metrics: dict | None = None):
             s["open"].append(None)
 
 
-def exit_scope(name: str | None = None):
+def exit_scope(name: str | None = None, kernel: bool = False):
     marker = None
     for s in _session(None):
-        if not s["open"]:
+        if (kernel and not s["kernels"]) or not s["open"]:
             continue
         entry = s["open"].pop()
         if entry is not None:
@@ -159,6 +171,7 @@ def finalize(session: int | None = None, output_format: str = "hatchet"):
     for i, s in zip(ids, targets):
         rows = summary(i)
         s["finalized"] = True
+        kernels.watch(any(t["kernels"] for t in _session(None)))
         print(format_table(rows))
         if s["name"]:
             with open(f"{s['name']}.{output_format}", "w") as f:
