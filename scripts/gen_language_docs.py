@@ -74,6 +74,8 @@ def _host_api() -> list:
     """Triton's host-side names under newt's (runtime/active.py, tools/, profiler/, jit.py)."""
     import newt.profiler as proton
     import newt.testing as testing
+    from newt._C import blas
+    from newt.profiler import kernels as proton_kernels
     from newt.jit import JITFunction
     from newt.runtime import active, handle, launch
     from newt.runtime.allocation import set_allocator
@@ -94,7 +96,8 @@ def _host_api() -> list:
             f"`TensorDescriptor.from_tensor(tensor, block_shape, padding=\"zero\")`: "
             f"{_doc(TensorDescriptor.from_tensor)}\n",
             f"#### `newt.set_allocator(allocator)`\n\n{_doc(set_allocator)}\n",
-            f"#### `newt.profiler`\n\n{_doc(proton)}\n",
+            f"#### `newt.profiler`\n\n{_doc(proton)}\n\n{_doc(proton_kernels)}\n",
+            f"#### `newt._C.libtriton.nvidia.cublas.CublasLt(workspace)`\n\n{_doc(blas)}\n",
             f"#### `kernel[grid](...)` returns the kernel's handle\n\n{_doc(handle)}\n\n"
             f"`.metadata`: {_doc(handle.KernelInfo.metadata)} `.asm`: "
             f"{_doc(handle.KernelInfo.asm)}\n\n{_doc(launch.Launcher.__getitem__)}\n"]

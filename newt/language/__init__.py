@@ -394,9 +394,12 @@ def debug_barrier():
 
 class range:
     """`for i in nl.range(start, stop, step, num_stages=None)`: a device loop (like Python's range).
-    `num_stages` overrides the kernel's pipelining depth for loads in this loop;
-    `loop_unroll_factor`, `disallow_acc_multi_buffer`, `flatten` and `warp_specialize` are
-    accepted as hints (Triton's options) and do not change the generated code."""
+    `num_stages` overrides the kernel's pipelining depth for loads in this loop. Triton's
+    scheduling hints are accepted and do not change the generated code (none changes what a
+    loop computes): `flatten` (Triton pipelines the loop nest, e.g. a persistent kernel's tile
+    loop and its K loop, as one loop), `warp_specialize` (Triton splits the loop's loads and
+    dots between producer and consumer warps), `disallow_acc_multi_buffer` (Triton then keeps
+    one copy of a dot accumulator in tensor memory) and `loop_unroll_factor`."""
 
     def __init__(self, arg1, arg2=None, step=None, num_stages=None, loop_unroll_factor=None,
                  disallow_acc_multi_buffer=False, flatten=False, warp_specialize=False):
