@@ -147,3 +147,67 @@ def test_checks_only_and_pytest(tmp_path):
     assert rows["06-wrong.py"].split()[1] == "fail"              # printed a cross mark
     r = _run(tut, "--interpret", "--checks-only", "-k", "wrong", "--timeout", "300")
     assert "06-wrong.py  fail" in r.stdout and r.stdout.count("a check printed") == 1, r.stdout
+
+
+BASELINE = '''"""A program written for Triton that checks a tuned kernel against the vendor GEMM and
+profiles both (Triton's compiled extension, proton with its kernel hook, launch metadata)."""
+import torch
+import triton
+import triton.language as tl
+import triton.profiler as proton
+from triton._C.libtriton import nvidia
+from triton.runtime import driver
+
+DEVICE = driver.active.get_active_torch_device()
+blas = nvidia.cublas.CublasLt(torch.empty(1 << 16, dtype=torch.uint8, device=DEVICE))
+
+
+def describe(grid, kernel, args):
+    return {"name": f"{kernel.name} <{args['M']}x{args['N']}>", "flops16": 2.0 * args["M"]
+            * args["N"] * args["K"]}
+
+
+@triton.autotune([triton.Config({"BM": 32, "BN": 32}), triton.Config({"BM": 16, "BN": 64})],
+                 key=["M", "N", "K"])
+@triton.jit(launch_metadata=describe)
+def mm_bt(a_ptr, b_ptr, c_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k0 in range(0, K, BK):
+        rk = k0 + tl.arange(0, BK)
+        a = tl.load(a_ptr + rm[:, None] * K + rk[None, :], mask=(rm[:, None] < M) & (rk < K))
+        b = tl.load(b_ptr + rn[:, None] * K + rk[None, :], mask=(rn[:, None] < N) & (rk < K))
+        acc = tl.dot(a, b.T, acc)
+    tl.store(c_ptr + rm[:, None] * N + rn, acc.to(tl.float16), mask=(rm[:, None] < M) & (rn < N))
+
+
+M, N, K = 45, 70, 40
+a = torch.randn(M, K, device=DEVICE).half()
+b = torch.randn(N, K, device=DEVICE).half()
+ours, theirs = (torch.full((M, N), float("nan"), device=DEVICE).half() for _ in range(2))
+proton.start("cmp", hook="triton")
+grid = lambda m: (triton.cdiv(M, m["BM"]), triton.cdiv(N, m["BN"]))
+mm_bt[grid](a, b, ours, M, N, K, BK=16)
+with proton.scope("vendor", {"flops16": 2.0 * M * N * K}):
+    blas.matmul(a, b, theirs)
+proton.finalize()
+import triton.profiler.viewer as viewer
+rows, metrics = viewer.parse(["tflop16/s", "time/ms"], "cmp.hatchet")
+assert sorted(r["name"] for r in rows) == ["mm_bt <45x70>", "vendor"], rows
+ok = torch.allclose(ours.float(), theirs.float(), atol=0.05, rtol=0.01)
+print("baseline \\u2705" if ok else "baseline \\u274c")
+'''
+
+
+def test_a_program_using_the_vendor_baseline_and_kernel_records(tmp_path):
+    """Triton's extension (`triton._C.libtriton.nvidia`), proton with hook="triton" and a
+    kernel's launch_metadata, through the import substitution, on the interpreter."""
+    tut = tmp_path / "tutorials"
+    tut.mkdir()
+    (tut / "07-baseline.py").write_text(BASELINE)
+    r = _run(tut, "--interpret", "--checks-only", "--timeout", "300", "--logs",
+             str(tmp_path / "logs"))
+    assert "07-baseline.py  pass" in r.stdout, r.stdout + r.stderr
+    log = (tmp_path / "logs" / "07-baseline.log").read_text()
+    assert "baseline \u2705" in log and "mm_bt <45x70>" in log
