@@ -67,10 +67,10 @@ def operands(M, N, K, dtype, device):
     return a, bt, c
 
 
-def check(c, a, bt):
-    """c against the float64 product rounded to c's dtype: fp8 outputs may differ by the
-    rounding of an fp32 sum that lands near a rounding boundary (1/8 relative)."""
-    want = (a.double() @ bt.double().T).to(c.dtype).double()
+def check(c, a, bt, scale=1.0):
+    """c against the float64 product (times `scale`) rounded to c's dtype: fp8 outputs may
+    differ by the rounding of an fp32 sum that lands near a rounding boundary (1/8 relative)."""
+    want = (scale * (a.double() @ bt.double().T)).to(c.dtype).double()
     got = c.double()
     assert not got.isnan().any()
     rel = 0.13 if c.dtype == torch.float8_e4m3fn else 4e-3
@@ -120,3 +120,50 @@ def test_generated_code_emulated(monkeypatch, arch, dtype, halves, ws):
     E.emulate(tile_walk_mm, (4,), *descs, M, N, K, BM=BM, BN=BN, BK=BK, NPROG=4, HALVES=halves,
               FP8_OUT=dtype == torch.float8_e4m3fn, SPECIALIZE=ws)
     check(c, a, bt)
+
+
+@newt.jit
+def made_inside_mm(a_ptr, bt_ptr, c_ptr, M, N, K, BM: nl.constexpr, BN: nl.constexpr,
+                   BK: nl.constexpr, NPROG: nl.constexpr):
+    """Descriptors made in the kernel from pointers; the output type and a compile-time branch
+    on it read from the pointer's element type."""
+    a_d = nl.make_tensor_descriptor(a_ptr, shape=[M, K], strides=[K, 1], block_shape=[BM, BK])
+    bt_d = nl.make_tensor_descriptor(bt_ptr, shape=[N, K], strides=[K, 1], block_shape=[BN, BK])
+    c_d = nl.make_tensor_descriptor(c_ptr, shape=[M, N], strides=[N, 1], block_shape=[BM, BN])
+    per_col = nl.cdiv(M, BM)
+    for t in nl.range(nl.program_id(0), per_col * nl.cdiv(N, BN), NPROG, flatten=True):
+        row = (t % per_col) * BM           # column-major tile order
+        col = (t // per_col) * BN
+        acc = nl.zeros((BM, BN), dtype=nl.float32)
+        for k in range(0, K, BK):
+            acc = nl.dot(a_d.load([row, k]), bt_d.load([col, k]).T, acc)
+        if c_ptr.dtype.element_ty == nl.float8e4nv:
+            acc = acc * 0.25
+        c_d.store([row, col], acc.to(c_ptr.dtype.element_ty))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.float8_e4m3fn], ids=str)
+@pytest.mark.parametrize("where", ["interp", "emu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not HAS_CUDA, reason="no CUDA device"))])
+def test_descriptors_made_in_the_kernel(where, dtype, monkeypatch):
+    # Triton's programs set one for in-kernel descriptors; newt's need no scratch memory
+    newt.set_allocator(lambda size, align, stream: torch.empty(size, dtype=torch.int8))
+    M, N, K = 100, 90, 72
+    a, bt, c = operands(M, N, K, dtype, "cuda" if where == "cuda" else "cpu")
+    kw = dict(BM=64, BN=32, BK=32, NPROG=3)
+    if where == "emu":
+        if shutil.which("g++") is None:
+            pytest.skip("no host C++ compiler")
+        import test_codegen_emulator as E
+        from emu_dot import emulated_source
+
+        import newt.codegen as C
+        orig = C.generate
+        monkeypatch.setattr(C, "generate", lambda fn, opts: (
+            lambda r: (emulated_source(r[0]), r[1]))(orig(fn, opts)))
+        E.emulate(made_inside_mm, (3,), a, bt, c, M, N, K, **kw)
+    else:
+        monkeypatch.setattr(newt.options.flags, "interpret", where == "interp")
+        made_inside_mm[(3,)](a, bt, c, M, N, K, **kw)
+    newt.set_allocator(None)
+    check(c.cpu(), a.cpu(), bt.cpu(), 0.25 if dtype == torch.float8_e4m3fn else 1.0)
