@@ -201,6 +201,20 @@ def mask_terms(m, out):
 def lt_term(t, shape):
     """(axis, 1-D left side, bound scalar) of a mask conjunct `left < bound` along one axis
     (`left[:, None] < bound`, `(left < bound)[None, :]`, through broadcasts), else None."""
+    return _axis_compare(t, shape, "lt")
+
+
+def ge0_term(t, shape):
+    """(axis, 1-D left side) of a mask conjunct `left >= 0` along one axis (through
+    broadcasts, as lt_term), else None: the lower bound a tensor descriptor's load checks
+    where its offset may be negative."""
+    got = _axis_compare(t, shape, "ge")
+    if got is None or index_constant(got[2]) != 0:
+        return None
+    return got[0], got[1]
+
+
+def _axis_compare(t, shape, cmp):
     v, ax = t, None
     while True:
         o = op_of(v)
@@ -211,7 +225,7 @@ def lt_term(t, shape):
         if o.opcode not in ("broadcast", "convert_layout", "reshape"):
             break
         v = o.operands[0]
-    lt = binop_of(v, "lt")
+    lt = binop_of(v, cmp)
     if lt is None or ax is None:
         return None
     left, right = peel(lt.operands[0]), op_of(peel(lt.operands[1]), "splat")

@@ -44,9 +44,9 @@ import dataclasses
 
 from ...ir.core import is_block
 from ...ir.layouts import SwappedAccLayout
-from ...ir.index_forms import (NoMatch, arange_index, binop_of, index_constant, iv_affine,
-                               launch_value, lt_term, mask_terms, op_of, param_of, ptr_terms,
-                               same)
+from ...ir.index_forms import (NoMatch, arange_index, binop_of, ge0_term, index_constant,
+                               iv_affine, launch_value, lt_term, mask_terms, op_of, param_of,
+                               ptr_terms, same)
 from ...ir.pointers import k_contiguous, split_ptr
 from ...ir.schedule import TmaOperand, tile_boxes
 from .facts import replace_fact
@@ -149,9 +149,20 @@ def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False)
                 j, bound = ob        # the map's extent along that dimension; TMA fills zeros
                 outer_extent[j] = launch_value(fn, bound, "a mask bound")
                 continue
+            low = ge0_term(t, (R, C))
+            if low is not None:
+                # `index >= 0` (a descriptor's offset not provably non-negative): a box reads
+                # zeros at negative coordinates too, so the term only has to test the loaded
+                # index itself, iteration by iteration
+                ax, left = low
+                lrest, lc = iv_affine(left, iv)
+                if lrest is None or not same(lrest, idx[ax][3]) or idx[ax][2] is not None:
+                    raise NoMatch("a mask term `>= 0` does not bound the loaded index")
+                _follows_loop(lc, adv if ax == adv_axis else 0, lb, step)
+                continue
             got = lt_term(t, (R, C))
             if got is None:
-                raise NoMatch("a mask term is not `index < bound` along one axis")
+                raise NoMatch("a mask term is not `index < bound` or `index >= 0` along one axis")
             ax, left, bound = got
             if extent[ax] is not None or idx[ax][2] is not None:
                 raise NoMatch("an axis has two bounds")
@@ -159,13 +170,8 @@ def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False)
             brest, bc = iv_affine(bound, iv)
             if lrest is None or not same(lrest, idx[ax][3]) or brest is None:
                 raise NoMatch("a mask term does not bound the loaded index")
-            k = lc - bc     # the mask reads: index + iv * k < bound
-            want = adv if ax == adv_axis else 0
-            if k:
-                if index_constant(lb) != 0 or index_constant(step) is None or index_constant(step) * k != want:
-                    raise NoMatch("a mask bound does not follow the loop")
-            elif want:
-                raise NoMatch("a mask bound does not follow the loop")
+            # the mask reads: index + iv * (lc - bc) < bound
+            _follows_loop(lc - bc, adv if ax == adv_axis else 0, lb, step)
             extent[ax] = launch_value(fn, brest, "a mask bound")
     wraps, said = {}, {}
     for ax in (0, 1):
@@ -197,6 +203,17 @@ def _operand(fn, loop, ld, role, it_step, positive, tf32=False, k_major_b=False)
         + (f" < {_src(outer_extent[j])} (mask)" if j in outer_extent else "")
         for j, (u, st) in enumerate(outer))
     return t, recipe, wraps, told
+
+
+def _follows_loop(k, want, lb, step):
+    """A mask term that moves by `k` per unit of the loop variable tests the loaded index only
+    if the load's axis moves by the same: `want` elements per iteration (0 off the advancing
+    axis), the loop counting from 0 by a constant step."""
+    if k:
+        if index_constant(lb) != 0 or index_constant(step) is None or index_constant(step) * k != want:
+            raise NoMatch("a mask bound does not follow the loop")
+    elif want:
+        raise NoMatch("a mask bound does not follow the loop")
 
 
 def _outer_bound(t, outer):

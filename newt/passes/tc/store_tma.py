@@ -36,8 +36,8 @@ the acc_out's attrs["tma_store_why"] (printed IR).
 """
 from __future__ import annotations
 
-from ...ir.index_forms import (NoMatch, arange_index, launch_value, lt_term, mask_terms,
-                               ptr_terms, same)
+from ...ir.index_forms import (NoMatch, arange_index, ge0_term, launch_value, lt_term,
+                               mask_terms, ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
 from .tma_terms import BIG, nonneg, scalar_base, tma_stride, uncast
@@ -109,6 +109,11 @@ def _box(fn, out, st):
     if mask is not None:
         mask_terms(mask, conj)
     for t in conj:
+        low = ge0_term(t, (R, C))
+        if low is not None and same(low[1], idx[low[0]][3]):
+            # `index >= 0` (a descriptor's offset not provably non-negative): the box path runs
+            # only for non-negative tile coordinates, where it holds; the fallback keeps it
+            continue
         got = lt_term(t, (R, C))
         if got is None or got[0] in bounds or not same(got[1], idx[got[0]][3]):
             raise NoMatch("the mask is not `rows < X` and `cols < Y`")
