@@ -3,9 +3,10 @@
 analysis of the project; public names only:
   op_of / binop_of / index_constant / same / peel / axis_of
   offset_terms / ptr_terms   a [R, C] pointer block as P + per-axis (index, stride) terms
-  arange_index(v)            start + arange(0, n) [% W]
+  arange_index(v)            start + arange(0, n) [% W, or where(. < W, ., 0)]
   iv_affine(v, iv)           v == rest + iv * c
   mask_terms / lt_term       a mask's conjuncts, `index < bound` along one axis
+  ge0_term                   a conjunct `index >= 0` along one axis
   param_of / launch_value    a scalar the launcher reads from the call's arguments
   NoMatch                    raised with the missing fact when a form does not match
 """
@@ -133,8 +134,8 @@ def ptr_terms(v, shape, out):
 
 def arange_index(v):
     """(start, n, wrap, unwrapped) of a 1-D index `start + arange(0, n)` (start an int or a
-    scalar Value), optionally `% splat(W)` (wrap = W; unwrapped is the index before it), else
-    None."""
+    scalar Value), optionally `% splat(W)` or `where(i < splat(W), i, 0)` (wrap = W; unwrapped
+    is the index before it), else None."""
     wrap = None
     m = binop_of(v, "mod")
     if m is not None:
@@ -142,6 +143,10 @@ def arange_index(v):
         if sp is None:
             return None
         wrap, v = sp.operands[0], m.operands[0]
+    else:
+        clamped = _where_below(v)
+        if clamped is not None:
+            wrap, v = clamped
     o = op_of(v)
     if o is not None and o.opcode == "arange":
         return o.attrs["start"], o.attrs["end"] - o.attrs["start"], wrap, v
@@ -153,6 +158,23 @@ def arange_index(v):
         if ar is not None and sp is not None and ar.attrs["start"] == 0:
             return sp.operands[0], ar.attrs["end"], wrap, v
     return None
+
+
+def _where_below(v):
+    """(W, i) of `where(i < splat(W), i, 0)`, the other way to keep a tile's rows inside a
+    tensor (Triton's persistent-matmul tutorial writes it): rows from W on read row 0 where
+    `% W` reads row i - W; a pass that treats the rows past W as unknown takes either."""
+    sel = op_of(v, "select")
+    if sel is None:
+        return None
+    cond, x, y = sel.operands
+    lt = binop_of(cond, "lt")
+    zero = op_of(y, "splat")
+    sp = op_of(lt.operands[1], "splat") if lt is not None else None
+    if sp is None or index_constant(zero.operands[0] if zero is not None else y) != 0 \
+            or not same(lt.operands[0], x):
+        return None
+    return sp.operands[0], x
 
 
 def iv_affine(v, iv):
