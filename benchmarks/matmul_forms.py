@@ -36,8 +36,10 @@ import newt.language as nl  # noqa: E402
 @newt.jit
 def mm_tutorial(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, stride_bn,
                 stride_cm, stride_cn, BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr,
-                GROUP_M: nl.constexpr):
-    """Grouped order, `% M` wraps, K masks, incremented pointers, `acc = dot(a, b, acc)`."""
+                GROUP_M: nl.constexpr, CLAMP: nl.constexpr = False):
+    """Grouped order, `% M` wraps (CLAMP: `where(i < M, i, 0)` instead, as Triton's
+    persistent-matmul tutorial keeps rows inside), K masks, incremented pointers,
+    `acc = dot(a, b, acc)`."""
     pid = nl.program_id(0)
     num_m, num_n = nl.cdiv(M, BM), nl.cdiv(N, BN)
     group = GROUP_M * num_n
@@ -45,8 +47,14 @@ def mm_tutorial(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, s
     size_m = min(num_m - first_m, GROUP_M)
     pid_m = first_m + ((pid % group) % size_m)
     pid_n = (pid % group) // size_m
-    offs_am = (pid_m * BM + nl.arange(0, BM)) % M
-    offs_bn = (pid_n * BN + nl.arange(0, BN)) % N
+    offs_am = pid_m * BM + nl.arange(0, BM)
+    offs_bn = pid_n * BN + nl.arange(0, BN)
+    if CLAMP:
+        offs_am = nl.where(offs_am < M, offs_am, 0)
+        offs_bn = nl.where(offs_bn < N, offs_bn, 0)
+    else:
+        offs_am = offs_am % M
+        offs_bn = offs_bn % N
     offs_k = nl.arange(0, BK)
     a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
@@ -173,6 +181,7 @@ def mm_splitk(a_ptr, b_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bk, str
 # (name, kernel, dtype, B column-major, launcher kind, divisible shapes only)
 FORMS = [
     ("tutorial", mm_tutorial, torch.float16, False, "grouped", False),
+    ("rows clamped by where, not % M", mm_tutorial, torch.float16, False, "clamped", False),
     ("no % M wrap, no M/N masks", mm_nowrap, torch.float16, False, "grouped", True),
     ("2-D grid, no masks, acc += dot", mm_plain, torch.float16, False, "2d", True),
     ("the same, bf16", mm_plain, torch.bfloat16, False, "2d", True),
@@ -257,8 +266,9 @@ def launch_args(kind, a, b, c, cfg):
     a2, b2, c2 = a[0], b[0], c[0]
     args = (a2, b2, c2, M, N, K, a2.stride(0), a2.stride(1), b2.stride(0), b2.stride(1),
             c2.stride(0), c2.stride(1))
-    if kind == "grouped":
-        return (gm * gn,), args, dict(meta, GROUP_M=8)
+    if kind in ("grouped", "clamped"):
+        return (gm * gn,), args, dict(meta, GROUP_M=8, **({"CLAMP": True} if kind == "clamped"
+                                                           else {}))
     if kind == "splitk":
         ks = -(-K // (SPLITS * cfg["BK"])) * cfg["BK"]
         return (gm, gn, -(-K // ks)), args + (ks,), meta

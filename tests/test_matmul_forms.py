@@ -112,7 +112,7 @@ def _compile(kernel, arch="sm_90a", dt="fp16", b_colmajor=False, cfg=CFG, loose=
     units = {"stride_ak", "stride_cn", "stride_bk" if b_colmajor else "stride_bn"}
     sig, spec = {}, {}
     for p in inspect.signature(kernel.fn).parameters:
-        if p in cfg or p in cx or p in ("HOW", "WRAP_K", "GROUP_M", "ACC"):
+        if p in cfg or p in cx or p in ("HOW", "WRAP_K", "GROUP_M", "ACC", "CLAMP"):
             continue
         if p.endswith("ptr"):
             out32 = p == "c_ptr" and kernel.__name__ == "mm_splitk"
@@ -157,7 +157,7 @@ def test_recomputed_pointers_and_descriptors_take_the_tutorial_path():
     want = _ring(_compile(mf.mm_tutorial))
     assert want == "ring(S=4, D=3, tma)"
     for k, cx in ((mf.mm_masked, {}), (mm_descriptor, {}), (mm_range_k, {"WRAP_K": False}),
-                  (mf.mm_splitk, {})):
+                  (mf.mm_splitk, {}), (mf.mm_tutorial, {"CLAMP": True})):
         ck = _compile(k, **cx)
         assert _ring(ck) == want, k.__name__
         assert ck.source.count("cp.async.bulk.tensor") or "newt_tma_load_2d" in ck.source
