@@ -444,3 +444,20 @@ def emulated_source(src: str) -> str:
         head += EMU_TMA_KERNEL
     return (head + EMU_FAIL + EMU_DOT + EMU_WGMMA + dot_ptx.WGMMA_DESC + wg
             + (EMU_TMA if tma else "") + "extern \"C\"" + body)
+
+
+def patch_emulator(monkeypatch, arch=None, num_stages=3):
+    """tests/test_codegen_emulator.py with the instruction models swapped into the generated
+    code (and, given `arch`, compiling for it): returns that module, whose `emulate` then runs
+    a kernel's generated code on the CPU."""
+    import test_codegen_emulator as E
+
+    import newt.codegen as C
+    from newt.options import Options
+    orig = C.generate
+    monkeypatch.setattr(C, "generate", lambda fn, opts: (
+        lambda r: (emulated_source(r[0]), r[1]))(orig(fn, opts)))
+    if arch is not None:
+        monkeypatch.setattr(E, "Options", lambda arch=None, num_warps=4, _a=arch:
+                            Options(arch=_a, num_warps=num_warps, num_stages=num_stages))
+    return E

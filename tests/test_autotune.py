@@ -232,13 +232,6 @@ def test_interpreter_uses_first_config(monkeypatch):
     assert tuned.best_config.kwargs == {"BLOCK": 32}
 
 
-@newt.jit
-def _scale_rows(x_ptr, out_ptr, n, BLOCK: nl.constexpr, SCALE: nl.constexpr):
-    offs = nl.program_id(0) * BLOCK + nl.arange(0, BLOCK)
-    mask = offs < n
-    nl.store(out_ptr + offs, nl.load(x_ptr + offs, mask=mask) * SCALE, mask=mask)
-
-
 def test_early_prune_sees_the_call_keywords(monkeypatch):
     """`early_config_prune(configs, named_args, **kwargs)` gets the launch's keyword arguments
     by name (as Triton calls it): a prune that reads one decides the config that runs."""
@@ -247,18 +240,18 @@ def test_early_prune_sees_the_call_keywords(monkeypatch):
 
     def prune(configs, named_args, **kwargs):
         seen.append((sorted(named_args), dict(kwargs)))
-        big = kwargs["SCALE"] > 2
+        big = kwargs["FACTOR"] > 2
         return [c for c in configs if (c.kwargs["BLOCK"] >= 64) == big]
     tuned = newt.autotune([newt.Config({"BLOCK": 32}), newt.Config({"BLOCK": 64})],
-                          key=["n", "SCALE"], prune_configs_by={"early_config_prune": prune})(_scale_rows)
+                          key=["n", "FACTOR"], prune_configs_by={"early_config_prune": prune})(_scale)
     x = torch.randn(91)
     for scale, block in ((3.0, 64), (0.5, 32)):
         out = torch.full((91,), float("nan"))
-        tuned[lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)](x, out, n=91, SCALE=scale)
+        tuned[lambda m: (newt.cdiv(m["n"], m["BLOCK"]),)](x, out, n=91, FACTOR=scale)
         torch.testing.assert_close(out, x * scale)
         assert tuned.best_config.kwargs == {"BLOCK": block}
         names, kw = seen[-1]
-        assert kw == {"n": 91, "SCALE": scale} and {"x_ptr", "out_ptr", "n"} <= set(names)
+        assert kw == {"n": 91, "FACTOR": scale} and {"x_ptr", "out_ptr", "n"} <= set(names)
 
 
 def test_config_str():

@@ -55,16 +55,8 @@ def test_shifted_tiles_match_torch(where, monkeypatch):
     if where == "emu":
         if shutil.which("g++") is None:
             pytest.skip("no host C++ compiler")
-        import test_codegen_emulator as E
-        from emu_dot import emulated_source
-
-        import newt.codegen as C
-        from newt.options import Options
-        orig = C.generate
-        monkeypatch.setattr(C, "generate", lambda fn, opts: (
-            lambda r: (emulated_source(r[0]), r[1]))(orig(fn, opts)))
-        monkeypatch.setattr(E, "Options", lambda arch=None, num_warps=4:
-                            Options(arch="sm_90a", num_warps=num_warps, num_stages=3))
+        from emu_dot import patch_emulator
+        E = patch_emulator(monkeypatch, "sm_90a")
         E.emulate(shifted_rows_mm, grid, a, bt, c, M, N, K, shift, **KW)
     else:
         monkeypatch.setattr(newt.options.flags, "interpret", where == "interp")

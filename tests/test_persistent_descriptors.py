@@ -102,16 +102,8 @@ def test_autotuned_with_descriptor_block_shapes_from_the_hook(where, dtype, halv
 def test_generated_code_emulated(monkeypatch, arch, dtype, halves, ws):
     """The generated code for sm_80 (mma.sync) and sm_90a (wgmma) run on the CPU with the
     instruction models of tests/emu_dot.py (as tests/test_dot_emulated.py does)."""
-    import test_codegen_emulator as E
-    from emu_dot import emulated_source
-
-    import newt.codegen as C
-    from newt.options import Options
-    orig = C.generate
-    monkeypatch.setattr(C, "generate", lambda fn, opts: (lambda r: (emulated_source(r[0]), r[1]))(
-        orig(fn, opts)))
-    monkeypatch.setattr(E, "Options", lambda arch=None, num_warps=4, _a=arch:
-                        Options(arch=_a, num_warps=num_warps, num_stages=3))
+    from emu_dot import patch_emulator
+    E = patch_emulator(monkeypatch, arch)
     M, N, K = 100, 150, 80             # 2 x 3 tiles over 4 programs; K ends inside a block
     a, bt, c = operands(M, N, K, dtype, "cpu")
     BM, BN, BK = 64, 64, 32
@@ -154,13 +146,8 @@ def test_descriptors_made_in_the_kernel(where, dtype, monkeypatch):
     if where == "emu":
         if shutil.which("g++") is None:
             pytest.skip("no host C++ compiler")
-        import test_codegen_emulator as E
-        from emu_dot import emulated_source
-
-        import newt.codegen as C
-        orig = C.generate
-        monkeypatch.setattr(C, "generate", lambda fn, opts: (
-            lambda r: (emulated_source(r[0]), r[1]))(orig(fn, opts)))
+        from emu_dot import patch_emulator
+        E = patch_emulator(monkeypatch)
         E.emulate(made_inside_mm, (3,), a, bt, c, M, N, K, **kw)
     else:
         monkeypatch.setattr(newt.options.flags, "interpret", where == "interp")
