@@ -157,7 +157,7 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
     with em.slots(src.nslots // 2, "p") as p:
         row, col = src.row_col("tid", f"2 * {p}")
         em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = "
-                f"{pack}({n}[2 * {p}], {n}[2 * {p} + 1]);")
+                f"{pack}({n(f'2 * {p}')}, {n(f'2 * {p} + 1')});")
     em.barrier()
     # Read back as storage bits; the fp32 register form is computed from them. A store of the
     # value itself (dot_store) takes the bits: widening to fp32 and rounding back (inline
@@ -186,19 +186,20 @@ def _acc_out(em, op):
     if plan.engine != "mma":
         em.alias(r, x)
         return
-    src = acc_layout(plan, em.T)
+    # the accumulator's fragment, or a column slice of it (passes/tc/fragment_split.py)
+    src = acc_layout(plan, em.T) if "cols" not in op.attrs else x.attrs["layout"]
     dst = r.attrs["layout"]
     if dst == src:
         em.alias(r, x)
         return
-    N = plan.N
+    N = src.N
     pitch = N + 8                      # words per staged row (see the module docstring)
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     region = op.attrs["smem"]          # the loop's ring or the dot area (passes/tc/regions.py)
     base = own_base(region) if region.where == OWN else planned_base(em, region)
     ct = em.ctype(x)
     buf = em.fresh("accx")
-    n = em.name(x)
+    n = lambda s: em.at(x, s)          # noqa: E731 (an array, or a lazy slice of one)
     half = _HALF.get(x.dtype.name) if ct == "float" else None
     if half is not None:   # a 16-bit value (passes/tc/dot_rows.py, step 8): staged as its bits
         return _acc_out_16(em, op, src, dst, base, buf, n, half)
@@ -206,13 +207,21 @@ def _acc_out(em, op):
     em.barrier()
     with em.slots(src.nslots) as s:
         row, col = src.row_col("tid", s)
-        em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n}[{s}];")
+        em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n(s)};")
     em.barrier()
     rn = em.declare(r)
     _read_back(em, dst, N, pitch, buf, rn, _VEC4.get(ct), 4, lambda t, e: f"{t}.{'xyzw'[e]}",
                lambda rd: rd, f"({ct})0")
     em.barrier()
     claim_stores(em, op)   # the epilogue's stores: addresses per group
+
+
+@handles("dot_acc_cols")
+def _acc_cols(em, op):
+    """A column slice of a fragment (passes/tc/fragment_split.py): no code, its slots are the
+    whole fragment's registers (AccColumns.slot)."""
+    x, cols = op.operands[0], op.attrs["cols"]
+    em.lazy[op.result.id] = lambda s: em.at(x, cols.slot(s))
 
 
 def claim_stores(em, out_op):

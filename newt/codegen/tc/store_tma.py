@@ -91,7 +91,8 @@ def _store_panel(em, sb, tile, q, r0, c0):
 
 
 def stage(em, op, src, base, n, pack):
-    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base`."""
+    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base` (`n`:
+    slot -> the fragment's C expression)."""
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
@@ -106,8 +107,8 @@ def stage(em, op, src, base, n, pack):
             with em.scope(""):
                 em.emit(f"const int r = {row}, c = {col};")
                 em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"('
-                        f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n}[2 * p], '
-                        f'{n}[2 * p + 1])) : "memory");')
+                        f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n("2 * p")}, '
+                        f'{n("2 * p + 1")})) : "memory");')
         em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
         em.barrier()
 

@@ -162,8 +162,9 @@ def plan_store_tma(fn, options):
             out.attrs["tma_store_why"] = str(e)
             continue
         maps = fn.attrs.setdefault("tma_maps", [])
-        sb.map_index = len(maps)
-        maps.append(recipe)
+        if recipe not in maps:          # (the halves of a split tile share their map)
+            maps.append(recipe)
+        sb.map_index = maps.index(recipe)
         out.attrs["tma_store"] = sb
         st.opcode = "tma_store"
         st.attrs["tma_store"] = sb
