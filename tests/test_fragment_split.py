@@ -116,11 +116,14 @@ def test_fp32_staging_larger_than_the_ring_reuses_it():
 
 
 EMULATED = [  # (arch, BN, BK, stages, warps, halves, C dtype, K): each used to be rejected
-    ("sm_90a", 128, 128, 3, 4, 1, torch.float16, 136),
-    ("sm_90a", 256, 64, 2, 8, 1, torch.float16, 136),
-    ("sm_90a", 256, 64, 2, 8, 0, torch.float32, 136),     # staging 132 KB > the ring's 96
+    ("sm_90a", 128, 128, 3, 4, 1, torch.float16, 144),
+    ("sm_90a", 256, 64, 2, 8, 1, torch.float16, 144),
+    ("sm_90a", 256, 64, 2, 8, 0, torch.float32, 144),     # staging 132 KB > the ring's 96
     ("sm_90a", 128, 64, 2, 4, 1, torch.float16, 77),      # no TMA (K odd): staged per half
     ("sm_80", 128, 64, 2, 4, 1, torch.float16, 77),
+    ("sm_90a", 256, 64, 2, 8, 1, torch.float8_e4m3fn, 144),  # 8-bit boxes of 128 columns
+    ("sm_90a", 128, 128, 3, 4, 0, torch.float8_e4m3fn, 144),
+    ("sm_90a", 128, 64, 2, 4, 0, torch.float8_e4m3fn, 77),   # 8-bit staging, stores per thread
 ]
 
 
@@ -137,7 +140,7 @@ def test_generated_code_emulated(monkeypatch, arch, BN, BK, stages, warps, halve
     descs = [TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(bt, [BN, BK]),
              TensorDescriptor.from_tensor(c, [BM, BN // 2 if halves else BN])]
     E.emulate(tile_walk_mm, (3,), *descs, M, N, K, BM=BM, BN=BN, BK=BK, NPROG=3, HALVES=halves,
-              FP8_OUT=0, SPECIALIZE=0, num_warps=warps)
+              FP8_OUT=cdt == torch.float8_e4m3fn, SPECIALIZE=0, num_warps=warps)
     check_c(full, c, a, bt)
 
 
@@ -149,7 +152,7 @@ GPU_CONFIGS = [  # (BN, BK, stages, warps, halves): Triton's grid, rejected befo
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 @pytest.mark.parametrize("BN,BK,stages,warps,halves", GPU_CONFIGS,
                          ids=[f"{c[0]}x{c[1]}-s{c[2]}w{c[3]}-h{c[4]}" for c in GPU_CONFIGS])
-@pytest.mark.parametrize("K", [520, 517])           # TMA ring; cp.async (rows not 16-byte)
+@pytest.mark.parametrize("K", [528, 517])           # TMA ring; cp.async (rows not 16-byte)
 def test_new_configs_on_the_gpu(BN, BK, stages, warps, halves, K):
     BM, M, N = 128, 1000, 1500
     a, bt, _ = operands(M, N, K, torch.float16, "cuda")
@@ -164,7 +167,7 @@ def test_new_configs_on_the_gpu(BN, BK, stages, warps, halves, K):
 
 @pytest.mark.skipif(not HAS_CUDA, reason="no CUDA device")
 def test_fp32_staging_in_the_ring_on_the_gpu():
-    BM, BN, BK, M, N, K = 128, 256, 64, 1000, 1500, 520
+    BM, BN, BK, M, N, K = 128, 256, 64, 1000, 1500, 528
     a, bt, _ = operands(M, N, K, torch.float16, "cuda")
     full, c = outputs(M, N, torch.float32, "cuda")
     descs = [TensorDescriptor.from_tensor(a, [BM, BK]), TensorDescriptor.from_tensor(bt, [BN, BK]),

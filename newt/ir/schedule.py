@@ -62,16 +62,18 @@ class DotPlan:
 def acc_out_bytes(op) -> int:
     """Shared-memory bytes a tensor-core dot_acc_out stages its tile through: the tile in the
     box format when it leaves by TMA (passes/tc/store_tma.py), else rows padded by 8 words
-    (codegen/tc/dot_epilogue.py): a 16-bit value (the epilogue's cast done in the fragment,
-    passes/tc/fragment_epilogue.py) as 16-bit elements, anything else in its register width.
+    (codegen/tc/dot_epilogue.py): a 16- or 8-bit float (the epilogue's cast done in the
+    fragment, passes/tc/fragment_epilogue.py) in its own width, anything else in its register
+    width.
     It reuses the dot's ring when the ring holds that many."""
     sb = op.attrs.get("tma_store")
     if sb is not None:
         return sb.rows * sb.cols * sb.esize
     x = op.operands[0]
     M, N = x.shape          # the tile leaving (a column slice of the accumulator, or all of it)
-    es = 2 if x.dtype.name in ("float16", "bfloat16") else 8 if x.dtype.bits == 64 else 4
-    return M * (N + 8) * es
+    if x.dtype.name in ("float16", "bfloat16", "float8e4nv", "float8e5"):
+        return M * (N * x.dtype.bits // 8 + 16)          # rows padded by 16 bytes
+    return M * (N + 8) * (8 if x.dtype.bits == 64 else 4)
 
 
 def acc_layout(plan: "DotPlan", num_threads: int):
