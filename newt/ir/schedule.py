@@ -64,8 +64,8 @@ def acc_out_bytes(op) -> int:
     box format when it leaves by TMA (passes/tc/store_tma.py), else rows padded by 8 words
     (codegen/tc/dot_epilogue.py): a 16- or 8-bit float (the epilogue's cast done in the
     fragment, passes/tc/fragment_epilogue.py) in its own width, anything else in its register
-    width.
-    It reuses the dot's ring when the ring holds that many."""
+    width. It goes through the dot's ring, which grows to it when it is larger
+    (passes/tc/regions.py)."""
     sb = op.attrs.get("tma_store")
     if sb is not None:
         return sb.rows * sb.cols * sb.esize
@@ -263,9 +263,9 @@ class StoreBox:
 class AccColumns:
     """Columns [first, first + width) of an accumulator of `of` columns, in the fragment: the
     slice holds AccLayout(M, width)'s slots, and slot s of it is slot `slot(s)` of the whole
-    fragment's AccLayout(M, of) (same thread, same row; both lay each 64-row sub-tile's
-    columns out 8 at a time, 4 slots per 8 columns, so a slice of whole 8-column chunks is
-    every sub-tile's run of width / 2 slots starting at first / 2)."""
+    fragment's AccLayout(M, of) (same thread, same row; both lay out each block of rows a
+    thread holds 8 columns at a time, 4 slots per 8 columns, so a slice of whole 8-column
+    chunks is, in every such block, the run of width / 2 slots starting at first / 2)."""
     first: int
     width: int
     of: int

@@ -183,7 +183,7 @@ def _acc_out_narrow(em, op, src, dst, base, buf, n, narrow):
 @handles("dot_acc_out")
 def _acc_out(em, op):
     """Fragment layout (of the dot that produced the loop-carried value) -> the result's layout,
-    through shared memory (the ring's when it is large enough: it is idle after the loop)."""
+    through shared memory (the loop's ring, idle after the loop, or the dot area)."""
     x, r = op.operands[0], op.result
     plan = op.attrs["dot_plan"]
     if plan.engine != "mma":

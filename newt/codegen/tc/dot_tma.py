@@ -55,8 +55,7 @@ def ring_barriers(em, ring):
 
 def setup(em, ring, region, before_loop):
     """(once per ring) its region (passes/tc/regions.py: the stages or the epilogue's larger
-    staging, then the 2 S mbarriers),
-    and its barriers initialised before the loop."""
+    staging, then the 2 S mbarriers), and its barriers initialised before the loop."""
     st = em.state(ring)
     add_helpers(em, ("newt_tma_helpers", TMA_HELPERS))
     if "base" in st:

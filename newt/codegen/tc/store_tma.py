@@ -14,9 +14,8 @@ async proxy (fence.proxy.async) before the barrier.
 Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
 copies have read shared memory (wait_group.read), so the region outlives them. A box clips at
 the map's extents, which are the mask's bounds: exact for non-negative tile coordinates and
-positive bounds. The kernel tests those once per CTA; when they fail (never
-for the tutorial's grids) every thread stores the staged elements one by one under the user's
-mask.
+positive bounds. The kernel tests those once per CTA; when they fail (never for the
+tutorial's grids) every thread stores the staged elements one by one under the user's mask.
 """
 from __future__ import annotations
 
