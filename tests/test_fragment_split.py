@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import newt
+import newt.language as nl
 from newt.ir.layouts import AccLayout
 from newt.ir.schedule import AccColumns
 from newt.tools.tensor_descriptor import TensorDescriptor
@@ -95,6 +96,26 @@ def test_halves_leave_the_fragment_by_tma_boxes(BN, BK, stages, warps):
     assert "permute" not in k.ir and "gather" not in k.ir
     assert k.ir.count("tma_store %") == 2 and len(k.tma_maps) == 3     # A, B, C's halves
     assert k.shared_bytes <= triton_bytes(BN, BK, stages) and k.n_spills == 0
+
+
+@newt.jit
+def interleaved_mm(a_d, bt_d, c_d, M, N, K, BM: nl.constexpr, BN: nl.constexpr,
+                   BK: nl.constexpr):
+    """Even and odd columns (reshape (BM, BN/2, 2), no permute): not column halves."""
+    row = nl.program_id(0) * BM
+    acc = nl.zeros((BM, BN), dtype=nl.float32)
+    for k in range(0, K, BK):
+        acc = nl.dot(a_d.load([row, k]), bt_d.load([0, k]).T, acc)
+    even, odd = nl.split(nl.reshape(acc, (BM, BN // 2, 2)))
+    c_d.store([row, 0], (even + odd).to(nl.float16))
+
+
+def test_even_and_odd_columns_are_not_taken_for_halves():
+    sig = {"a_d": "tensordesc<fp16[64,32]>", "bt_d": "tensordesc<fp16[64,32]>",
+           "c_d": "tensordesc<fp16[64,32]>", "M": "i32", "N": "i32", "K": "i32"}
+    k = newt.compile(interleaved_mm, sig, dict(BM=64, BN=64, BK=32), arch="sm_90a",
+                     specialization=launch_spec())
+    assert "dot_acc_cols" not in k.ir and "gather" in k.ir
 
 
 def test_whole_tile_cast_in_fragment_without_tma_store():

@@ -16,10 +16,10 @@ whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilog
 becomes: dot_acc_out writes the fragments into the idle ring in the box format (panels of BM
 rows x 128 bytes: 64 16-bit or 128 8-bit columns, 128-byte swizzle), and the store, a
 `tma_store` op, has one thread copy each panel out as a box of a map of P with extents X rows
-and Y columns. A box writes exactly the elements whose coordinates lie in [0, X) x [0, Y): the store's mask, as
-long as r0 and c0 are non-negative and X and Y positive. The kernel tests that at run time
-(one comparison per CTA) and otherwise stores the staged tile element by element under the
-user's mask, so the two forms agree for every argument.
+and Y columns. A box writes exactly the elements whose coordinates lie in [0, X) x [0, Y):
+the store's mask, as long as r0 and c0 are non-negative and X and Y positive. The kernel
+tests that at run time (one comparison per CTA) and otherwise stores the staged tile element
+by element under the user's mask, so the two forms agree for every argument.
 
 What goes away (measured as a hand transformation of the generated code on the H200,
 2026-12-01, benchmarks/lab/matmul_variants.py `tmastore`): the read-back of padded rows into the
