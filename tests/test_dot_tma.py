@@ -65,15 +65,20 @@ static void nt_tma_do(const nt_tma_copy& c) {
 static void nt_mbar_settle(nt_mbar& b) {
   if (b.pending == 0 && b.tx == 0) { b.phase ^= 1; b.pending = b.count; }
 }
+// An mbarrier's state lives in its 8 bytes of shared memory: the model keeps its own and marks
+// those bytes, so a shared-memory write over a live barrier (a region placed on it) is caught.
+static const newt_u64 nt_mbar_mark = 0x6d62617272696572ull;
 static nt_mbar& nt_mbar_at(newt_u32 bar) {
   auto it = nt_mbars.find(bar);
   if (it == nt_mbars.end() || !it->second.count) nt_emu_fail("mbarrier used before init");
+  if (memcmp(nt_smem + bar, &nt_mbar_mark, 8)) nt_emu_fail("mbarrier overwritten");
   return nt_mbars[bar];
 }
 static void newt_tma_prefetch(const newt_tmap*) {}
 static void newt_mbar_init(newt_u32 bar, int count) {
   pthread_mutex_lock(&nt_mu); nt_mbars[bar] = nt_mbar(); nt_mbars[bar].count = count;
-  nt_mbars[bar].pending = count; pthread_mutex_unlock(&nt_mu);
+  nt_mbars[bar].pending = count; memcpy(nt_smem + bar, &nt_mbar_mark, 8);
+  pthread_mutex_unlock(&nt_mu);
 }
 static void newt_fence_mbar_init() {}
 static void nt_arrive(newt_u32 bar, newt_u32 tx) {

@@ -94,10 +94,11 @@ TERMINATORS = {"yield", "condition", "return"}
 # | dot_stage_a       | passes/tc/dot_rows.py     | a: a loop-invariant A tile staged once (attrs tile, dot_plan) |
 # | dot_row_reduce    | passes/tc/dot_rows.py     | x: a row reduction of a fragment (a renamed reduce), result in AccRowLayout |
 # | dot_row_bcast     | passes/tc/dot_rows.py, fragment_epilogue.py | row: a row vector read in the fragment layout |
+# | dot_acc_cols      | passes/tc/fragment_split.py | acc: a column slice of a fragment, held in its registers (attrs cols) |
 # | dot_frag_icomp    | passes/tc/fragment_epilogue.py | x: index math recomputed in the fragment layout |
 # | tma_store         | passes/tc/store_tma.py    | ptr, value [, mask]: the epilogue's store by TMA boxes (attrs tma_store) |
 PASS_OPCODES = {
     "dot_ring_load", "dot_ring_drain", "dot_acc_out", "dot_async_wait", "dot_tile_load",
     "dot_tile_prefetch", "dot_stage_a", "dot_row_reduce", "dot_row_bcast", "dot_frag_icomp",
-    "tma_store",
+    "dot_acc_cols", "tma_store",
 }

@@ -10,6 +10,8 @@ codegen (newt/codegen/tc/) follows them and never imports the passes:
     TmaOperand   an operand's ring filled by TMA boxes (tc/dot_tma.py: RingPlan.tma)
     RingBox      attention's K / V tiles by boxes of N-D maps (tc/ring_tma.py: attrs["tma"])
     StoreBox     the epilogue's store by TMA boxes (tc/store_tma.py: attrs["tma_store"])
+    AccColumns   a column slice of an accumulator's fragment (tc/fragment_split.py:
+                 dot_acc_cols's attrs["cols"])
     PersistPlan  one CTA per SM over the programs (tc/persistent.py: fn.attrs["persistent"])
     StagedTile   a loop-invariant A tile staged once (tc/dot_rows.py: attrs["a_tile"])
     TileRef      which dot tile a dot_tile_load fills (tc/dot_loads.py: attrs["tile"])
@@ -60,12 +62,18 @@ class DotPlan:
 def acc_out_bytes(op) -> int:
     """Shared-memory bytes a tensor-core dot_acc_out stages its tile through: the tile in the
     box format when it leaves by TMA (passes/tc/store_tma.py), else rows padded by 8 words
-    (codegen/tc/dot_epilogue.py). It reuses the dot's ring when the ring holds that many."""
+    (codegen/tc/dot_epilogue.py): a 16- or 8-bit float (the epilogue's cast done in the
+    fragment, passes/tc/fragment_epilogue.py) in its own width, anything else in its register
+    width. It goes through the dot's ring, which grows to it when it is larger
+    (passes/tc/regions.py)."""
     sb = op.attrs.get("tma_store")
     if sb is not None:
         return sb.rows * sb.cols * sb.esize
-    plan = op.attrs["dot_plan"]
-    return plan.M * (plan.N + 8) * 4
+    x = op.operands[0]
+    M, N = x.shape          # the tile leaving (a column slice of the accumulator, or all of it)
+    if x.dtype.name in ("float16", "bfloat16", "float8e4nv", "float8e5"):
+        return M * (N * x.dtype.bits // 8 + 16)          # rows padded by 16 bytes
+    return M * (N + 8) * (8 if x.dtype.bits == 64 else 4)
 
 
 def acc_layout(plan: "DotPlan", num_threads: int):
@@ -249,6 +257,30 @@ class StoreBox:
     def __repr__(self):       # (the printed IR)
         rank = f", rank {2 + len(self.outer)}" if self.outer else ""
         return f"box(map={self.map_index}, {self.rows}x{self.cols}{rank})"
+
+
+@dataclasses.dataclass(frozen=True)
+class AccColumns:
+    """Columns [first, first + width) of an accumulator of `of` columns, in the fragment: the
+    slice holds AccLayout(M, width)'s slots, and slot s of it is slot `slot(s)` of the whole
+    fragment's AccLayout(M, of) (same thread, same row; both lay out each block of rows a
+    thread holds 8 columns at a time, 4 slots per 8 columns, so a slice of whole 8-column
+    chunks is, in every such block, the run of width / 2 slots starting at first / 2)."""
+    first: int
+    width: int
+    of: int
+
+    def slot(self, s):
+        """The whole fragment's slot of slice slot s (an int, or a C expression)."""
+        run, skip = self.width // 2, self.of // 2
+        if isinstance(s, int):
+            return (s // run) * skip + self.first // 2 + s % run
+        return f"((({s}) / {run}) * {skip} + {self.first // 2} + ({s}) % {run})"
+
+    def __str__(self):
+        return f"cols[{self.first}:{self.first + self.width}] of {self.of}"
+
+    __repr__ = __str__
 
 
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)

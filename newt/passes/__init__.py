@@ -25,11 +25,12 @@ Every pass is one entry of PASSES, in the order they run; NEWT_DEBUG=2 prints th
     icomp             index-computable values (layout.py)
     runs              run facts: contiguity, divisibility, constant masks (runs.py)
     movement          how each layout conversion moves its data (layout.py)
-  tensor cores, after layouts (tc/dot_rows.py, tc/fragment_epilogue.py, tc/dot_loads.py,
-  tc/ring_copies.py, tc/ring_tma.py, tc/store_tma.py)
+  tensor cores, after layouts (tc/dot_rows.py, tc/fragment_split.py, tc/fragment_epilogue.py,
+  tc/dot_loads.py, tc/ring_copies.py, tc/ring_tma.py, tc/store_tma.py)
     acc_between_loops an accumulator passed from loop to loop stays in the fragment
     dot_rows          dot results' row statistics stay in the fragment layout
     row_scale         acc / l[:, None] in the fragment
+    frag_split        split(permute(reshape(acc, (M, 2, N/2)))): two column halves of the fragment
     frag_cast         the epilogue's elementwise ops up to the 16-bit cast in the fragment
     dot_operands      A from registers; loop-invariant A tiles staged once
     tile_loads        loads feeding only a synchronous dot copied straight into its tile
@@ -79,6 +80,7 @@ from .tc.dot_loads import plan_prefetch, plan_tile_loads
 from .tc.dot_pipeline import place_drains, plan_rings, plan_tma_rings, reduce_pointers
 from .tc.dot_rows import fuse_rows, plan_operands
 from .tc.dot_stores import claim_dot_stores
+from .tc.fragment_split import split_in_fragment
 from .tc.fragment_epilogue import (cast_in_fragment, keep_acc_between_loops, recompute_index,
                                    scale_in_fragment)
 from .tc.persistent import plan_persistent
@@ -113,6 +115,7 @@ PASSES = (
     ("acc_between_loops", keep_acc_between_loops),
     ("dot_rows", fuse_rows),
     ("row_scale", scale_in_fragment),
+    ("frag_split", split_in_fragment),
     ("frag_cast", cast_in_fragment),
     ("dot_operands", plan_operands),
     ("tile_loads", plan_tile_loads),

@@ -27,7 +27,7 @@ from ...ir.shared_memory import OWN
 from . import store_tma
 from .dot import own_base, planned_base
 from .dot_ptx import add_helpers
-from .mma import FRAG_PACK
+from .mma import FRAG_PACK, FRAG_PACK8
 from ..emitter import handles
 from ..memory import NARROW, bits_of, mask_all, pack_store, utype, to_bits
 
@@ -60,7 +60,7 @@ def _dot_store(em, op):
     # and strides specialized as divisible by 16): one predicated vector store per group, as
     # Triton emits it, with neither a run-time test nor a scalar path to fall back on
     static = vec > 1 and static_groups(ptr, mask, vec, width, size)
-    bits = em.staged_bits.get(val.id)      # the staged value's own storage bits (_acc_out_16)
+    bits = em.staged_bits.get(val.id)      # the staged value's own storage bits (_acc_out_narrow)
     em.emit("#pragma unroll")
     with em.scope(f"for (int g = 0; g < {lay.groups}; ++g)"):
         first = "g * %d" % vec
@@ -107,8 +107,9 @@ def _tested_group(em, ptr, mask, rl, first, p0, raw, vec, width, size, contig):
 
 
 _VEC4 = {"float": "float4", "i32": "int4", "int": "int4"}
-# 16-bit floats held in fp32 registers: (to bits, from bits)
-_HALF = {n: NARROW[n][:2] for n in ("float16", "bfloat16")}
+# narrow floats held in fp32 registers: (to bits, from bits, bytes)
+_NARROW = {n: NARROW[n][:2] + ((2 if n in ("float16", "bfloat16") else 1),) for n in NARROW}
+_PACK_KIND = {"nt_f2h": "f16", "nt_f2b": "bf16", "nt_f_e4m3": "e4m3", "nt_f_e5m2": "e5m2"}
 
 
 def _read_back(em, dst, N, pitch, buf, rn, vtype, per, unpack, conv, zero):
@@ -135,40 +136,42 @@ def _read_back(em, dst, N, pitch, buf, rn, vtype, per, unpack, conv, zero):
             em.emit(f"{rn}[{s}] = {f'{v} ? {rd} : {zero}' if v else rd};")
 
 
-def _acc_out_16(em, op, src, dst, base, buf, n, half):
-    """dot_acc_out of a 16-bit float value: each thread's column pairs go to shared memory as
-    one 32-bit word (the fragment holds columns 2j, 2j+1 in slots 2j, 2j+1: checked on the
-    layout's Python model), and come back 8 elements per 16-byte read. Rows padded by 8
-    elements (16 bytes): the fragment's 8 rows x 4 column pairs per warp hit 32 banks."""
-    to, frm = half
-    kind = "f16" if to == "nt_f2h" else "bf16"
+def _acc_out_narrow(em, op, src, dst, base, buf, n, narrow):
+    """dot_acc_out of a 16- or 8-bit float value: each thread's column pairs go to shared
+    memory as one 32- or 16-bit word (the fragment holds columns 2j, 2j+1 in slots 2j, 2j+1:
+    checked on the layout's Python model), and come back 16 bytes per read. Rows padded by 16
+    bytes: the fragment's 8 rows x 4 column pairs per warp hit 32 banks (16-bit), or 16 banks
+    with two pairs to a word (8-bit)."""
+    to, frm, es = narrow
+    kind = _PACK_KIND[to]
     pack = f"newt_frag_pack_{kind}"               # two fp32 -> one word: one cvt on the device
-    add_helpers(em, (pack, FRAG_PACK.format(kind=kind, cvt=to)))
+    add_helpers(em, (pack, (FRAG_PACK if es == 2 else FRAG_PACK8).format(kind=kind, cvt=to)))
     N = src.N
-    pitch = N + 8
+    pitch = N + 16 // es
     T = em.T
     assert all(src.py_flat(t, 2 * p + 1) == src.py_flat(t, 2 * p) + 1
                and src.py_flat(t, 2 * p) % 2 == 0
                for t in range(T) for p in range(src.nslots // 2)), "fragment pairs"
     if op.attrs.get("tma_store"):     # passes/tc/store_tma.py: the tile leaves by TMA boxes
         return store_tma.stage(em, op, src, base, n, pack)
-    em.emit(f"u16* {buf} = (u16*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
+    ut, wt = ("u16", "u32") if es == 2 else ("u8", "u16")
+    em.emit(f"{ut}* {buf} = ({ut}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
     with em.slots(src.nslots // 2, "p") as p:
         row, col = src.row_col("tid", f"2 * {p}")
-        em.emit(f"*(u32*)&{buf}[({row}) * {pitch} + ({col})] = "
-                f"{pack}({n}[2 * {p}], {n}[2 * {p} + 1]);")
+        em.emit(f"*({wt}*)&{buf}[({row}) * {pitch} + ({col})] = "
+                f"({wt}){pack}({n(f'2 * {p}')}, {n(f'2 * {p} + 1')});")
     em.barrier()
     # Read back as storage bits; the fp32 register form is computed from them. A store of the
     # value itself (dot_store) takes the bits: widening to fp32 and rounding back (inline
     # PTX NVRTC cannot fold) would cost two conversions per element. Unused, either array
     # is dead code to NVRTC.
     bits = em.fresh("accb")
-    em.emit(f"u16 {bits}[{dst.nslots}];")
-    half_of = ("& 0xffffu", ">> 16")     # element 2w, 2w+1 of 32-bit word w
-    _read_back(em, dst, N, pitch, buf, bits, "uint4", 8,
-               lambda t, e: f"(u16)({t}.{'xyzw'[e // 2]} {half_of[e % 2]})",
-               lambda rd: rd, "(u16)0")
+    em.emit(f"{ut} {bits}[{dst.nslots}];")
+    per = 16 // es                       # elements per 16-byte read, 32 // (8 es) per word
+    _read_back(em, dst, N, pitch, buf, bits, "uint4", per,
+               lambda t, e: f"({ut})({t}.{'xyzw'[e * es // 4]} >> {8 * es * (e % (4 // es))})",
+               lambda rd: rd, f"({ut})0")
     rn = em.declare(op.result)
     with em.slots(dst.nslots) as s_:
         em.emit(f"{rn}[{s_}] = {frm}({bits}[{s_}]);")
@@ -180,39 +183,48 @@ def _acc_out_16(em, op, src, dst, base, buf, n, half):
 @handles("dot_acc_out")
 def _acc_out(em, op):
     """Fragment layout (of the dot that produced the loop-carried value) -> the result's layout,
-    through shared memory (the ring's when it is large enough: it is idle after the loop)."""
+    through shared memory (the loop's ring, idle after the loop, or the dot area)."""
     x, r = op.operands[0], op.result
     plan = op.attrs["dot_plan"]
     if plan.engine != "mma":
         em.alias(r, x)
         return
-    src = acc_layout(plan, em.T)
+    # the accumulator's fragment, or a column slice of it (passes/tc/fragment_split.py)
+    src = acc_layout(plan, em.T) if "cols" not in op.attrs else x.attrs["layout"]
     dst = r.attrs["layout"]
     if dst == src:
         em.alias(r, x)
         return
-    N = plan.N
+    N = src.N
     pitch = N + 8                      # words per staged row (see the module docstring)
     em.emit("extern __shared__ __align__(16) unsigned char nt_dot_smem[];")
     region = op.attrs["smem"]          # the loop's ring or the dot area (passes/tc/regions.py)
     base = own_base(region) if region.where == OWN else planned_base(em, region)
     ct = em.ctype(x)
     buf = em.fresh("accx")
-    n = em.name(x)
-    half = _HALF.get(x.dtype.name) if ct == "float" else None
-    if half is not None:   # a 16-bit value (passes/tc/dot_rows.py, step 8): staged as its bits
-        return _acc_out_16(em, op, src, dst, base, buf, n, half)
+    n = lambda s: em.at(x, s)          # noqa: E731 (an array, or a lazy slice of one)
+    narrow = _NARROW.get(x.dtype.name) if ct == "float" else None
+    if narrow is not None:  # cast in the fragment (passes/tc/fragment_epilogue.py): its bits
+        return _acc_out_narrow(em, op, src, dst, base, buf, n, narrow)
     em.emit(f"{ct}* {buf} = ({ct}*)(nt_dot_smem + ({base} - newt_smem_addr(nt_dot_smem)));")
     em.barrier()
     with em.slots(src.nslots) as s:
         row, col = src.row_col("tid", s)
-        em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n}[{s}];")
+        em.emit(f"{buf}[({row}) * {pitch} + ({col})] = {n(s)};")
     em.barrier()
     rn = em.declare(r)
     _read_back(em, dst, N, pitch, buf, rn, _VEC4.get(ct), 4, lambda t, e: f"{t}.{'xyzw'[e]}",
                lambda rd: rd, f"({ct})0")
     em.barrier()
     claim_stores(em, op)   # the epilogue's stores: addresses per group
+
+
+@handles("dot_acc_cols")
+def _acc_cols(em, op):
+    """A column slice of a fragment (passes/tc/fragment_split.py): no code, its slots are the
+    whole fragment's registers (AccColumns.slot)."""
+    x, cols = op.operands[0], op.attrs["cols"]
+    em.lazy[op.result.id] = lambda s: em.at(x, cols.slot(s))
 
 
 def claim_stores(em, out_op):

@@ -49,19 +49,20 @@ def map_param(k: int) -> str:
 
 def ring_barriers(em, ring):
     st = em.state(ring)
-    full = f"({st['base']} + {ring.stages * ring.stage_bytes}u)"
+    full = f"({st['base']} + {st['bars']}u)"
     return full, f"({full} + {8 * ring.stages}u)"
 
 
 def setup(em, ring, region, before_loop):
-    """(once per ring) its region (passes/tc/regions.py: the stages, then the 2 S mbarriers),
-    and its barriers initialised before the loop."""
+    """(once per ring) its region (passes/tc/regions.py: the stages or the epilogue's larger
+    staging, then the 2 S mbarriers), and its barriers initialised before the loop."""
     st = em.state(ring)
     add_helpers(em, ("newt_tma_helpers", TMA_HELPERS))
     if "base" in st:
         return
     S = ring.stages
     st["base"] = own_region(em, region)
+    st["bars"] = region.nbytes - 16 * S     # the region's last bytes (passes/tc/regions.py)
     full, empty = ring_barriers(em, ring)
     # a declaration of the region's symbol goes first: own_region emitted it inside the loop body
     nwarps = em.T // 32

@@ -163,6 +163,17 @@ FRAG_PACK = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
 """
 
 
+# two fp32 -> two 8-bit floats in the low 16 bits (the second operand goes to the low byte)
+FRAG_PACK8 = """NT_INLINE u32 newt_frag_pack_{kind}(float lo, float hi) {{
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 r; asm("cvt.rn.satfinite.{kind}x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo)); return r;
+#else
+  return {cvt}(lo) | ({cvt}(hi) << 8);
+#endif
+}}
+"""
+
+
 def _a_frag_regs(em, a, K):
     """The A fragment of k-step kk (a C loop variable) from a 16-bit value in AccLayout(M, K):
     C-fragment slots 8kk..8kk+7 of sub-tile ms are a0a1, a2a3, a4a5, a6a7 of the m16n8k16 A

@@ -1,19 +1,21 @@
 """Codegen of an epilogue tile stored by TMA boxes (the facts of newt/passes/tc/store_tma.py).
 
-Where it sits: dot_epilogue.py's dot_acc_out of a 16-bit value calls `stage` instead of its
-padded-row staging; the store that passes/tc/store_tma.py renamed `tma_store` is emitted here.
+Where it sits: dot_epilogue.py's dot_acc_out of a 16- or 8-bit float calls `stage` instead of
+its padded-row staging; the store that passes/tc/store_tma.py renamed `tma_store` is emitted
+here.
 
-Staging: each thread's column pairs (one 32-bit word) go into the ring's idle region in the
-box format: panel c / 64 of the tile, row r at r * 128 bytes in it, 16-byte chunk (c % 64) / 8
-at chunk ^ (r % 8) (128-byte swizzle; the region is 1024-byte aligned, where the TMA unit's
-swizzle pattern starts). A warp's 8 rows x 4 pairs then hit 32 different banks. The generic
-writes are made visible to the async proxy (fence.proxy.async) before the barrier.
+Staging: each thread's column pairs (one 32- or 16-bit word) go into the ring's idle region in
+the box format: panel c / n of the tile (n = 64 16-bit or 128 8-bit columns: 128 bytes), row
+r at r * 128 bytes in it, its 16-byte chunk k at k ^ (r % 8) (128-byte swizzle; the region is
+1024-byte aligned, where the TMA unit's swizzle pattern starts). A warp's 8 rows x 4 pairs
+then hit 32 (16-bit) or 16 (8-bit) different banks. The generic writes are made visible to the
+async proxy (fence.proxy.async) before the barrier.
 
 Store: one thread issues one cp.async.bulk.tensor per panel (a bulk group) and waits until the
-copies have read shared memory (wait_group.read), so the region outlives them. A box clips at the map's extents, which are the mask's bounds: exact for non-negative
-tile coordinates and positive bounds. The kernel tests those once per CTA; when they fail (never
-for the tutorial's grids) every thread stores the staged elements one by one under the user's
-mask.
+copies have read shared memory (wait_group.read), so the region outlives them. A box clips at
+the map's extents, which are the mask's bounds: exact for non-negative tile coordinates and
+positive bounds. The kernel tests those once per CTA; when they fail (never for the
+tutorial's grids) every thread stores the staged elements one by one under the user's mask.
 """
 from __future__ import annotations
 
@@ -35,26 +37,33 @@ NEWT_DEV void newt_bulk_wait_read() {
 """
 
 
-def _in_panel(r: str, c: str) -> str:
-    """Byte offset of element (r, c) of a 16-bit tile inside its panel c / 64."""
-    return f"(u32)({r}) * 128u + (u32)((((({c}) % 64) / 8) ^ (({r}) % 8)) * 16 + (({c}) % 8) * 2)"
+def _in_panel(r: str, c: str, es: int) -> str:
+    """Byte offset of element (r, c) of a tile of `es`-byte elements inside its panel (of
+    128 / es columns)."""
+    n = 128 // es
+    return (f"(u32)({r}) * 128u + (u32)((((({c}) % {n}) / {16 // es}) ^ (({r}) % 8)) * 16 + "
+            f"(({c}) % {16 // es}) * {es})")
 
 
-def _offset(r: str, c: str, rows: int) -> str:
-    """Byte offset of element (r, c) of a 16-bit tile in the box format."""
-    return f"(u32)(({c}) / 64) * {rows * 128}u + {_in_panel(r, c)}"
+def _panel(c: str, es: int) -> str:
+    return f"({c}) / {128 // es}"
+
+
+def _offset(r: str, c: str, rows: int, es: int) -> str:
+    """Byte offset of element (r, c) of a tile of `es`-byte elements in the box format."""
+    return f"(u32)({_panel(c, es)}) * {rows * 128}u + {_in_panel(r, c, es)}"
 
 
 def _scalar(em, v) -> str:
     return str(v) if isinstance(v, int) else em.name(v)
 
 
-def _addr(em, tile: str, r: str, c: str, rows: int) -> str:
+def _addr(em, tile: str, r: str, c: str, sb) -> str:
     """Shared-space address of element (r, c) of the staged tile: panels one after the other
     at `tile`, or where a persistent kernel puts them (codegen/tc/persistent.py)."""
     if persistent.plan_of(em) is None:
-        return f"{tile} + {_offset(r, c, rows)}"
-    return f"{persistent.panel(em, f'({c}) / 64')} + {_in_panel(r, c)}"
+        return f"{tile} + {_offset(r, c, sb.rows, sb.esize)}"
+    return f"{persistent.panel(em, _panel(c, sb.esize))} + {_in_panel(r, c, sb.esize)}"
 
 
 def _exact(em, sb) -> str:
@@ -86,12 +95,13 @@ def _store_panel(em, sb, tile, q, r0, c0):
     if rank > 2:
         add_helpers(em, (f"newt_tma_store_{rank}d", store_nd_helper(rank)))
     outer = "".join(f", (int){_scalar(em, u)}" for u in sb.outer)
-    em.emit(f"newt_tma_store_{rank}d(&{map_param(sb.map_index)}, {c0} + {q * 64}, {r0}{outer}, "
-            f"{src});")
+    em.emit(f"newt_tma_store_{rank}d(&{map_param(sb.map_index)}, {c0} + {q * 128 // sb.esize}, "
+            f"{r0}{outer}, {src});")
 
 
 def stage(em, op, src, base, n, pack):
-    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base`."""
+    """dot_acc_out of a TMA-stored value: fragment pairs -> the box format at `base` (`n`:
+    slot -> the fragment's C expression)."""
     sb = op.attrs["tma_store"]
     tile = em.fresh("tile")
     em.emit(f"const u32 {tile} = {base};")
@@ -105,9 +115,10 @@ def stage(em, op, src, base, n, pack):
             row, col = src.row_col("tid", "2 * p")
             with em.scope(""):
                 em.emit(f"const int r = {row}, c = {col};")
-                em.emit(f'asm volatile("st.shared.b32 [%0], %1;" :: "r"('
-                        f'{_addr(em, tile, "r", "c", sb.rows)}), "r"({pack}({n}[2 * p], '
-                        f'{n}[2 * p + 1])) : "memory");')
+                # (a 16-bit st takes the low half of a 32-bit register)
+                em.emit(f'asm volatile("st.shared.b{16 * sb.esize} [%0], %1;" :: "r"('
+                        f'{_addr(em, tile, "r", "c", sb)}), "r"({pack}({n("2 * p")}, '
+                        f'{n("2 * p + 1")})) : "memory");')
         em.emit("newt_fence_proxy_async();   // the writes above, before the TMA unit reads them")
         em.barrier()
 
@@ -126,7 +137,7 @@ def _tma_store(em, op):
     persist = persistent.plan_of(em) is not None
     with em.scope(f"if ({_exact(em, sb)})"):
         with em.scope("if (tid == 0)"):
-            for q in range(C // 64):
+            for q in range(C * sb.esize // 128):
                 _store_panel(em, sb, tile, q, r0, c0)
             # (a persistent kernel waits before the panels' next writers: persistent.py)
             em.emit("nt_pending = true;" if persist else "newt_bulk_wait_read();")
@@ -136,8 +147,9 @@ def _tma_store(em, op):
         with em.scope(f"for (int e = tid; e < {R * C}; e += {em.T})"):
             em.emit(f"const int r = e / {C}, c = e % {C};")
             with em.scope(f"if ({r0} + r < {X} && {c0} + c < {Y})"):
-                em.emit(f"*(u16*)({P} + (i32)((u32)({r0} + r) * (u32)({s})) + ({c0} + c)) = "
-                        f"*(const u16*)(nt_dot_smem + ({_addr(em, tile, 'r', 'c', R)} - "
+                ut = "u16" if sb.esize == 2 else "u8"
+                em.emit(f"*({ut}*)({P} + (i32)((u32)({r0} + r) * (u32)({s})) + ({c0} + c)) = "
+                        f"*(const {ut}*)(nt_dot_smem + ({_addr(em, tile, 'r', 'c', sb)} - "
                         "newt_smem_addr(nt_dot_smem)));")
         if persistent.plan_of(em) is not None:
             em.barrier()     # read before thread 0 refills the freed stage

@@ -54,7 +54,7 @@ def claim_dot_stores(fn, options):
         plan = op.attrs["dot_plan"]
         if plan.engine != "mma" or op.result.attrs["layout"] == acc_layout(plan, options.num_threads):
             continue                    # no staging: the value stays where it is
-        if op.attrs.get("tma_store") and op.operands[0].dtype.name in ("float16", "bfloat16"):
+        if op.attrs.get("tma_store"):
             continue                    # staged in the box format for a TMA store
         _claim_stores(op)
     return fn

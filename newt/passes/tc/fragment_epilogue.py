@@ -2,7 +2,7 @@
 
     acc_between_loops  an accumulator passed from one loop to the next stays in the fragment
     row_scale          `acc / l_i[:, None]` (and * + - by a row vector) in the fragment
-    frag_cast          the epilogue's elementwise ops up to the 16-bit cast in the fragment
+    frag_cast          the epilogue's elementwise ops up to the 16- or 8-bit cast in the fragment
     recompute_index    fragment index math inside loops recomputed, not hoisted; mma.sync
                        k-steps kept rolled next to 128+ carried accumulator registers
 
@@ -97,12 +97,14 @@ def scale_in_fragment(fn, options=None):
 
 
 _ELEMENTWISE = ("binary", "unary", "select", "cast", "fma")
+# the casts an epilogue may end in: the tile leaves the fragment as pairs of 16- or 8-bit floats
+NARROW_FLOATS = ("float16", "bfloat16", "float8e4nv", "float8e5")
 
 
 def _epilogue_ops(out, x, lay, uses):
     """(the ops computing from out's result, the one whose result leaves them) when all of them
     are elementwise ops of the tile's shape in out's block, their other operands uniform, and
-    the one leaving is a cast to a 16-bit float; else None."""
+    the one leaving is a cast to a 16- or 8-bit float; else None."""
     inside, ops, todo = {out.result.id}, [], [out.result]
     while todo:
         for u in uses.get(todo.pop().id, []):
@@ -122,17 +124,18 @@ def _epilogue_ops(out, x, lay, uses):
            for w in uses.get(out.result.id, [])):
         return None                 # the fp32 accumulator itself is read elsewhere too
     if len(leaving) != 1 or leaving[0].opcode != "cast" \
-            or leaving[0].result.dtype.name not in ("float16", "bfloat16"):
+            or leaving[0].result.dtype.name not in NARROW_FLOATS:
         return None
     return ops, leaving[0]
 
 
 def cast_in_fragment(fn, options=None):
-    """8. The epilogue's elementwise ops on the accumulator, up to its cast to a 16-bit float
-    (the tutorial's `leaky_relu`, then `accumulator.to(fp16)`), happen in the fragment, on
-    each thread's own elements, before the accumulator leaves it: the move through shared
-    memory (dot_acc_out) then carries 2 bytes per element instead of 4, as in the standalone
-    kernels and Triton's epilogue, and the tile can leave by TMA boxes (store_tma.py)."""
+    """8. The epilogue's elementwise ops on the accumulator, up to its cast to a 16- or 8-bit
+    float (the tutorial's `leaky_relu`, then `accumulator.to(fp16)`), happen in the fragment,
+    on each thread's own elements, before the accumulator leaves it: the move through shared
+    memory (dot_acc_out) then carries 2 (1) bytes per element instead of 4, as in the
+    standalone kernels and Triton's epilogue, and the tile can leave by TMA boxes
+    (store_tma.py)."""
     uses = fn.uses()
     for out in [op for op in fn.walk() if op.opcode == "dot_acc_out"]:
         x = out.operands[0]
@@ -148,7 +151,7 @@ def cast_in_fragment(fn, options=None):
             if u is not cast:
                 u.result.attrs["layout"] = lay
         _leave_after(out, cast, lay, uses)
-        # dot_acc_out stages a 16-bit value as 16-bit pairs, converting (rounding) each
+        # dot_acc_out stages a narrow value as pairs of it, converting (rounding) each
         # element there: the cast itself needs no code. (Rounded here and converted there, the
         # fp16 epilogue made ptxas serialize every wgmma of the kernel, C7514.)
         cast.attrs["rounded_by_user"] = True

@@ -92,8 +92,8 @@ def _plan(fn, options, loop, ring) -> PersistPlan:
     coords = [v for t in ring.tma for v in (t.row0, t.col0, *t.outer)]
     slice_ops = scalar_slice(coords, body)
     sb = stores[0].attrs["tma_store"]
-    box = sb.rows * 128                         # a panel: rows x 64 16-bit columns
-    n_boxes = sb.cols // 64
+    box = sb.rows * 128                         # a panel: rows x 128 bytes
+    n_boxes = sb.cols * sb.esize // 128
     free = min(ring.stage_bytes // box, n_boxes)
     plan = PersistPlan(ring, loop, stores[0], slice_ops, bounds, box, n_boxes, free)
     # the ring, its barriers, the extra panels and two alignment slacks

@@ -15,8 +15,8 @@ before its program loop), each of these gets a window of its own: a dot loop's r
 stages, and behind them 2 S mbarriers when TMA fills it), attention's ring barriers (8 bytes
 per buffer), a persistent kernel's C panels that do not fit the ring's freed stage, a
 tensor-core dot's accumulator arriving in another layout, an fma dot's operands. An epilogue
-that stages through its loop's ring (big enough, and idle after the loop) records the ring's
-region.
+that leaves a ring's loop stages through the ring (idle after the loop) and records the ring's
+region, which holds the larger of the stages and the staging, its mbarriers behind both.
 """
 from __future__ import annotations
 
@@ -102,8 +102,9 @@ def _acc_out_staged(op, plan, num_threads) -> bool:
 
 
 def _acc_out_in_ring(op) -> bool:
-    ring = op.attrs.get("ring")
-    return ring is not None and ring.stages * ring.stage_bytes >= acc_out_bytes(op)
+    """The epilogue stages through its loop's ring, idle after the loop: the ring's region
+    grows to the staging when that is larger (place_own_regions)."""
+    return op.attrs.get("ring") is not None
 
 
 def place_dot_area(fn, options, arena: int) -> tuple[list, int]:
@@ -165,11 +166,21 @@ def place_own_regions(fn, options, total: int) -> tuple[list, int]:
         return out[-1]
 
     rings = {}                                   # id(RingPlan) -> its region
+    staging = {}                                 # id(RingPlan) -> its epilogues' largest
+    for op in fn.walk():
+        ring = op.attrs.get("ring")
+        if op.opcode == "dot_acc_out" and ring is not None and \
+                _acc_out_staged(op, op.attrs["dot_plan"], options.num_threads):
+            staging[id(ring)] = max(staging.get(id(ring), 0), acc_out_bytes(op))
 
     def ring_region(ring):
+        # the stages, or the epilogue's staging where that is larger (a 128 x 256 fp32 tile
+        # is 132 KB, two stages of 128 x 64 and 256 x 64 fp16 tiles 96 KB), then the full and
+        # empty mbarriers of a TMA ring: the region's last 16 S bytes (codegen/tc/dot_tma.py)
         if id(ring) not in rings:
-            extra = 16 * ring.stages if ring.tma else 0    # full and empty mbarriers
-            rings[id(ring)] = take("ring", ring.stages * ring.stage_bytes + extra)
+            extra = 16 * ring.stages if ring.tma else 0
+            body = max(ring.stages * ring.stage_bytes, staging.get(id(ring), 0))
+            rings[id(ring)] = take("ring", body + extra)
         return rings[id(ring)]
 
     persist = fn.attrs.get("persistent")

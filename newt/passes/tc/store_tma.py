@@ -1,7 +1,7 @@
 """Store TMA pass: a dot's epilogue tile leaves by TMA boxes instead of per-thread stores.
 
-Where it sits: after dot_rows (which moves the epilogue's cast in front of `dot_acc_out`, so
-the value leaving the fragment layout is already 16-bit) and before smem. On sm_90a, for a dot
+Where it sits: after frag_cast (which moves the epilogue's cast in front of `dot_acc_out`, so
+the value leaving the fragment layout is already 16- or 8-bit) and before smem. On sm_90a, for a dot
 whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilogue
 
     store(P + rows[:, None] * s + cols[None, :], dot_acc_out(x), (rows < X) & (cols < Y))
@@ -13,13 +13,13 @@ whose ring arrives by TMA (passes/tc/dot_tma.py), the masked store of the epilog
                                                         launch's tensor bounds the store, as
                                                         passes/tc/dot_tma.py's loads)
 
-becomes: dot_acc_out writes the fragments into the idle ring in the box format (64-column
-panels of BM rows x 128 bytes, 128-byte swizzle), and the store, a `tma_store` op, has one
-thread copy each panel out as a box of a map of P with extents X rows and Y columns. A box
-writes exactly the elements whose coordinates lie in [0, X) x [0, Y): the store's mask, as
-long as r0 and c0 are non-negative and X and Y positive. The kernel tests that at run time
-(one comparison per CTA) and otherwise stores the staged tile element by element under the
-user's mask, so the two forms agree for every argument.
+becomes: dot_acc_out writes the fragments into the idle ring in the box format (panels of BM
+rows x 128 bytes: 64 16-bit or 128 8-bit columns, 128-byte swizzle), and the store, a
+`tma_store` op, has one thread copy each panel out as a box of a map of P with extents X rows
+and Y columns. A box writes exactly the elements whose coordinates lie in [0, X) x [0, Y):
+the store's mask, as long as r0 and c0 are non-negative and X and Y positive. The kernel
+tests that at run time (one comparison per CTA) and otherwise stores the staged tile element
+by element under the user's mask, so the two forms agree for every argument.
 
 What goes away (measured as a hand transformation of the generated code on the H200,
 2026-12-01, benchmarks/lab/matmul_variants.py `tmastore`): the read-back of padded rows into the
@@ -40,6 +40,7 @@ from ...ir.index_forms import (NoMatch, arange_index, ge0_term, launch_value, lt
                                mask_terms, ptr_terms, same)
 from ...ir.schedule import StoreBox, tile_boxes
 from .dot_tma import TMA_KIND
+from .fragment_epilogue import NARROW_FLOATS
 from .tma_terms import BIG, nonneg, scalar_base, tma_stride, uncast
 
 # ops that may sit between the staging and the store: scalar and index math that codegen
@@ -77,8 +78,9 @@ def _box(fn, out, st):
     R, C = out.result.shape
     kind = TMA_KIND.get(out.result.dtype.name)
     es = out.result.dtype.bits // 8
-    if kind is None or es != 2:
-        raise NoMatch(f"{out.result.dtype.name} tiles are stored per thread (16-bit only)")
+    if kind is None or out.result.dtype.name not in NARROW_FLOATS:
+        raise NoMatch(f"{out.result.dtype.name} tiles are stored per thread (16- and 8-bit "
+                      "floats only)")
     if (C * es) % 128 or R > 256:
         raise NoMatch("the tile is not whole 128-byte panels of at most 256 rows")
     terms = []
@@ -162,8 +164,9 @@ def plan_store_tma(fn, options):
             out.attrs["tma_store_why"] = str(e)
             continue
         maps = fn.attrs.setdefault("tma_maps", [])
-        sb.map_index = len(maps)
-        maps.append(recipe)
+        if recipe not in maps:          # (the halves of a split tile share their map)
+            maps.append(recipe)
+        sb.map_index = maps.index(recipe)
         out.attrs["tma_store"] = sb
         st.opcode = "tma_store"
         st.attrs["tma_store"] = sb
