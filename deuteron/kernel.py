@@ -269,10 +269,10 @@ class Kernel:
         return self._run_with(tracer, args, kwargs)
 
     def launcher(self, config, record=None, poison=False, plan=None):
+        from .split import bind_program
+
         def launch(prog):
-            low = lower(prog, self.static_shapes)
-            jitfn = self.jit_function(low)
-            call = bind(low, config, jitfn)
+            low, call = bind_program(self, prog, config)
             if poison:
                 for r in prog.tensors:
                     if r.stored and not r.loaded:
@@ -375,6 +375,8 @@ def bind(low, config: Config, jitfn) -> Launch:
             kwargs[name] = block_of(what[1], config)
         elif what[0] == "extent":
             kwargs[name] = _end(what[1])
+        elif what[0] == "value":
+            kwargs[name] = what[1]
         else:
             kwargs[name] = config.group_size
     grid = 1
