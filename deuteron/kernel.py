@@ -246,10 +246,9 @@ class Kernel:
         if config is None:
             from .autotune.space import Space
             config = Space(tracer).default()
+        from .split import bind_program, launches
         out = []
-        for prog in tracer.programs:
-            low = lower(prog, self.static_shapes)
-            call = bind(low, config, self.jit_function(low))
+        for call in (c for p in tracer.programs for c in launches(bind_program(self, p, config)[1])):
             # specialized as a launch with these arguments would be (strides equal to 1,
             # 16-byte alignment), so the code is the code that would run
             arguments, nw, ns = specialize.bind(call.jitfn, call.args, call.kwargs)

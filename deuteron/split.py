@@ -193,8 +193,13 @@ class SplitLaunch(Launch):
         Launch(partial, grid, self.args, self.kwargs)()
         Launch(combine, grid[:1], self.args, self.kwargs)()
 
-    def parts(self):
-        return [Launch(f, g, self.args, self.kwargs) for f, g in zip(self.jitfn, (self.grid, self.grid[:1]))]
+
+
+def launches(call) -> list:
+    """The plain launches a launch makes: itself, or a SplitLaunch's two (to compile each)."""
+    if not isinstance(call, SplitLaunch):
+        return [call]
+    return [Launch(f, g, call.args, call.kwargs) for f, g in zip(call.jitfn, (call.grid, call.grid[:1]))]
 
 
 def bind_program(kernel, prog, config):
