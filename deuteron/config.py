@@ -7,7 +7,9 @@ and stored in its disk cache as a dict (`to_dict` / `from_dict`).
 Helion's own config keys are accepted: `l2_groupings=[g]` is deuteron's `group_size`; keys of
 Helion's code generator that deuteron's does not have (`indexing`, `pid_type`, `loop_orders`,
 `range_*`, ...) are kept in the config, printed, and have no effect (HELION_ONLY_KEYS). Any other
-keyword is the value of a `hl.register_tunable` of that name.
+keyword is the value of a `hl.register_tunable` of that name, except `reduction_split`: the
+number of programs a long summing device loop is split over (split.py; 1, the default, keeps
+one kernel).
 """
 from __future__ import annotations
 
