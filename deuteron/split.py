@@ -204,11 +204,20 @@ def launches(call) -> list:
 
 def bind_program(kernel, prog, config):
     """(lowered, launch) of one traced program under `config`: one kernel, or the split pair."""
+    got = bind_split(kernel, prog, config)
+    if got is None:
+        low = lower(prog, kernel.static_shapes)
+        return low, bind(low, config, kernel.jit_function(low))
+    return got
+
+
+def bind_split(kernel, prog, config):
+    """(lowered, SplitLaunch) of `prog` under `config`, or None where `config` does not split
+    it (reduction_split 1, or a program split_loop does not recognise)."""
     split = split_of(config)
     lp = split_loop(prog) if split > 1 else None
     if lp is None:
-        low = lower(prog, kernel.static_shapes)
-        return low, bind(low, config, kernel.jit_function(low))
+        return None
     device = prog.tensors[0].tensor.device if prog.tensors else torch.device("cpu")
     works = []
     for c in lp.carried:
