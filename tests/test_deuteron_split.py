@@ -178,3 +178,19 @@ def test_long_sum_gpu_default(target):
     k(x, out, 1.0)
     assert k.config_for((x, out, 1.0)).tunable(KNOB, 1) > 1
     torch.testing.assert_close(out, x.sum(-1), rtol=1e-3, atol=1e-2)
+
+
+def test_autotune_rejects_a_wrong_split(monkeypatch):
+    """A split config whose result is wrong (here: the combine kernel never runs, the output
+    keeps its NaN poison) is rejected by the oracle check like any config."""
+    from deuteron.kernel import Launch
+    from deuteron.split import SplitLaunch
+
+    def partial_only(self):
+        Launch(self.jitfn[0], self.grid, self.args, self.kwargs)()
+    monkeypatch.setattr(SplitLaunch, "__call__", partial_only)
+    x = torch.randn(4, 3001)
+    k = dt.kernel(row_sum, configs=[_cfg([2, 256], 1), _cfg([2, 256], 2)])
+    cfg = k.autotune((x, torch.empty(4), 0.5), effort="quick", timer=lambda fn: 1.0,
+                     progress=False)
+    assert cfg.tunable(KNOB, 1) == 1 and "1 rejected" in k.last_summary
