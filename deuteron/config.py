@@ -33,7 +33,8 @@ class Config:
     """One point of the search space. `block_sizes` lists the tile size of every tunable
     `hl.tile` dimension (and every `hl.register_block_size`) in the order the kernel meets them;
     `group_size` is the program ordering of kernels with a matmul (GROUP_SIZE_M of the tutorial
-    kernel; Helion's `l2_groupings=[g]`). Other keywords: see the module docstring."""
+    kernel; Helion's `l2_groupings=[g]`). `reduction_split=S` spreads a long summing device
+    loop over S programs per tile (deuteron/split.py). Other keywords: see the module docstring."""
     block_sizes: tuple = ()
     num_warps: int = 4
     num_stages: int = 3
