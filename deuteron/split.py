@@ -11,7 +11,7 @@ while the other SMs idle. Splitting the `tn` range over SPLIT programs per row t
 The design, and why it is this one:
   - Each of the SPLIT programs (a second grid axis, `pid_split = nl.program_id(1)`) runs the
     loop over its own run of whole blocks, `[pid_split * span, min(... + span, N))`, and stores
-    its accumulators into an fp32 workspace `[SPLIT, *accumulator shape]` that deuteron
+    its accumulators into an fp32 workspace `[SPLIT, *accumulator shape]` (`acc_parts` for `acc`) that deuteron
     allocates (the "partial" kernel). Its body is the user's loop as lower.py prints it; only
     the range differs.
   - A second kernel (the "combine" kernel), over the original grid, sums the SPLIT partials in
@@ -139,7 +139,8 @@ class _PartialLowering(_SplitLowering):
         if lp is self.lp:
             d = lp.dims[0]
             L, B, N = d.letter, f"BLOCK_SIZE_{d.letter.upper()}", self.hi(d)
-            self.emit(f"# this program's share of the {L} loop: whole blocks, SPLIT shares", depth)
+            self.emit(f"# the {L} loop cut into SPLIT shares of whole blocks: this program runs "
+                      "share pid_split", depth)
             self.emit(f"span_{L} = nl.cdiv(nl.cdiv({N}, {B}), SPLIT) * {B}", depth)
             self.emit(f"begin_{L} = pid_split * span_{L}", depth)
             self.emit(f"end_{L} = min(begin_{L} + span_{L}, {N})", depth)
@@ -175,6 +176,9 @@ class _CombineLowering(_SplitLowering):
                 self.emit(f"{name} = {self.ref(c.init)[0]}", depth)
             names.append(name)
         s = self.names.fresh("split")
+        L, name = self.lp.dims[0].letter, self.p.name.replace("_combine", "_partial")
+        self.emit(f"# the {L} loop ran in SPLIT shares ({name}_kernel): add their partial "
+                  "sums in order", depth)
         self.emit(f"for {s} in range(0, SPLIT):", depth)
         for (c, ref), name in zip(self.works, names):
             ptr, mask = self.ws_address(c, ref, s, depth + 1)
@@ -223,7 +227,7 @@ def bind_split(kernel, prog, config):
     for c in lp.carried:
         shape = [split] + [d.extent for d in c.init.dims]
         ref = ir.TensorRef(torch.empty(shape, dtype=torch.float32, device=device),
-                           name=f"{c.name}_partials", workspace=True)
+                           name=f"{c.name}_parts", workspace=True)
         works.append((c, ref))
     lows = [cls(dataclasses.replace(prog, name=f"{prog.name}_{part}",
                                     tensors=prog.tensors + [r for _, r in works]),

@@ -24,6 +24,7 @@ Configs that cannot be good are left out before anything compiles (`valid`):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 
@@ -337,6 +338,7 @@ class Space:
             self.stages) * len(self.groups) * math.prod(len(c) for c, _ in self.knobs.values())
 
 
+@functools.lru_cache(maxsize=None)
 def sm_count() -> int:
     if torch.cuda.is_available():
         return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
