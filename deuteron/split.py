@@ -1,8 +1,9 @@
 """Split reductions: a long device loop that only sums, spread over SPLIT programs per tile.
 
-Where it sits: between lowering and launching. kernel.py's launcher asks `bind_program` for the
+Where it sits: between lowering and launching. kernel.py's launcher asks `bind_split` for the
 launch of each traced program; with the config's `reduction_split` at 1, or a program this file
-does not recognise, that is lower.py's one kernel, unchanged. Otherwise it is two kernels.
+does not recognise, it answers None and the program is lower.py's one kernel, unchanged.
+Otherwise it is two kernels (the autotuner's compile workers and `k.compile` get both).
 
 Why: `for tm in hl.tile(m): acc = 0; for tn in hl.tile(n): acc = acc + x[tm, tn].sum(-1)`
 launches one program per row tile. With few rows (m=16, n=2**20) 16 programs stream 64 MB
@@ -11,8 +12,8 @@ while the other SMs idle. Splitting the `tn` range over SPLIT programs per row t
 The design, and why it is this one:
   - Each of the SPLIT programs (a second grid axis, `pid_split = nl.program_id(1)`) runs the
     loop over its own run of whole blocks, `[pid_split * span, min(... + span, N))`, and stores
-    its accumulators into an fp32 workspace `[SPLIT, *accumulator shape]` (`acc_parts` for `acc`) that deuteron
-    allocates (the "partial" kernel). Its body is the user's loop as lower.py prints it; only
+    its accumulators into an fp32 workspace `[SPLIT, *accumulator shape]` (`acc_parts` for
+    `acc`) that deuteron allocates (the "partial" kernel). Its body is the user's loop as lower.py prints it; only
     the range differs.
   - A second kernel (the "combine" kernel), over the original grid, sums the SPLIT partials in
     the fixed order 0, 1, ..., SPLIT-1 and then runs the user's code after the loop (the
