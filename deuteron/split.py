@@ -13,8 +13,8 @@ The design, and why it is this one:
   - Each of the SPLIT programs (a second grid axis, `pid_split = nl.program_id(1)`) runs the
     loop over its own run of whole blocks, `[pid_split * span, min(... + span, N))`, and stores
     its accumulators into an fp32 workspace `[SPLIT, *accumulator shape]` (`acc_parts` for
-    `acc`) that deuteron allocates (the "partial" kernel). Its body is the user's loop as lower.py prints it; only
-    the range differs.
+    `acc`) that deuteron allocates (the "partial" kernel). Its body is the user's loop as
+    lower.py prints it; only the range differs.
   - A second kernel (the "combine" kernel), over the original grid, sums the SPLIT partials in
     the fixed order 0, 1, ..., SPLIT-1 and then runs the user's code after the loop (the
     epilogue: casts, stores) exactly as the unsplit kernel would.
@@ -119,7 +119,8 @@ class _SplitLowering(Lowering):
         dims, r = c.init.dims, len(c.init.dims)
         ptr, masks = f"{ref.name}_ptr + {which} * stride_{ref.name}0", []
         for i, d in enumerate(dims):
-            axes = "" if r == 1 else "[" + ", ".join(":" if j == i else "None" for j in range(r)) + "]"
+            axes = "" if r == 1 else "[" + ", ".join(
+                ":" if j == i else "None" for j in range(r)) + "]"
             ptr += f" + offs_{d.letter}{axes} * stride_{ref.name}{i + 1}"
             masks.append(f"mask_{d.letter}{axes}")
         if len(ptr) + 4 * depth > MAX_LINE - 40:
@@ -204,7 +205,8 @@ def launches(call) -> list:
     """The plain launches a launch makes: itself, or a SplitLaunch's two (to compile each)."""
     if not isinstance(call, SplitLaunch):
         return [call]
-    return [Launch(f, g, call.args, call.kwargs) for f, g in zip(call.jitfn, (call.grid, call.grid[:1]))]
+    grids = (call.grid, call.grid[:1])
+    return [Launch(f, g, call.args, call.kwargs) for f, g in zip(call.jitfn, grids)]
 
 
 def bind_program(kernel, prog, config):
