@@ -194,3 +194,12 @@ def test_autotune_rejects_a_wrong_split(monkeypatch):
     cfg = k.autotune((x, torch.empty(4), 0.5), effort="quick", timer=lambda fn: 1.0,
                      progress=False)
     assert cfg.tunable(KNOB, 1) == 1 and "1 rejected" in k.last_summary
+
+
+def test_split_kernels_compile_for_sm_90a():
+    """Both kernels of a split go through NVRTC (no GPU needed)."""
+    args = (torch.randn(6, 2049), torch.empty(6))
+    cks = dt.kernel(row_var).compile(*args, config=_cfg([4, 128], 4), arch="sm_90a")
+    assert len(cks) == 2
+    for ck in cks:
+        assert ck.cubin and ck.n_spills == 0, ck.log
