@@ -7,7 +7,9 @@ and stored in its disk cache as a dict (`to_dict` / `from_dict`).
 Helion's own config keys are accepted: `l2_groupings=[g]` is deuteron's `group_size`; keys of
 Helion's code generator that deuteron's does not have (`indexing`, `pid_type`, `loop_orders`,
 `range_*`, ...) are kept in the config, printed, and have no effect (HELION_ONLY_KEYS). Any other
-keyword is the value of a `hl.register_tunable` of that name.
+keyword is the value of a `hl.register_tunable` of that name, except `reduction_split`: the
+number of programs a long summing device loop is split over (split.py; 1, the default, keeps
+one kernel).
 """
 from __future__ import annotations
 
@@ -31,7 +33,8 @@ class Config:
     """One point of the search space. `block_sizes` lists the tile size of every tunable
     `hl.tile` dimension (and every `hl.register_block_size`) in the order the kernel meets them;
     `group_size` is the program ordering of kernels with a matmul (GROUP_SIZE_M of the tutorial
-    kernel; Helion's `l2_groupings=[g]`). Other keywords: see the module docstring."""
+    kernel; Helion's `l2_groupings=[g]`). `reduction_split=S` spreads a long summing device
+    loop over S programs per tile (deuteron/split.py). Other keywords: see the module docstring."""
     block_sizes: tuple = ()
     num_warps: int = 4
     num_stages: int = 3

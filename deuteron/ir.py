@@ -112,6 +112,7 @@ class TensorRef:
     loaded: bool = False
     stored: bool = False
     local: str | None = None      # the user's variable holding it when the loop ended
+    workspace: bool = False       # allocated by deuteron (split.py), not the user's
 
 
 class Value:

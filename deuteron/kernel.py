@@ -246,10 +246,9 @@ class Kernel:
         if config is None:
             from .autotune.space import Space
             config = Space(tracer).default()
+        from .split import bind_program, launches
         out = []
-        for prog in tracer.programs:
-            low = lower(prog, self.static_shapes)
-            call = bind(low, config, self.jit_function(low))
+        for call in (c for p in tracer.programs for c in launches(bind_program(self, p, config)[1])):
             # specialized as a launch with these arguments would be (strides equal to 1,
             # 16-byte alignment), so the code is the code that would run
             arguments, nw, ns = specialize.bind(call.jitfn, call.args, call.kwargs)
@@ -269,10 +268,14 @@ class Kernel:
         return self._run_with(tracer, args, kwargs)
 
     def launcher(self, config, record=None, poison=False, plan=None):
+        from .split import bind_split
+
         def launch(prog):
-            low = lower(prog, self.static_shapes)
-            jitfn = self.jit_function(low)
-            call = bind(low, config, jitfn)
+            got = bind_split(self, prog, config)     # None unless the config splits its loop
+            if got is None:
+                low = lower(prog, self.static_shapes)
+                got = low, bind(low, config, self.jit_function(low))
+            low, call = got
             if poison:
                 for r in prog.tensors:
                     if r.stored and not r.loaded:
@@ -375,6 +378,8 @@ def bind(low, config: Config, jitfn) -> Launch:
             kwargs[name] = block_of(what[1], config)
         elif what[0] == "extent":
             kwargs[name] = _end(what[1])
+        elif what[0] == "value":
+            kwargs[name] = what[1]
         else:
             kwargs[name] = config.group_size
     grid = 1

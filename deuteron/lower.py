@@ -35,10 +35,10 @@ class Lowered:
 def lower(prog: ir.Program, static_shapes: bool = False) -> Lowered:
     """`static_shapes`: extents become constexprs too (one compile per exact shape; the compiler
     can then drop masks it proves always true, e.g. rows of exactly BLOCK_SIZE_N)."""
-    return _Lowering(prog, static_shapes).run()
+    return Lowering(prog, static_shapes).run()
 
 
-class _Lowering(ExprMixin, ScanMixin, BranchMixin):
+class Lowering(ExprMixin, ScanMixin, BranchMixin):
     def __init__(self, prog, static_shapes=False):
         self.p, self.names, self.static = prog, Names(), static_shapes
         self.lines, self.env, self.var = [], {}, {}
@@ -241,7 +241,7 @@ class _Lowering(ExprMixin, ScanMixin, BranchMixin):
         for d in lp.dims:
             L = d.letter
             step = "1" if d.is_index else f"BLOCK_SIZE_{L.upper()}"
-            self.emit(f"for start_{L} in range({self.lo(d)}, {self.hi(d)}, {step}):", inner)
+            self.emit(f"for start_{L} in range({self.loop_range(d)}, {step}):", inner)
             inner += 1
             if d.is_index:
                 continue
@@ -262,6 +262,9 @@ class _Lowering(ExprMixin, ScanMixin, BranchMixin):
             self.env[id(c.init)] = saved[id(c.init)] or name
             if saved[id(c.init)] is None:
                 del self.env[id(c.init)]
+
+    def loop_range(self, d):
+        return f"{self.lo(d)}, {self.hi(d)}"     # split.py gives each program a part of it
 
     def _pointer_blocks(self, lp, depth):
         """Loads that feed only dots and move along this loop's dim on one axis get the

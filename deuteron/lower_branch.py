@@ -1,7 +1,7 @@
 """Lowering of `if` on kernel values (branches.py): an `ir.If` -> a newt `if` / `else` whose
 sides assign one variable per `phi` (what a user's name holds after the `if`).
 
-A mixin of lower._Lowering, as lower_expr.ExprMixin is.
+A mixin of lower.Lowering, as lower_expr.ExprMixin is.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Expressions of the lowering: one traced value -> one newt expression string.
 
-A mixin of lower._Lowering (it reads self.env, self.uses, self.ptr_blocks): operators with
+A mixin of lower.Lowering (it reads self.env, self.uses, self.ptr_blocks): operators with
 Python precedence, math in fp32 for 16-bit inputs (as torch computes it), torch's floor `%` and
 `//`, loads and their masks, masked reductions, dots (fused into an accumulator, or feeding
 `.float()` directly).

@@ -4,7 +4,7 @@ hl.reduce's `creduce` -> `nl.reduce` (padded lanes set to `other` first), `item`
 results, `expand` -> `nl.broadcast_to`; and of `hl.split` / `hl.join` (shapes.py) -> `nl.split`
 / `nl.join`.
 
-A mixin of lower._Lowering, as lower_expr.ExprMixin is: the combine block is printed with the
+A mixin of lower.Lowering, as lower_expr.ExprMixin is: the combine block is printed with the
 same statement and expression code as a loop body, into lines of its own (`self.helpers`).
 """
 from __future__ import annotations

@@ -119,7 +119,7 @@ class PlanBuilder:
     def add(self, prog, low, launch):
         slots, metas = [], []
         for j, (_, what) in enumerate(low.params):
-            if what[0] != "ptr":
+            if what[0] != "ptr" or what[1].workspace:    # deuteron's own: the launch keeps it
                 continue
             t = what[1].tensor
             src = next((("arg", i) for i, a in enumerate(self.args) if a is t), None)

@@ -288,6 +288,12 @@ HELION_DIFFERENCES = """\
   `l2_groupings=[g]` sets `group_size`); Helion's other keys (`indexing`, `pid_type`,
   `loop_orders`, `range_*`, ...) are accepted, printed and have no effect
   ([deuteron/config.py](../deuteron/config.py)).
+- **`reduction_split=S` splits a long summing device loop over S programs per tile**, a knob
+  Helion does not have: a grid of few programs over a long `acc = acc + ...` loop (m=16 rows of
+  2**20) would leave most SMs idle. The loop's range is cut into S shares of whole blocks, each
+  program writes its fp32 partial accumulators to a workspace, and a second kernel sums them in
+  a fixed order (deterministic, no atomics) and runs the code after the loop. The search space
+  offers it only where the loop qualifies ([deuteron/split.py](../deuteron/split.py)).
 - **Kernel settings**: `config`, `configs`, `autotune_effort`, `static_shapes` (default False:
   shapes are bucketed by powers of two), `use_default_config`, `print_output_code` and
   `autotune_log_level` (0: quiet) act; Helion's other settings (`ignore_warnings`,

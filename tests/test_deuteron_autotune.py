@@ -138,12 +138,12 @@ def test_planted_mask_breaking_config_is_rejected(monkeypatch):
     """Break the lowering so reductions forget their mask: exp(0) = 1 then leaks from padded
     lanes whenever the k block does not divide K = 48. The fastest configs (by the fake timer)
     are exactly the broken ones; the tuner must reject them and pick the correct one."""
-    real = dt_lower._Lowering._reduce
+    real = dt_lower.Lowering._reduce
 
     def no_mask(self, v):
         v.attrs["masked"] = False
         return real(self, v)
-    monkeypatch.setattr(dt_lower._Lowering, "_reduce", no_mask)
+    monkeypatch.setattr(dt_lower.Lowering, "_reduce", no_mask)
     x = torch.randn(10, 48)
     good = dt.Config([4, 16], num_warps=1)
     bad = [dt.Config([4, 32], num_warps=1), dt.Config([8, 64], num_warps=1)]

@@ -8,7 +8,10 @@ Choices are pruned by what is known to matter, so the search stays small:
   - other tiles: powers of two up to the extent (at most 4096 elements per program dim);
   - num_warps 4/8 with a dot, 1..16 otherwise; num_stages only where a device loop exists;
   - group size (program ordering) only for 2-D grids with a dot;
-  - each `hl.register_tunable`: its fragment's choices (autotuner.py), its default first.
+  - each `hl.register_tunable`: its fragment's choices (autotuner.py), its default first;
+  - `reduction_split` (split.py) for a program whose device loop only sums: 1, 2, 4, ... while
+    each share keeps >= 1024 elements of the loop; the default brings the programs to about
+    4x the SM count (132 without CUDA) when the grid alone has fewer than the SM count.
 Configs that cannot be good are left out before anything compiles (`valid`):
   - a dot's shared-memory ring over 200 KB, or more than 128 fp32 accumulators per thread;
   - without a dot, more elements per thread than registers hold: at most 32 per thread up to 8
@@ -21,6 +24,7 @@ Configs that cannot be good are left out before anything compiles (`valid`):
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 
@@ -30,6 +34,7 @@ from .. import ir
 from ..ir import next_pow2
 from ..autotuner import fragment_choices, fragment_default
 from ..config import Config
+from ..split import KNOB, split_loop
 
 
 @dataclasses.dataclass
@@ -100,6 +105,9 @@ class Space:
         frags = getattr(tracer, "tunables", {})
         # name -> (choices, default): the registered tunables, stepped like a block size
         self.knobs = {n: (fragment_choices(f), fragment_default(f)) for n, f in sorted(frags.items())}
+        self._split = _splittable(self.programs, position)
+        if self._split:
+            self.knobs[KNOB] = (_pow2_range(1, self._split[0][2]), 1)
         self.spilled: list[Config] = []
         # per program: the lowest register pressure any config reaches (1.0 = at the bound)
         self._floor = {}
@@ -220,8 +228,25 @@ class Space:
             while not self.valid(cfg) and cfg.num_warps > 1:
                 cfg = dataclasses.replace(cfg, num_warps=cfg.num_warps // 2)
         stages = 3 if 3 in self.stages else self.stages[len(self.stages) // 2]
-        return self._with_knobs(dataclasses.replace(cfg, num_stages=stages),
-                                {n: d for n, (_, d) in self.knobs.items()})
+        knobs = {n: d for n, (_, d) in self.knobs.items()}
+        if self._split:
+            knobs[KNOB] = self.split_default(cfg)
+        return self._with_knobs(dataclasses.replace(cfg, num_stages=stages), knobs)
+
+    def split_default(self, cfg: Config) -> int:
+        """The SPLIT that brings the first splittable program's launch to about 4x the SM
+        count, when its grid alone has fewer programs than SMs (1 otherwise)."""
+        grid, positions, most = self._split[0]
+        programs = math.prod(-(-d.extent // (cfg.block_sizes[positions[id(d)]]
+                                             if id(d) in positions else (d.block or 1)))
+                             for d in grid)
+        sms = sm_count()
+        if programs >= sms:
+            return 1
+        split = 1
+        while split * 2 <= most and programs * split * 2 <= 4 * sms:
+            split *= 2
+        return split
 
     def few_programs(self, cfg: Config, limit: int = 256) -> Config:
         """cfg with the launch grid's tiles grown (within their choices) until each launch has
@@ -311,6 +336,27 @@ class Space:
     def size(self) -> int:
         return math.prod(len(c) for c in self.block_choices) * len(self.warps) * len(
             self.stages) * len(self.groups) * math.prod(len(c) for c, _ in self.knobs.values())
+
+
+@functools.lru_cache(maxsize=None)
+def sm_count() -> int:
+    if torch.cuda.is_available():
+        return torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count
+    return 132        # an H100 SXM: what the heuristic assumes without a GPU to ask
+
+
+def _splittable(programs, position) -> list:
+    """(grid dims, {id(dim): config slot}, largest SPLIT) of each program with a device loop
+    split.py may split, whose loop is long enough to split at least in two."""
+    out = []
+    for p in programs:
+        lp = split_loop(p)
+        most = 1
+        while lp is not None and lp.dims[0].extent // (most * 2) >= 1024 and most < 1024:
+            most *= 2
+        if most > 1:
+            out.append((p.grid, position, most))
+    return out
 
 
 def _enclosing_loops(programs) -> dict:
