@@ -68,6 +68,10 @@ TRITON_DIFFERENCES = """\
   the interpreter (a CPU division would trap); `x // 0` is -1 (all ones) and `x % 0` is `x`
   (Triton leaves both undefined; these are RISC-V's rules, under which
   `x == (x // y) * y + x % y` always holds) ([newt/codegen/header.py](../newt/codegen/header.py)).
+- **Shifts by an amount outside `[0, width)` are defined** as PTX's `shl` / `shr` define them
+  (the amount read as unsigned and clamped to the width): `x << 40` of an int32 is 0 and
+  `x >> 40` is 0 or -1 by the sign, on the GPU and in the interpreter; Triton leaves them
+  undefined (LLVM poison) ([newt/codegen/header.py](../newt/codegen/header.py)).
 - **A Python float argument beyond fp32's range is a `LaunchError`** naming the argument
   (Triton rounds it to inf); `float("inf")` passes.
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)

@@ -246,6 +246,49 @@ def _trunc_div(x, y):
     return q if (x < 0) == (y < 0) else -q
 
 
+# ----------------------------------------------------------------------------- shifts
+
+@newt.jit
+def _shifts(a_ptr, b_ptr, l_ptr, r_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a = nl.load(a_ptr + offs, mask=offs < n)
+    b = nl.load(b_ptr + offs, mask=offs < n)
+    nl.store(l_ptr + offs, a << b, mask=offs < n)
+    nl.store(r_ptr + offs, a >> b, mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.int32, torch.int64, torch.uint32, torch.int8])
+def test_shift_amounts_outside_the_width(path, dt):
+    """A shift by an amount >= the width or negative (read as unsigned) clamps to the width, as
+    PTX's shl / shr do: << gives 0, >> gives 0 or the sign. (C++ leaves it undefined: the
+    generated code used to give x << (s % 32) on a CPU.)"""
+    bits = torch.iinfo(dt).bits
+    n = 45
+    a = torch.randint(-2**31, 2**31, (n,), dtype=torch.int64).to(dt)
+    b = torch.randint(-3, 2 * bits + 3, (n,), dtype=torch.int64)
+    b[:6] = torch.tensor([bits, bits - 1, bits + 1, 32, 33, -1])
+    b = b.to(dt)
+    lo, ro = torch.full((n,), 5, dtype=dt), torch.full((n,), 5, dtype=dt)
+    run(path, _shifts, (1,), a, b, lo, ro, n, BLOCK=64)
+    signed = dt.is_signed
+    wide = max(bits, 32)     # narrower types shift in 32 bits and are truncated back
+    A = [int(v) for v in a.to(torch.int64)] if dt != torch.uint32 else \
+        [int(v) % 2**32 for v in a.to(torch.int64)]
+    S = [int(v) % 2**wide for v in b.to(torch.int64)]
+
+    def wrap(v):
+        v %= 2**bits
+        return v - 2**bits if signed and v >= 2**(bits - 1) else v
+    want_l = [wrap(x << s) if s < wide else 0 for x, s in zip(A, S)]
+    want_r = [wrap(x >> min(s, wide - 1)) if signed else (x >> s if s < wide else 0)
+              for x, s in zip(A, S)]
+    got_l = [wrap(int(v)) for v in lo.to(torch.int64)]
+    got_r = [wrap(int(v)) for v in ro.to(torch.int64)]
+    assert got_l == want_l
+    assert got_r == want_r
+
+
 # ----------------------------------------------------------------------------- uint64 -> float
 
 @newt.jit

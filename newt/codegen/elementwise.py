@@ -78,6 +78,8 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
         return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
     if op in ("idiv", "mod"):
         e = f"nt_{'div' if op == 'idiv' else 'mod'}(({ct})({a}), ({ct})({b}))"
+    elif op in ("shl", "shr"):    # defined for every amount (header.py)
+        e = f"nt_{op}(({ct})({a}), ({ct})({b}))"
     elif op in _WRAP and ct in _UNSIGNED:     # the unsigned type's arithmetic wraps
         u = _UNSIGNED[ct]
         return f"({rt})(({u})({a}) {_C_BIN[op]} ({u})({b}))"

@@ -385,8 +385,9 @@ def binary(a, b, op) -> Tensor:
         return _down(x | y, ct)
     if op == "xor":
         return _down(x ^ y, ct)
-    # shifts: amounts outside [0, bits] clamp, as the GPU's shl/shr do
-    y = y.clamp(0, ct.bits)
+    # shifts: an amount outside [0, bits) (a negative one read as unsigned) clamps to the width,
+    # as PTX's shl / shr do and the generated code's nt_shl / nt_shr
+    y = torch.where(y < 0, ct.bits, y.clamp(max=ct.bits))
     if op == "shl":
         return _down(torch.where(y >= 64, torch.zeros_like(x), x << y.clamp(max=63)), ct)
     if ct.kind == "uint" and ct.bits == 64:  # logical shift of a bit pattern
