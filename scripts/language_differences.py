@@ -68,6 +68,9 @@ TRITON_DIFFERENCES = """\
   the interpreter (a CPU division would trap); `x // 0` is -1 (all ones) and `x % 0` is `x`
   (Triton leaves both undefined; these are RISC-V's rules, under which
   `x == (x // y) * y + x % y` always holds) ([newt/codegen/header.py](../newt/codegen/header.py)).
+- **Chained comparisons are accepted**: `lo < x <= hi` means `(lo < x) and (x <= hi)` with `x`
+  evaluated once, elementwise on blocks (as `and` is), in the interpreter and compiled; Triton
+  rejects them ([newt/frontend/expressions.py](../newt/frontend/expressions.py)).
 - **Shifts by an amount outside `[0, width)` are defined** as PTX's `shl` / `shr` define them
   (the amount read as unsigned and clamped to the width): `x << 40` of an int32 is 0 and
   `x >> 40` is 0 or -1 by the sign, on the GPU and in the interpreter; Triton leaves them

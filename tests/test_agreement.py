@@ -364,6 +364,18 @@ def v_pointer_addresses(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
     nl.store(out_ptr + offs, x * 2 + step + first, mask=offs < n)
 
 
+@newt.jit
+def v_chained_comparison(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    r = nl.where(-0.5 < x <= 1.0, x, 0.0)            # on a block: elementwise and
+    if 0 < n < BLOCK:                                # on runtime scalars
+        r = r + 10.0
+    if 0 <= n < 5:
+        r = r + 100.0
+    nl.store(out_ptr + offs, r, mask=offs < n)
+
+
 N = 29
 VALID = [
     pytest.param(v_logical_blocks, 2, 1, dict(BLOCK=32), lambda x, y: _logical_ref(x, y, N),
@@ -379,6 +391,9 @@ VALID = [
                  id="range_with_a_negative_step"),
     pytest.param(v_pointer_addresses, 1, 1, dict(BLOCK=32),
                  lambda x: x * 2 + torch.arange(N) + x[0], id="pointer_to_address_and_back"),
+    pytest.param(v_chained_comparison, 1, 1, dict(BLOCK=32),
+                 lambda x: torch.where((x > -0.5) & (x <= 1.0), x, 0.0) + 10.0,
+                 id="chained_comparison"),
     pytest.param(v_tuple_constant_index, 1, 1, dict(BLOCK=32, K=2), lambda x: x * 3.25 - 2.0,
                  id="tuple_constant_index"),
 ]

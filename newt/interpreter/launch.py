@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import operator
 import struct
 import types
 
@@ -228,6 +229,28 @@ def _logical(is_and, thunks):
     return acc
 
 
+_COMPARE = {"Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
+            "Gt": operator.gt, "GtE": operator.ge, "Is": operator.is_, "IsNot": operator.is_not,
+            "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
+
+
+def _chain(ops, *values):
+    """`a < b < c` as the frontend defines it (expressions.py, visit_Compare): each operand
+    evaluated once (the caller did), the comparisons joined by `and`, elementwise once a runtime
+    value is involved."""
+    result = None
+    for op, lhs, rhs in zip(ops, values, values[1:]):
+        r = unwrap(_COMPARE[op](lhs, rhs))
+        if result is None:
+            result = r
+        elif isinstance(result, Tensor) or isinstance(r, Tensor):
+            a, b = (_truth(v if isinstance(v, Tensor) else const(v, D.int1)) for v in (result, r))
+            result = a & b
+        else:
+            result = result and r
+    return result
+
+
 def _not(x):
     x = unwrap(x)
     if not isinstance(x, Tensor):
@@ -244,7 +267,7 @@ def _carry(v):
 
 
 _HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
-                              _not, _carry, lambda it: isinstance(it, range))))
+                              _not, _carry, lambda it: isinstance(it, range), _chain)))
 
 
 # ----------------------------------------------------------------------------- arguments, grid

@@ -1,5 +1,5 @@
-"""Kernel functions as the interpreter runs them: the user's code with the three constructs
-whose Python meaning differs from the compiler's rewritten to the compiler's meaning.
+"""Kernel functions as the interpreter runs them: the user's code with the constructs whose
+Python meaning differs from the compiler's rewritten to the compiler's meaning.
 
 Where it sits: launch.py's rebinder makes each kernel's (and each @jit callee's) twin from this
 file's `twin_code`, then runs it with the interpreter's `nl`. The frontend (newt/frontend)
@@ -9,6 +9,9 @@ decides what these constructs mean; here they are mapped onto runtime helpers:
     and / or of the truth values (int1) once a block or runtime scalar is involved, as
     expressions.py's visit_BoolOp (Python's `and` would ask a block for a single truth value);
   - `not x`: logical not of x != 0 for a runtime value;
+  - a chained comparison `a < b < c`: every operand evaluated once, in order, and the
+    comparisons joined by the elementwise logical and once a block or runtime scalar is
+    involved, as expressions.py's visit_Compare (Python's would ask a block for a truth value);
   - a device loop (`for ... in range(...)`, `while`): a Python number held by a name the body
     assigns becomes a typed scalar before the loop (int32, int64, fp32, int1), as the compiler
     makes loop-carried values (`i = 0; while ...: i += 1` then `i.to(nl.float32)`).
@@ -25,9 +28,10 @@ import copy
 from ..frontend.names import assigned_names
 from ..frontend.source import get_source
 
-_AND, _OR, _NOT, _CARRY, _DEVICE = ("__newt_and", "__newt_or", "__newt_not", "__newt_carry",
-                                    "__newt_device_loop")
-HELPERS = (_AND, _OR, _NOT, _CARRY, _DEVICE)
+_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN = ("__newt_and", "__newt_or", "__newt_not",
+                                            "__newt_carry", "__newt_device_loop",
+                                            "__newt_chain")
+HELPERS = (_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN)
 
 
 def twin_code(fn):
@@ -38,7 +42,8 @@ def twin_code(fn):
         return None
     node = copy.deepcopy(src.node)
     node.decorator_list = []
-    if not any(isinstance(n, (ast.BoolOp, ast.Not, ast.For, ast.While)) for n in ast.walk(node)):
+    if not any(isinstance(n, (ast.BoolOp, ast.Not, ast.For, ast.While))
+               or (isinstance(n, ast.Compare) and len(n.ops) > 1) for n in ast.walk(node)):
         return None
     node = _Rewriter().visit(node)
     tree = ast.fix_missing_locations(ast.Module(body=[node], type_ignores=[]))
@@ -67,6 +72,14 @@ class _Rewriter(ast.NodeTransformer):
         if isinstance(node.op, ast.Not):
             return ast.copy_location(_call(_NOT, node.operand), node)
         return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if len(node.ops) == 1:
+            return node
+        # __newt_chain(("Lt", "LtE"), a, b, c)
+        ops = ast.Tuple(elts=[ast.Constant(type(op).__name__) for op in node.ops], ctx=ast.Load())
+        return ast.copy_location(_call(_CHAIN, ops, node.left, *node.comparators), node)
 
     def visit_For(self, node):
         self.generic_visit(node)
