@@ -13,10 +13,12 @@ TRITON_DIFFERENCES = """\
   as `torch.fmod(torch.abs(x), d)` is.
 - **fp16 and bf16 values live in fp32 registers**, so a NaN that passes through a register
   comes out as the canonical NaN (bits 0x7FFF), not with the payload it had in memory; Triton
-  keeps 16-bit registers and the bits. Arithmetic is unchanged (every NaN is a NaN), but
-  `nl.atomic_cas` on 16-bit floats compares and writes the canonical NaN: a NaN compare value
-  matches only 0x7FFF in memory, and a NaN read comes back as 0x7FFF. The interpreter does the
-  same (`_register_nan` in [newt/interpreter/memory.py](../newt/interpreter/memory.py)).
+  keeps 16-bit registers and the bits. Arithmetic is unchanged (every NaN is a NaN), but a
+  stored NaN and `x.to(nl.int16, bitcast=True)` of a NaN are 0x7FFF, and `nl.atomic_cas` on
+  16-bit floats compares and writes the canonical NaN: a NaN compare value matches only 0x7FFF
+  in memory, and a NaN read comes back as 0x7FFF. The interpreter does the same (`to_storage`
+  in [newt/interpreter/values.py](../newt/interpreter/values.py), `_register_nan` in
+  [newt/interpreter/memory.py](../newt/interpreter/memory.py)).
 - **Python integer constants that do not fit their type wrap** (two's complement) where Triton
   raises an overflow error; a constant that does not fit 64 bits is an error
   (`_wrap_int` in [newt/frontend/semantic.py](../newt/frontend/semantic.py)).

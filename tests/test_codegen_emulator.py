@@ -128,10 +128,13 @@ template <class T> static T nt_mod(T a, T b) {
   if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
   return a % b; }
 NT_INLINE float nt_h2f(u16 h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
-NT_INLINE u16 nt_f2h(float f) { _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }
+// cvt.rn.f16.f32 / cvt.rn.bf16.f32 write the canonical NaN, 0x7FFF, for every NaN
+NT_INLINE u16 nt_f2h(float f) {
+  if (f != f) return 0x7fff;
+  _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }
 NT_INLINE u16 nt_f2b(float f) {
   u32 x = nt_bits<u32>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x40);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
   return (u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }
 NT_INLINE float nt_exp2(float x) { float y = exp2f(x); return fabsf(y) < 1.17549435e-38f ? 0.f : y; }
 NT_INLINE float nt_ex2_full(float x) { return exp2f(x); }

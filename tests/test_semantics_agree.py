@@ -289,6 +289,43 @@ def test_shift_amounts_outside_the_width(path, dt):
     assert got_r == want_r
 
 
+# ----------------------------------------------------------------------------- 16-bit NaN bits
+
+@newt.jit
+def _half_nan_bits(x_ptr, h_ptr, b_ptr, hb_ptr, bb_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    h = x.to(nl.float16)
+    b = x.to(nl.bfloat16)
+    nl.store(h_ptr + offs, h, mask=offs < n)
+    nl.store(b_ptr + offs, b, mask=offs < n)
+    nl.store(hb_ptr + offs, h.to(nl.int16, bitcast=True), mask=offs < n)
+    nl.store(bb_ptr + offs, b.to(nl.uint16, bitcast=True).to(nl.int32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_half_nan_is_canonical_when_stored_or_bitcast(path):
+    """fp16 / bf16 live in fp32 registers: every NaN leaves one as 0x7FFF (cvt.rn.f16.f32,
+    cvt.rn.bf16.f32), whatever its sign and payload, stored or bitcast; other values keep their
+    bits. (The interpreter kept torch's bits: 0x7E00 / 0xFE00 and payloads for fp16, 0xFFFF
+    for bf16.)"""
+    n = 37
+    x = torch.randn(n)
+    bits = torch.tensor([0x7FC00000, -0x400000, 0x7F812345, -0x7F0000FF], dtype=torch.int32)
+    x[:4] = bits.view(torch.float32)
+    x[4], x[5] = float("inf"), -0.0
+    h, b = torch.full((n,), 1.0, dtype=torch.float16), torch.full((n,), 1.0, dtype=torch.bfloat16)
+    hb, bb = torch.full((n,), 5, dtype=torch.int16), torch.full((n,), 5, dtype=torch.int32)
+    run(path, _half_nan_bits, (1,), x, h, b, hb, bb, n, BLOCK=64)
+    nan = x.isnan()
+    want_h = torch.where(nan, 0x7FFF, x.half().view(torch.int16).int()).short()
+    want_b = torch.where(nan, 0x7FFF, x.bfloat16().view(torch.int16).int() & 0xFFFF)
+    assert torch.equal(h.view(torch.int16), want_h)
+    assert torch.equal(hb, want_h)
+    assert torch.equal(b.view(torch.int16).int() & 0xFFFF, want_b)
+    assert torch.equal(bb, want_b)
+
+
 # ----------------------------------------------------------------------------- uint64 -> float
 
 @newt.jit
