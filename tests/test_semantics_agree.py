@@ -289,6 +289,52 @@ def test_shift_amounts_outside_the_width(path, dt):
     assert got_r == want_r
 
 
+# ----------------------------------------------------------------------------- float -> int
+
+@newt.jit
+def _float_to_ints(x_ptr, i8_ptr, u16_ptr, i32_ptr, u32_ptr, i64_ptr, u64_ptr, n,
+                   BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    nl.store(i8_ptr + offs, x.to(nl.int8), mask=offs < n)
+    nl.store(u16_ptr + offs, x.to(nl.uint16), mask=offs < n)
+    nl.store(i32_ptr + offs, x.to(nl.int32), mask=offs < n)
+    nl.store(u32_ptr + offs, x.to(nl.uint32), mask=offs < n)
+    nl.store(i64_ptr + offs, x.to(nl.int64), mask=offs < n)
+    nl.store(u64_ptr + offs, x.to(nl.uint64), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
+def test_float_to_int_saturates_outside_the_range(path, src):
+    """Float -> int truncates toward zero, saturates to 32 or 64 bits and takes NaN to 0 (the
+    GPU's cvt.rzi); 8- and 16-bit results are the low bits of the 32-bit one. The generated
+    code calls the CUDA conversions (a C cast is undefined there: on a CPU NaN gave INT_MIN)."""
+    n = 45
+    x = (torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(0, 21, (n,))).to(src)
+    x[:8] = torch.tensor([float("nan"), float("inf"), -float("inf"), 2.0 ** 31, -2.0 ** 31 - 2**9,
+                          2.0 ** 64, 2.0 ** 63, -300.7], dtype=torch.float64).to(src)
+    outs = [torch.full((n,), 3, dtype=d) for d in (torch.int8, torch.int16, torch.int32,
+                                                   torch.int32, torch.int64, torch.int64)]
+    run(path, _float_to_ints, (1,), x, *outs[:1], outs[1].view(torch.uint16), outs[2],
+        outs[3].view(torch.uint32), outs[4], outs[5].view(torch.uint64), n, BLOCK=64)
+    t = torch.nan_to_num(x.double(), nan=0.0).trunc()
+
+    def sat(lo, hi):
+        return [lo if v <= lo else hi if v >= hi else int(v) for v in t.tolist()]
+    i32, u32 = sat(-2**31, 2**31 - 1), sat(0, 2**32 - 1)
+    i64, u64 = sat(-2**63, 2**63 - 1), sat(0, 2**64 - 1)
+
+    def wrap(vs, bits):
+        return [(v + 2**(bits - 1)) % 2**bits - 2**(bits - 1) for v in vs]
+    assert outs[0].tolist() == wrap(i32, 8)
+    assert outs[1].tolist() == wrap(u32, 16)
+    assert outs[2].tolist() == i32
+    assert outs[3].tolist() == wrap(u32, 32)
+    assert outs[4].tolist() == i64
+    assert outs[5].tolist() == wrap(u64, 64)
+
+
 # ----------------------------------------------------------------------------- 16-bit NaN bits
 
 @newt.jit
