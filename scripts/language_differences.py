@@ -29,7 +29,10 @@ TRITON_DIFFERENCES = """\
   ([newt/frontend/control.py](../newt/frontend/control.py)). A carried variable must keep its
   type, as in Triton.
 - **`break` and `continue` are not supported**: a `CompilationError` at the line. `return`
-  inside a loop is an error too.
+  inside a loop is an error too. A @jit helper may `return` inside runtime `if`s (its value is
+  yielded by the `if`, as a kernel's early `return` ends the program) when every path through
+  them returns, or falls off the end of the function; a path that would go on after an
+  enclosing `if` is an error (Triton accepts it) ([newt/frontend/control.py](../newt/frontend/control.py)).
 - **Tensor descriptors and block pointers are pointer blocks and masks**, not TMA descriptors
   made on the device: `nl.make_tensor_descriptor`, `nl.make_block_ptr` / `nl.advance` and
   `boundary_check` / `padding_option` are lowered in the frontend to the form a user would write

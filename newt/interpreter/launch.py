@@ -260,14 +260,27 @@ def _not(x):
 
 
 def _carry(v):
-    """A Python number that a device loop carries: a typed scalar, as the compiler's."""
+    """A Python number that a device loop carries or a runtime `if` yields: a typed scalar, as
+    the compiler's (in a tuple too)."""
     if isinstance(v, (bool, int, float)):
         return const(v, D.of_python_scalar(v))
+    if isinstance(v, tuple):
+        return tuple(_carry(x) for x in v)
     return v
 
 
+def _runtime(cond):
+    return isinstance(unwrap(cond), Tensor)
+
+
+def _return(conds, value):
+    """A @jit function's value returned inside `if`s: typed when one of them is a runtime `if`."""
+    return _carry(value) if any(_runtime(c) for c in conds) else value
+
+
 _HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
-                              _not, _carry, lambda it: isinstance(it, range), _chain)))
+                              _not, _carry, lambda it: isinstance(it, range), _chain, _runtime,
+                              _return)))
 
 
 # ----------------------------------------------------------------------------- arguments, grid
