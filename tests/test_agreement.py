@@ -454,8 +454,8 @@ def _early_returns_ref(x):
 
 @newt.jit
 def v_if_yields_numbers(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
-    """Python numbers assigned in the branches of a runtime `if` are typed scalars after it
-    (the compiler's `if` yields them), in the interpreter too."""
+    """Python numbers assigned in the branches of a runtime `if`, or chosen by `a if c else b`,
+    are typed scalars after it (the compiler's `if` yields them), in the interpreter too."""
     offs = nl.arange(0, BLOCK)
     x = nl.load(x_ptr + offs, mask=offs < n)
     if nl.load(x_ptr) > 0:
@@ -464,12 +464,13 @@ def v_if_yields_numbers(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
     else:
         c = 3
         t = (0.5, 4)
-    y = x * c.to(nl.float32) + t[0].to(nl.float32) * t[1].to(nl.float32)
+    e = 10 if nl.load(x_ptr + 1) > 0 else 20          # `x if c else y` on a runtime c too
+    y = x * c.to(nl.float32) + t[0].to(nl.float32) * t[1].to(nl.float32) + e.to(nl.float32)
     nl.store(out_ptr + offs, y, mask=offs < n)
 
 
 def _if_yields_ref(x):
-    return x * 1 + 7.5 if x[0] > 0 else x * 3 + 2.0
+    return (x * 1 + 7.5 if x[0] > 0 else x * 3 + 2.0) + (10.0 if x[1] > 0 else 20.0)
 
 
 N = 29

@@ -278,9 +278,21 @@ def _return(conds, value):
     return _carry(value) if any(_runtime(c) for c in conds) else value
 
 
+def _ifexp(cond, then, other):
+    """`a if c else b`: on a runtime scalar `c` the value is typed, as the compiler's `if`
+    yields it (a Python number as Triton types it; the side not taken is not evaluated, so a
+    number does not learn the other side's type here)."""
+    c = unwrap(cond)
+    if not isinstance(c, Tensor):
+        return then() if c else other()
+    if c.data.dim():
+        raise TypeError("a block cannot be the condition of `x if c else y` (use nl.where)")
+    return _carry(unwrap(then() if bool(c.data) else other()))
+
+
 _HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
                               _not, _carry, lambda it: isinstance(it, range), _chain, _runtime,
-                              _return)))
+                              _return, _ifexp)))
 
 
 # ----------------------------------------------------------------------------- arguments, grid

@@ -17,7 +17,8 @@ decides what these constructs mean; here they are mapped onto runtime helpers:
     makes loop-carried values (`i = 0; while ...: i += 1` then `i.to(nl.float32)`);
   - an `if` on a runtime value: a Python number a branch assigns, or a @jit function returns
     from inside it, becomes a typed scalar after it, as the compiler's `if` yields it
-    (`if x > 0: c = 1 else: c = 3` then `c.to(nl.float32)`).
+    (`if x > 0: c = 1 else: c = 3` then `c.to(nl.float32)`); so does the value of
+    `a if c else b` on a runtime `c` (only the side taken is evaluated).
 
 Line numbers are the file's, so tracebacks and error locations point at the user's source. A
 function whose source cannot be read (the acceptance check has already needed it) is run as it
@@ -31,10 +32,10 @@ import copy
 from ..frontend.names import assigned_names
 from ..frontend.source import get_source
 
-_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN, _RUNTIME, _RET = (
+_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN, _RUNTIME, _RET, _IFEXP = (
     "__newt_and", "__newt_or", "__newt_not", "__newt_carry", "__newt_device_loop",
-    "__newt_chain", "__newt_runtime", "__newt_return")
-HELPERS = (_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN, _RUNTIME, _RET)
+    "__newt_chain", "__newt_runtime", "__newt_return", "__newt_ifexp")
+HELPERS = (_AND, _OR, _NOT, _CARRY, _DEVICE, _CHAIN, _RUNTIME, _RET, _IFEXP)
 
 
 def twin_code(fn):
@@ -45,7 +46,8 @@ def twin_code(fn):
         return None
     node = copy.deepcopy(src.node)
     node.decorator_list = []
-    if not any(isinstance(n, (ast.BoolOp, ast.Not, ast.For, ast.While, ast.If))
+    if not any(isinstance(n, (ast.BoolOp, ast.Not, ast.For, ast.While, ast.If,
+                                ast.IfExp))
                or (isinstance(n, ast.Compare) and len(n.ops) > 1) for n in ast.walk(node)):
         return None
     node = _Rewriter().visit(node)
@@ -114,6 +116,11 @@ class _Rewriter(ast.NodeTransformer):
                               ctx=ast.Load())
             node.value = ast.copy_location(_call(_RET, conds, node.value), node.value)
         return node
+
+    def visit_IfExp(self, node):
+        self.generic_visit(node)
+        return ast.copy_location(_call(_IFEXP, node.test, _thunk(node.body),
+                                       _thunk(node.orelse)), node)
 
     def visit_BoolOp(self, node):
         self.generic_visit(node)
