@@ -509,6 +509,36 @@ def test_valid_programs_agree_with_torch(path, kernel, n_in, programs, constexpr
     torch.testing.assert_close(out, ref(*ins), rtol=1e-5, atol=1e-5)
 
 
+@newt.jit
+def _other_from_index_math(x_ptr, h_ptr, out_ptr, hout_ptr, M, N, BM: nl.constexpr,
+                           BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    fill = rn[None, :].to(nl.float32) * -1.0 - rm[:, None]   # index math, broadcast
+    x = nl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=m, other=fill)
+    nl.store(out_ptr + rm[:, None] * BN + rn[None, :], x)
+    h = nl.load(h_ptr + rn, mask=rn < N, other=(rn + 100).to(nl.float16), volatile=True)
+    nl.store(hout_ptr + rn, h)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("BM", [2, 8])
+def test_load_other_computed_from_indices(path, BM):
+    """A load's `other` that is index math (never held in an array: the generated code computes
+    it where it is used) on the one-slot-per-thread path: the generated C++ named an array it
+    never declared."""
+    M, N, BN = BM - 1, 11, 16
+    x, h = torch.randn(M, N), torch.randn(N).half()
+    out = torch.full((BM, BN), float("nan"))
+    hout = torch.full((BN,), float("nan"), dtype=torch.float16)
+    run(path, _other_from_index_math, (1,), x, h, out, hout, M, N, BM=BM, BN=BN)
+    want = -torch.arange(BN).float()[None, :] - torch.arange(BM).float()[:, None]
+    want[:M, :N] = x
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(hout, torch.cat([h, torch.arange(N, BN).half() + 100]))
+
+
 # ----------------------------------------------------------------------------- bad launches
 
 @newt.jit
