@@ -236,11 +236,17 @@ def div_rn(x, y):
 
 
 def umulhi(x, y):
-    """High 32 bits of the 64-bit product of the operands read as unsigned (int32 too, as
+    """High N bits of the 2N-bit product of the operands read as unsigned (signed types too, as
     Triton computes it)."""
     a, b, ct = promote(x, y)
-    if ct.bits != 32 or not ct.is_int():
-        raise TypeError(f"umulhi needs 32-bit integers, got {ct.name}")
+    if ct.bits not in (32, 64) or not ct.is_int() or ct.is_bool():
+        raise TypeError(f"umulhi needs 32- or 64-bit integers, got {ct.name}")
+    if ct.bits == 64:     # (bit patterns in int64: the 128-bit product in Python integers)
+        p, q = torch.broadcast_tensors(a.data, b.data)
+        hi = [((u % 2**64) * (v % 2**64)) >> 64 for u, v in
+              zip(p.reshape(-1).tolist(), q.reshape(-1).tolist())]
+        hi = [h - 2**64 if h >= 2**63 else h for h in hi]
+        return Tensor(torch.tensor(hi, dtype=torch.int64).reshape(p.shape), ct)
     m = (1 << 32) - 1
     hi = ((a.data & m) * (b.data & m)) >> 32    # the 64-bit product, wrapped: bits 32..63 exact
     return _down(hi & m, ct)

@@ -298,7 +298,8 @@ def div_rn(x, y):
 
 @builtin
 def umulhi(x, y):
-    """High 32 bits of the 64-bit product of two uint32/int32 values."""
+    """High N bits of the 2N-bit product of two N-bit integers (32 or 64 bits), the operands
+    read as unsigned (as Triton computes it for signed types too)."""
 
 
 # ----------------------------------------------------------------------------- reductions, scans

@@ -120,7 +120,8 @@ PARAMS: dict[str, dict[str, str]] = {
     "minimum": {"x": _X, "y": _X, "propagate_nan": _NAN},
     "fma": {"x": _X, "y": _X, "z": "the addend"},
     "div_rn": {"x": "the dividend", "y": "the divisor"},
-    "umulhi": {"x": "an int32 or uint32 block or scalar", "y": "the same dtype as `x`"},
+    "umulhi": {"x": "an int32, uint32, int64 or uint64 block or scalar",
+               "y": "the same dtype as `x`"},
     "builtin": {"fn": "the function to register"},
 }
 for _name in ("atomic_add", "atomic_and", "atomic_max", "atomic_min", "atomic_or",
