@@ -289,6 +289,33 @@ def test_shift_amounts_outside_the_width(path, dt):
     assert got_r == want_r
 
 
+# ----------------------------------------------------------------------------- bool arithmetic
+
+@newt.jit
+def _bool_arith(a_ptr, b_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a = nl.load(a_ptr + offs, mask=offs < n)
+    b = nl.load(b_ptr + offs, mask=offs < n)
+    nl.store(out_ptr + offs, (a + b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + n + offs, (a + a).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 2 * n + offs, (a - b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 3 * n + offs, (a * b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 4 * n + offs, (a << b).to(nl.int32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bool_arithmetic_wraps(path):
+    """int1 + - * << wrap to one bit, as Triton's i1 arithmetic does (True + True is False);
+    the generated code converted the 32-bit sum to bool (2 -> True)."""
+    n = 37
+    a, b = torch.rand(n) < 0.5, torch.rand(n) < 0.5
+    out = torch.full((5 * n,), 7, dtype=torch.int32)
+    run(path, _bool_arith, (1,), a, b, out, n, BLOCK=64)
+    x, y = a.int(), b.int()
+    want = torch.cat([x ^ y, x * 0, x ^ y, x & y, x * (1 - y)])
+    assert torch.equal(out, want)
+
+
 # ----------------------------------------------------------------------------- float -> int
 
 @newt.jit

@@ -85,6 +85,8 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
         return f"({rt})(({u})({a}) {_C_BIN[op]} ({u})({b}))"
     else:
         e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
+    if dt.is_bool():     # int1 arithmetic wraps (True + True is False), as in Triton
+        return f"(bool)({e} & 1u)"
     return e if ct == rt else f"({rt}){e}"
 
 
