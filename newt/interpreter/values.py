@@ -63,18 +63,14 @@ def from_storage(t: torch.Tensor, dt) -> torch.Tensor:
 
 
 def to_storage(v: torch.Tensor, dt) -> torch.Tensor:
-    """Canonical -> memory representation (raw_torch(dt)): the bits a store, an atomic or a
-    bitcast writes. A 16-bit float NaN becomes the canonical NaN, 0x7FFF, as on the GPU, where
-    fp16 / bf16 values live in fp32 registers and cvt.rn.f16.f32 / cvt.rn.bf16.f32 write those
-    bits for every NaN (docs/language.md)."""
+    """Canonical -> memory representation (raw_torch(dt)): the bits a store, atomic or bitcast
+    writes. A 16-bit float NaN is 0x7FFF, as the GPU's cvt.rn.f16/bf16.f32 write it."""
     if dt in _RAW and dt.bits < 64:
-        half = 1 << (dt.bits - 1)
-        v = ((v + half) & ((1 << dt.bits) - 1)) - half
+        v = ((v + (1 << (dt.bits - 1))) & ((1 << dt.bits) - 1)) - (1 << (dt.bits - 1))
     out = v.to(raw_torch(dt))
-    if dt.name in ("float16", "bfloat16"):
-        nan = torch.isnan(out)
-        if bool(nan.any()):
-            out = torch.where(nan, torch.tensor(0x7FFF, dtype=torch.int16).view(out.dtype), out)
+    if dt.name in ("float16", "bfloat16") and bool(torch.isnan(out).any()):
+        out = torch.where(torch.isnan(out), torch.tensor(0x7FFF, dtype=torch.int16).view(
+            out.dtype), out)
     return out
 
 
