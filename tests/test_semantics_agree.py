@@ -362,6 +362,73 @@ def test_float_to_int_saturates_outside_the_range(path, src):
     assert outs[5].tolist() == wrap(u64, 64)
 
 
+# ----------------------------------------------------------------------------- rtz downcasts
+
+@newt.jit
+def _downcasts(x_ptr, d_ptr, h_ptr, b_ptr, e_ptr, r_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    f = x.to(nl.float32)
+    nl.store(d_ptr + offs, x.to(nl.float32, fp_downcast_rounding="rtz"), mask=offs < n)
+    nl.store(h_ptr + offs, f.to(nl.float16, "rtz"), mask=offs < n)
+    nl.store(b_ptr + offs, nl.cast(f, nl.bfloat16, fp_downcast_rounding="rtz"), mask=offs < n)
+    e = nl.minimum(nl.maximum(f, -440.0), 440.0)
+    nl.store(e_ptr + offs, e.to(nl.float8e4nv, fp_downcast_rounding="rtz"), mask=offs < n)
+    nl.store(r_ptr + offs, f.to(nl.float16, fp_downcast_rounding="rtne"), mask=offs < n)
+
+
+def _toward_zero(x, dt):
+    """The representable value of `dt` nearest `x` on the side of zero (x exact in fp64)."""
+    out = []
+    for v in x.double().tolist():
+        t = torch.tensor([v], dtype=x.dtype).to(dt)      # to nearest: one rounding from x's type
+        bits = {1: torch.int8, 2: torch.int16, 4: torch.int32}[t.element_size()]
+        while v == v and abs(t.double().item()) > abs(v):
+            t = (t.view(bits) - 1).view(dt)
+        out.append(t)
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fp_downcast_rounding_toward_zero(path):
+    """`x.to(dt, fp_downcast_rounding="rtz")` rounds toward zero (beyond the range: the largest
+    finite value), "rtne" to nearest, as in Triton; the option was accepted and ignored."""
+    n = 45
+    x = torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(-6, 6, (n,))
+    x[:6] = torch.tensor([70000.0, -1e6, float("inf"), float("nan"), -0.0, 1.0 + 2.0 ** -40])
+    outs = [torch.full((n,), float("nan"), dtype=d) for d in (torch.float32, torch.float16,
+                                                             torch.bfloat16)]
+    e = torch.zeros(n, dtype=torch.float8_e4m3fn)
+    rn = torch.full((n,), float("nan"), dtype=torch.float16)
+    run(path, _downcasts, (1,), x, *outs, e, rn, n, BLOCK=64)
+    f = x.float()
+    torch.testing.assert_close(outs[0], _toward_zero(x, torch.float32), equal_nan=True,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(outs[1], _toward_zero(f, torch.float16), equal_nan=True,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(outs[2], _toward_zero(f, torch.bfloat16), equal_nan=True,
+                               rtol=0, atol=0)
+    want_e = _toward_zero(f.nan_to_num(nan=-440.0).clamp(-440.0, 440.0), torch.float8_e4m3fn)
+    assert torch.equal(e.view(torch.uint8), want_e.view(torch.uint8))
+    torch.testing.assert_close(rn, f.half(), equal_nan=True, rtol=0, atol=0)
+
+
+def test_fp_downcast_rounding_is_only_for_float_narrowing():
+    for body, msg in [(_rtz_widen, "narrower float"), (_rtz_unknown, '"rtne" or "rtz"')]:
+        with pytest.raises(newt.CompilationError, match=msg):
+            newt.compile(body, {"x_ptr": "*fp32"}, {})
+
+
+@newt.jit
+def _rtz_widen(x_ptr):
+    nl.store(x_ptr, nl.load(x_ptr).to(nl.float64, fp_downcast_rounding="rtz").to(nl.float32))
+
+
+@newt.jit
+def _rtz_unknown(x_ptr):
+    nl.store(x_ptr, nl.load(x_ptr).to(nl.float16, fp_downcast_rounding="up").to(nl.float32))
+
+
 # ----------------------------------------------------------------------------- 16-bit NaN bits
 
 @newt.jit

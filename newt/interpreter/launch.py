@@ -89,7 +89,7 @@ def _build_namespace() -> types.ModuleType:
             setattr(ns, k, v)
     impl = {name: getattr(ops, name, None) for name in L.BUILTINS}
     impl.update(
-        abs=ops.abs_, cast=ops.cast_, range=range, static_range=static_range,
+        abs=ops.abs_, cast=ops.cast_in_triton_order, range=range, static_range=static_range,
         load=memory.load, store=memory.store, atomic_add=memory.atomic_add,
         atomic_max=memory.atomic_max, atomic_min=memory.atomic_min,
         atomic_xchg=memory.atomic_xchg, atomic_cas=memory.atomic_cas,

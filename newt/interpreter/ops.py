@@ -92,8 +92,21 @@ def full_like(input, value):
     return Tensor(const(value, x.dtype).data.expand(x.shape).clone(), x.dtype)
 
 
+def cast_in_triton_order(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    return cast_(input, dtype, bitcast, fp_downcast_rounding)
+
+
 def cast_(input, dtype, bitcast=False, fp_downcast_rounding=None):
-    return cast(input, dtype, bitcast)
+    """x.to(dtype, ...) as the frontend builds it (newt/frontend/downcast.py, which checked the
+    arguments): "rtz" steps the nearest value one unit toward zero where it is farther out."""
+    r = cast(input, dtype, bitcast)
+    if unwrap(fp_downcast_rounding) != "rtz":
+        return r
+    x, dt = to_tensor(input), unwrap(dtype)
+    farther = Tensor(cast(r, x.dtype).data.abs() > x.data.abs(), D.int1)
+    ints = {8: D.int8, 16: D.int16, 32: D.int32}[dt.bits]
+    stepped = cast(cast(r, ints, bitcast=True) - 1, dt, bitcast=True)
+    return where(farther, stepped, r)
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -403,7 +416,8 @@ TENSOR_METHODS = {
     "reshape": reshape, "view": view, "trans": trans, "permute": permute,
     "expand_dims": expand_dims, "broadcast_to": broadcast_to, "sum": sum, "max": max,
     "min": min, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "abs": abs_,
-    "cast": cast_, **{k: _math(f) for k, f in MATH.items()},
+    "cast": cast_in_triton_order, "to": cast_in_triton_order,
+    **{k: _math(f) for k, f in MATH.items()},
 }
 
 

@@ -69,8 +69,8 @@ def to_storage(v: torch.Tensor, dt) -> torch.Tensor:
         v = ((v + (1 << (dt.bits - 1))) & ((1 << dt.bits) - 1)) - (1 << (dt.bits - 1))
     out = v.to(raw_torch(dt))
     if dt.name in ("float16", "bfloat16") and bool(torch.isnan(out).any()):
-        out = torch.where(torch.isnan(out), torch.tensor(0x7FFF, dtype=torch.int16).view(
-            out.dtype), out)
+        nan = torch.tensor(0x7FFF, dtype=torch.int16).view(out.dtype)
+        out = torch.where(torch.isnan(out), nan, out)
     return out
 
 
@@ -187,10 +187,7 @@ class Tensor:
             return Tensor(wrap(self.data.abs(), self.dtype), self.dtype)
         return Tensor(self.data.abs(), self.dtype)
 
-    # -- methods (x.to, x.reshape, ...): bound here, implemented in ops.py
-    def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
-        return cast(self, dtype, bitcast)
-
+    # -- methods (x.to, x.reshape, ...): implemented in ops.py
     def __getattr__(self, name):  # x.sum(), x.exp(), ... : the language function of that name
         from . import ops
         fn = ops.TENSOR_METHODS.get(name)

@@ -46,6 +46,8 @@ PARAMS: dict[str, dict[str, str]] = {
                   "value": "the scalar to fill with"},
     "zeros_like": {"input": "the block whose shape and dtype the result takes"},
     "cast": {"input": _INPUT, "dtype": "the target nl dtype",
+             "fp_downcast_rounding": '"rtne" (default) or "rtz", for a float narrowed to a '
+                                     'smaller float',
              "bitcast": "reinterpret the bits instead of converting the value (the two dtypes "
                         "must have the same width)"},
     "load": {"pointer": _POINTER,
