@@ -264,7 +264,7 @@ def _carry(v):
     the compiler's (in a tuple too)."""
     if isinstance(v, (bool, int, float)):
         return const(v, D.of_python_scalar(v))
-    if isinstance(v, tuple):
+    if type(v) is tuple:     # (not a block pointer or other tuple-like value)
         return tuple(_carry(x) for x in v)
     return v
 
