@@ -73,6 +73,11 @@ TRITON_DIFFERENCES = """\
   the interpreter (a CPU division would trap); `x // 0` is -1 (all ones) and `x % 0` is `x`
   (Triton leaves both undefined; these are RISC-V's rules, under which
   `x == (x // y) * y + x % y` always holds) ([newt/codegen/header.py](../newt/codegen/header.py)).
+- **`fp_downcast_rounding="rtz"` works for every float narrowing** (fp64, fp32, fp16, bf16 to
+  any narrower float, fp8 included): the value rounded to nearest, stepped one unit toward zero
+  where it lies farther out, so a value beyond the range gives the largest finite one; Triton
+  lowers the mode for some of these conversions only
+  ([newt/frontend/downcast.py](../newt/frontend/downcast.py)).
 - **Chained comparisons are accepted**: `lo < x <= hi` means `(lo < x) and (x <= hi)` with `x`
   evaluated once, elementwise on blocks (as `and` is), in the interpreter and compiled; Triton
   rejects them ([newt/frontend/expressions.py](../newt/frontend/expressions.py)).

@@ -110,9 +110,8 @@ def full_like(input, value):
 
 @builtin
 def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
-    """Convert `input` to `dtype` (`bitcast=True` reinterprets the bits; widths must match).
-    A float narrowed to a smaller float rounds to nearest even, or toward zero with
-    `fp_downcast_rounding="rtz"` (as Triton; newt also takes it for fp8 targets)."""
+    """Convert `input` to `dtype` (`bitcast=True` reinterprets the bits; widths must match); a
+    narrower float rounds to nearest even, or toward zero with `fp_downcast_rounding="rtz"`."""
 
 
 # ----------------------------------------------------------------------------- memory
