@@ -13,10 +13,12 @@ TRITON_DIFFERENCES = """\
   as `torch.fmod(torch.abs(x), d)` is.
 - **fp16 and bf16 values live in fp32 registers**, so a NaN that passes through a register
   comes out as the canonical NaN (bits 0x7FFF), not with the payload it had in memory; Triton
-  keeps 16-bit registers and the bits. Arithmetic is unchanged (every NaN is a NaN), but
-  `nl.atomic_cas` on 16-bit floats compares and writes the canonical NaN: a NaN compare value
-  matches only 0x7FFF in memory, and a NaN read comes back as 0x7FFF. The interpreter does the
-  same (`_register_nan` in [newt/interpreter/memory.py](../newt/interpreter/memory.py)).
+  keeps 16-bit registers and the bits. Arithmetic is unchanged (every NaN is a NaN), but a
+  stored NaN and `x.to(nl.int16, bitcast=True)` of a NaN are 0x7FFF, and `nl.atomic_cas` on
+  16-bit floats compares and writes the canonical NaN: a NaN compare value matches only 0x7FFF
+  in memory, and a NaN read comes back as 0x7FFF. The interpreter does the same (`to_storage`
+  in [newt/interpreter/values.py](../newt/interpreter/values.py), `_register_nan` in
+  [newt/interpreter/memory.py](../newt/interpreter/memory.py)).
 - **Python integer constants that do not fit their type wrap** (two's complement) where Triton
   raises an overflow error; a constant that does not fit 64 bits is an error
   (`_wrap_int` in [newt/frontend/semantic.py](../newt/frontend/semantic.py)).
@@ -27,7 +29,10 @@ TRITON_DIFFERENCES = """\
   ([newt/frontend/control.py](../newt/frontend/control.py)). A carried variable must keep its
   type, as in Triton.
 - **`break` and `continue` are not supported**: a `CompilationError` at the line. `return`
-  inside a loop is an error too.
+  inside a loop is an error too. A @jit helper may `return` inside runtime `if`s (its value is
+  yielded by the `if`, as a kernel's early `return` ends the program) when every path through
+  them returns, or falls off the end of the function; a path that would go on after an
+  enclosing `if` is an error (Triton accepts it) ([newt/frontend/control.py](../newt/frontend/control.py)).
 - **Tensor descriptors and block pointers are pointer blocks and masks**, not TMA descriptors
   made on the device: `nl.make_tensor_descriptor`, `nl.make_block_ptr` / `nl.advance` and
   `boundary_check` / `padding_option` are lowered in the frontend to the form a user would write
@@ -68,6 +73,18 @@ TRITON_DIFFERENCES = """\
   the interpreter (a CPU division would trap); `x // 0` is -1 (all ones) and `x % 0` is `x`
   (Triton leaves both undefined; these are RISC-V's rules, under which
   `x == (x // y) * y + x % y` always holds) ([newt/codegen/header.py](../newt/codegen/header.py)).
+- **`fp_downcast_rounding="rtz"` works for every float narrowing** (fp64, fp32, fp16, bf16 to
+  any narrower float, fp8 included): the value rounded to nearest, stepped one unit toward zero
+  where it lies farther out, so a value beyond the range gives the largest finite one; Triton
+  lowers the mode for some of these conversions only
+  ([newt/frontend/downcast.py](../newt/frontend/downcast.py)).
+- **Chained comparisons are accepted**: `lo < x <= hi` means `(lo < x) and (x <= hi)` with `x`
+  evaluated once, elementwise on blocks (as `and` is), in the interpreter and compiled; Triton
+  rejects them ([newt/frontend/expressions.py](../newt/frontend/expressions.py)).
+- **Shifts by an amount outside `[0, width)` are defined** as PTX's `shl` / `shr` define them
+  (the amount read as unsigned and clamped to the width): `x << 40` of an int32 is 0 and
+  `x >> 40` is 0 or -1 by the sign, on the GPU and in the interpreter; Triton leaves them
+  undefined (LLVM poison) ([newt/codegen/header.py](../newt/codegen/header.py)).
 - **A Python float argument beyond fp32's range is a `LaunchError`** naming the argument
   (Triton rounds it to inf); `float("inf")` passes.
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)

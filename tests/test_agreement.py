@@ -24,9 +24,9 @@ from test_semantics_agree import PATHS, run
 CASES = []
 
 
-def case(expected, constexprs=None, types=None):
+def case(expected, constexprs=None, types=None, line_of=None):
     def deco(fn):
-        CASES.append(pytest.param(fn, expected, constexprs or {}, types or {}, None,
+        CASES.append(pytest.param(fn, expected, constexprs or {}, types or {}, line_of,
                                   id=fn.__name__))
         return fn
     return deco
@@ -197,6 +197,34 @@ def k_program_id_block_axis(x_ptr):
     nl.store(x_ptr, nl.program_id(-1).to(nl.float32))  # ERR
 
 
+@newt.jit
+def _returns_on_some_paths(v):
+    r = v
+    if v > 0:
+        if v > 1:  # ERR
+            return 1.0
+        r = v * 2.0        # the path that did not return goes on after the outer `if`
+    return r
+
+
+@case("needs every path", line_of=_returns_on_some_paths)
+@newt.jit
+def k_return_on_some_paths(x_ptr):
+    nl.store(x_ptr, _returns_on_some_paths(nl.load(x_ptr)))
+
+
+@newt.jit
+def _value_or_none(v):
+    if v > 0:  # ERR
+        return 1.0
+
+
+@case("None on the other", line_of=_value_or_none)
+@newt.jit
+def k_value_or_none(x_ptr):
+    nl.store(x_ptr, _value_or_none(nl.load(x_ptr)))
+
+
 # a scalar parameter of a type no Python argument takes (u32) exists only in the AOT catalogue
 _PYTHON_SCALARS = {"i32", "i64", "u64", "fp32", "i1"}
 BAD = [c for c in test_errors.CASES
@@ -364,6 +392,87 @@ def v_pointer_addresses(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
     nl.store(out_ptr + offs, x * 2 + step + first, mask=offs < n)
 
 
+@newt.jit
+def v_chained_comparison(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    r = nl.where(-0.5 < x <= 1.0, x, 0.0)            # on a block: elementwise and
+    if 0 < n < BLOCK:                                # on runtime scalars
+        r = r + 10.0
+    if 0 <= n < 5:
+        r = r + 100.0
+    nl.store(out_ptr + offs, r, mask=offs < n)
+
+
+@newt.jit
+def _classify(v, t):
+    if v > t:
+        if v > 2 * t:
+            return 2, v * 2.0
+        return 1, v
+    elif v < -t:
+        return -1, -v
+    return 0, v * 0.0
+
+
+@newt.jit
+def _store_if_positive(p, v):
+    if v < 0:
+        return
+    nl.store(p, v + 0.5)
+
+
+@newt.jit
+def _scaled_or_relu(x, s):
+    if s > 0:
+        return x * s
+    return nl.where(x > 0, x, 0.0)
+
+
+@newt.jit
+def v_early_returns(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    """`return` inside runtime `if`s of @jit helpers (each path returns, or falls off the end)."""
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    y = _scaled_or_relu(x, nl.load(x_ptr) - 0.25)
+    for i in range(n):
+        c, v = _classify(nl.load(x_ptr + i), 0.5)
+        y += nl.where(offs == i, v + c.to(nl.float32), 0.0)
+    nl.store(out_ptr + offs, y, mask=offs < n)
+    for i in range(n):
+        _store_if_positive(out_ptr + i, nl.load(out_ptr + i))
+
+
+def _early_returns_ref(x):
+    s = x[0] - 0.25
+    y = x * s if s > 0 else x.clamp(min=0.0)
+    v = torch.where(x > 0.5, torch.where(x > 1.0, x * 2.0 + 2, x + 1), torch.where(
+        x < -0.5, -x - 1, 0.0))
+    y = y + v
+    return torch.where(y < 0, y, y + 0.5)
+
+
+@newt.jit
+def v_if_yields_numbers(x_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    """Python numbers assigned in the branches of a runtime `if`, or chosen by `a if c else b`,
+    are typed scalars after it (the compiler's `if` yields them), in the interpreter too."""
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    if nl.load(x_ptr) > 0:
+        c = 1
+        t = (2.5, 3)
+    else:
+        c = 3
+        t = (0.5, 4)
+    e = 10 if nl.load(x_ptr + 1) > 0 else 20          # `x if c else y` on a runtime c too
+    y = x * c.to(nl.float32) + t[0].to(nl.float32) * t[1].to(nl.float32) + e.to(nl.float32)
+    nl.store(out_ptr + offs, y, mask=offs < n)
+
+
+def _if_yields_ref(x):
+    return (x * 1 + 7.5 if x[0] > 0 else x * 3 + 2.0) + (10.0 if x[1] > 0 else 20.0)
+
+
 N = 29
 VALID = [
     pytest.param(v_logical_blocks, 2, 1, dict(BLOCK=32), lambda x, y: _logical_ref(x, y, N),
@@ -379,6 +488,13 @@ VALID = [
                  id="range_with_a_negative_step"),
     pytest.param(v_pointer_addresses, 1, 1, dict(BLOCK=32),
                  lambda x: x * 2 + torch.arange(N) + x[0], id="pointer_to_address_and_back"),
+    pytest.param(v_chained_comparison, 1, 1, dict(BLOCK=32),
+                 lambda x: torch.where((x > -0.5) & (x <= 1.0), x, 0.0) + 10.0,
+                 id="chained_comparison"),
+    pytest.param(v_early_returns, 1, 1, dict(BLOCK=32), _early_returns_ref,
+                 id="return_inside_runtime_if_of_a_helper"),
+    pytest.param(v_if_yields_numbers, 1, 1, dict(BLOCK=32), _if_yields_ref,
+                 id="runtime_if_yields_python_numbers"),
     pytest.param(v_tuple_constant_index, 1, 1, dict(BLOCK=32, K=2), lambda x: x * 3.25 - 2.0,
                  id="tuple_constant_index"),
 ]
@@ -391,6 +507,36 @@ def test_valid_programs_agree_with_torch(path, kernel, n_in, programs, constexpr
     out = torch.full((N,), float("nan"))
     run(path, kernel, (programs,), *ins, out, N, **constexprs)
     torch.testing.assert_close(out, ref(*ins), rtol=1e-5, atol=1e-5)
+
+
+@newt.jit
+def _other_from_index_math(x_ptr, h_ptr, out_ptr, hout_ptr, M, N, BM: nl.constexpr,
+                           BN: nl.constexpr):
+    rm = nl.arange(0, BM)
+    rn = nl.arange(0, BN)
+    m = (rm[:, None] < M) & (rn[None, :] < N)
+    fill = rn[None, :].to(nl.float32) * -1.0 - rm[:, None]   # index math, broadcast
+    x = nl.load(x_ptr + rm[:, None] * N + rn[None, :], mask=m, other=fill)
+    nl.store(out_ptr + rm[:, None] * BN + rn[None, :], x)
+    h = nl.load(h_ptr + rn, mask=rn < N, other=(rn + 100).to(nl.float16), volatile=True)
+    nl.store(hout_ptr + rn, h)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("BM", [2, 8])
+def test_load_other_computed_from_indices(path, BM):
+    """A load's `other` that is index math (never held in an array: the generated code computes
+    it where it is used) on the one-slot-per-thread path: the generated C++ named an array it
+    never declared."""
+    M, N, BN = BM - 1, 11, 16
+    x, h = torch.randn(M, N), torch.randn(N).half()
+    out = torch.full((BM, BN), float("nan"))
+    hout = torch.full((BN,), float("nan"), dtype=torch.float16)
+    run(path, _other_from_index_math, (1,), x, h, out, hout, M, N, BM=BM, BN=BN)
+    want = -torch.arange(BN).float()[None, :] - torch.arange(BM).float()[:, None]
+    want[:M, :N] = x
+    torch.testing.assert_close(out, want)
+    torch.testing.assert_close(hout, torch.cat([h, torch.arange(N, BN).half() + 100]))
 
 
 # ----------------------------------------------------------------------------- bad launches

@@ -103,6 +103,19 @@ static double __dadd_rn(double a, double b) { return a + b; }
 static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static int __float2int_rd(float x) { return (int)floorf(x); }
+// cvt.rzi: truncation, saturating to the range, NaN -> 0 (a C cast is undefined outside it)
+template <class I, class F> static I nt_emu_f2i(F x) {
+  const I lo = (I)0 < (I)-1 ? (I)0 : (I)((unsigned long long)1 << (sizeof(I) * 8 - 1));
+  const I hi = (I)~lo;
+  return x != x ? (I)0 : x <= (F)lo ? lo : x >= (F)hi ? hi : (I)x; }
+static int __float2int_rz(float x) { return nt_emu_f2i<int>(x); }
+static unsigned __float2uint_rz(float x) { return nt_emu_f2i<unsigned>(x); }
+static long long __float2ll_rz(float x) { return nt_emu_f2i<long long>(x); }
+static unsigned long long __float2ull_rz(float x) { return nt_emu_f2i<unsigned long long>(x); }
+static int __double2int_rz(double x) { return nt_emu_f2i<int>(x); }
+static unsigned __double2uint_rz(double x) { return nt_emu_f2i<unsigned>(x); }
+static long long __double2ll_rz(double x) { return nt_emu_f2i<long long>(x); }
+static unsigned long long __double2ull_rz(double x) { return nt_emu_f2i<unsigned long long>(x); }
 static int __double2int_rd(double x) { return (int)floor(x); }
 static float __int2float_rn(int x) { return (float)x; }
 static int __clz(int x) { return x ? __builtin_clz((unsigned)x) : 32; }
@@ -128,10 +141,13 @@ template <class T> static T nt_mod(T a, T b) {
   if ((T)-1 < (T)0 && b == (T)-1) return (T)0;
   return a % b; }
 NT_INLINE float nt_h2f(u16 h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
-NT_INLINE u16 nt_f2h(float f) { _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }
+// cvt.rn.f16.f32 / cvt.rn.bf16.f32 write the canonical NaN, 0x7FFF, for every NaN
+NT_INLINE u16 nt_f2h(float f) {
+  if (f != f) return 0x7fff;
+  _Float16 h = (_Float16)f; u16 b; memcpy(&b, &h, 2); return b; }
 NT_INLINE u16 nt_f2b(float f) {
   u32 x = nt_bits<u32>(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x40);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return 0x7fff;
   return (u16)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16); }
 NT_INLINE float nt_exp2(float x) { float y = exp2f(x); return fabsf(y) < 1.17549435e-38f ? 0.f : y; }
 NT_INLINE float nt_ex2_full(float x) { return exp2f(x); }

@@ -88,8 +88,8 @@ def _narrow_of_float_ref(x: torch.Tensor, dst) -> torch.Tensor:
 @pytest.mark.parametrize("src", [torch.float32, torch.float64], ids=lambda d: name(d))
 def test_float_out_of_range_to_8_and_16_bits_keeps_the_low_bits(target, device, src, dst):
     """Outside the target's range (undefined in Triton) the interpreter computes what the GPU
-    code does: saturate to 32 bits, keep the low bits (300.0 -> uint8 44, not 255). The CPU
-    emulator is no judge here: x86 converts out-of-range floats otherwise."""
+    code does: saturate to 32 bits, keep the low bits (300.0 -> uint8 44, not 255)
+    (tests/test_semantics_agree.py runs the same rule through the CPU emulation too)."""
     n = 37
     x = (torch.randn(n, dtype=torch.float64) * 1e5).to(src)
     x[:6] = torch.tensor([300.0, -300.0, 1e12, -1e12, float("inf"), float("nan")])

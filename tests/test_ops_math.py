@@ -6,7 +6,7 @@ import torch
 
 import newt
 import newt.language as nl
-from ops_helpers import (FLOATS, INTS, check, from_i64, name, poison, rand, to_i64)
+from ops_helpers import (FLOATS, INTS, bits, check, from_i64, name, poison, rand, to_i64)
 
 
 @newt.jit
@@ -157,7 +157,7 @@ def int_helpers_kernel(x_ptr, y_ptr, cdiv_ptr, hi_ptr, div_ptr, n, BLOCK: nl.con
     nl.store(div_ptr + offs, nl.div_rn(x.to(nl.float32), y.to(nl.float32)), mask=mask)
 
 
-@pytest.mark.parametrize("dt", [torch.int32, torch.uint32], ids=name)
+@pytest.mark.parametrize("dt", [torch.int32, torch.uint32, torch.int64, torch.uint64], ids=name)
 def test_cdiv_umulhi_div_rn(target, device, dt):
     n = 777
     x = rand(n, dt, device, 1, 2 ** 31 - 1)
@@ -168,6 +168,7 @@ def test_cdiv_umulhi_div_rn(target, device, dt):
     int_helpers_kernel[(newt.cdiv(n, 128),)](x, y, c, h, d, n, BLOCK=128)
     xs, ys = to_i64(x).tolist(), to_i64(y).tolist()
     check(c, torch.tensor([(v + 15) // 16 for v in xs]))
-    m = (1 << 32) - 1          # the high half of the unsigned product, int32 too (as Triton)
-    check(h, from_i64(torch.tensor([((a & m) * (b & m)) >> 32 for a, b in zip(xs, ys)]), dt))
+    b = bits(dt)               # the high half of the unsigned product, signed too (as Triton)
+    hi = [((u % 2 ** b) * (v % 2 ** b)) >> b for u, v in zip(xs, ys)]
+    check(h, from_i64(torch.tensor([v - 2 ** 64 if v >= 2 ** 63 else v for v in hi]), dt))
     check(d, x.cpu().float() / y.cpu().float())

@@ -246,6 +246,226 @@ def _trunc_div(x, y):
     return q if (x < 0) == (y < 0) else -q
 
 
+# ----------------------------------------------------------------------------- shifts
+
+@newt.jit
+def _shifts(a_ptr, b_ptr, l_ptr, r_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a = nl.load(a_ptr + offs, mask=offs < n)
+    b = nl.load(b_ptr + offs, mask=offs < n)
+    nl.store(l_ptr + offs, a << b, mask=offs < n)
+    nl.store(r_ptr + offs, a >> b, mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("dt", [torch.int32, torch.int64, torch.uint32, torch.int8])
+def test_shift_amounts_outside_the_width(path, dt):
+    """A shift by an amount >= the width or negative (read as unsigned) clamps to the width, as
+    PTX's shl / shr do: << gives 0, >> gives 0 or the sign. (C++ leaves it undefined: the
+    generated code used to give x << (s % 32) on a CPU.)"""
+    bits = torch.iinfo(dt).bits
+    n = 45
+    a = torch.randint(-2**31, 2**31, (n,), dtype=torch.int64).to(dt)
+    b = torch.randint(-3, 2 * bits + 3, (n,), dtype=torch.int64)
+    b[:6] = torch.tensor([bits, bits - 1, bits + 1, 32, 33, -1])
+    b = b.to(dt)
+    lo, ro = torch.full((n,), 5, dtype=dt), torch.full((n,), 5, dtype=dt)
+    run(path, _shifts, (1,), a, b, lo, ro, n, BLOCK=64)
+    signed = dt.is_signed
+    wide = max(bits, 32)     # narrower types shift in 32 bits and are truncated back
+    A = [int(v) for v in a.to(torch.int64)] if dt != torch.uint32 else \
+        [int(v) % 2**32 for v in a.to(torch.int64)]
+    S = [int(v) % 2**wide for v in b.to(torch.int64)]
+
+    def wrap(v):
+        v %= 2**bits
+        return v - 2**bits if signed and v >= 2**(bits - 1) else v
+    want_l = [wrap(x << s) if s < wide else 0 for x, s in zip(A, S)]
+    want_r = [wrap(x >> min(s, wide - 1)) if signed else (x >> s if s < wide else 0)
+              for x, s in zip(A, S)]
+    got_l = [wrap(int(v)) for v in lo.to(torch.int64)]
+    got_r = [wrap(int(v)) for v in ro.to(torch.int64)]
+    assert got_l == want_l
+    assert got_r == want_r
+
+
+# ----------------------------------------------------------------------------- bool arithmetic
+
+@newt.jit
+def _bool_arith(a_ptr, b_ptr, out_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    a = nl.load(a_ptr + offs, mask=offs < n)
+    b = nl.load(b_ptr + offs, mask=offs < n)
+    nl.store(out_ptr + offs, (a + b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + n + offs, (a + a).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 2 * n + offs, (a - b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 3 * n + offs, (a * b).to(nl.int32), mask=offs < n)
+    nl.store(out_ptr + 4 * n + offs, (a << b).to(nl.int32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_bool_arithmetic_wraps(path):
+    """int1 + - * << wrap to one bit, as Triton's i1 arithmetic does (True + True is False);
+    the generated code converted the 32-bit sum to bool (2 -> True)."""
+    n = 37
+    a, b = torch.rand(n) < 0.5, torch.rand(n) < 0.5
+    out = torch.full((5 * n,), 7, dtype=torch.int32)
+    run(path, _bool_arith, (1,), a, b, out, n, BLOCK=64)
+    x, y = a.int(), b.int()
+    want = torch.cat([x ^ y, x * 0, x ^ y, x & y, x * (1 - y)])
+    assert torch.equal(out, want)
+
+
+# ----------------------------------------------------------------------------- float -> int
+
+@newt.jit
+def _float_to_ints(x_ptr, i8_ptr, u16_ptr, i32_ptr, u32_ptr, i64_ptr, u64_ptr, n,
+                   BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    nl.store(i8_ptr + offs, x.to(nl.int8), mask=offs < n)
+    nl.store(u16_ptr + offs, x.to(nl.uint16), mask=offs < n)
+    nl.store(i32_ptr + offs, x.to(nl.int32), mask=offs < n)
+    nl.store(u32_ptr + offs, x.to(nl.uint32), mask=offs < n)
+    nl.store(i64_ptr + offs, x.to(nl.int64), mask=offs < n)
+    nl.store(u64_ptr + offs, x.to(nl.uint64), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
+def test_float_to_int_saturates_outside_the_range(path, src):
+    """Float -> int truncates toward zero, saturates to 32 or 64 bits and takes NaN to 0 (the
+    GPU's cvt.rzi); 8- and 16-bit results are the low bits of the 32-bit one. The generated
+    code calls the CUDA conversions (a C cast is undefined there: on a CPU NaN gave INT_MIN)."""
+    n = 45
+    x = (torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(0, 21, (n,))).to(src)
+    x[:8] = torch.tensor([float("nan"), float("inf"), -float("inf"), 2.0 ** 31, -2.0 ** 31 - 2**9,
+                          2.0 ** 64, 2.0 ** 63, -300.7], dtype=torch.float64).to(src)
+    outs = [torch.full((n,), 3, dtype=d) for d in (torch.int8, torch.int16, torch.int32,
+                                                   torch.int32, torch.int64, torch.int64)]
+    run(path, _float_to_ints, (1,), x, *outs[:1], outs[1].view(torch.uint16), outs[2],
+        outs[3].view(torch.uint32), outs[4], outs[5].view(torch.uint64), n, BLOCK=64)
+    t = torch.nan_to_num(x.double(), nan=0.0).trunc()
+
+    def sat(lo, hi):
+        return [lo if v <= lo else hi if v >= hi else int(v) for v in t.tolist()]
+    i32, u32 = sat(-2**31, 2**31 - 1), sat(0, 2**32 - 1)
+    i64, u64 = sat(-2**63, 2**63 - 1), sat(0, 2**64 - 1)
+
+    def wrap(vs, bits):
+        return [(v + 2**(bits - 1)) % 2**bits - 2**(bits - 1) for v in vs]
+    assert outs[0].tolist() == wrap(i32, 8)
+    assert outs[1].tolist() == wrap(u32, 16)
+    assert outs[2].tolist() == i32
+    assert outs[3].tolist() == wrap(u32, 32)
+    assert outs[4].tolist() == i64
+    assert outs[5].tolist() == wrap(u64, 64)
+
+
+# ----------------------------------------------------------------------------- rtz downcasts
+
+@newt.jit
+def _downcasts(x_ptr, d_ptr, h_ptr, b_ptr, e_ptr, r_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    f = x.to(nl.float32)
+    nl.store(d_ptr + offs, x.to(nl.float32, fp_downcast_rounding="rtz"), mask=offs < n)
+    nl.store(h_ptr + offs, f.to(nl.float16, "rtz"), mask=offs < n)
+    nl.store(b_ptr + offs, nl.cast(f, nl.bfloat16, fp_downcast_rounding="rtz"), mask=offs < n)
+    e = nl.minimum(nl.maximum(f, -440.0), 440.0)
+    nl.store(e_ptr + offs, e.to(nl.float8e4nv, fp_downcast_rounding="rtz"), mask=offs < n)
+    nl.store(r_ptr + offs, f.to(nl.float16, fp_downcast_rounding="rtne"), mask=offs < n)
+
+
+def _toward_zero(x, dt):
+    """The representable value of `dt` nearest `x` on the side of zero (x exact in fp64)."""
+    out = []
+    for v in x.double().tolist():
+        t = torch.tensor([v], dtype=x.dtype).to(dt)      # to nearest: one rounding from x's type
+        bits = {1: torch.int8, 2: torch.int16, 4: torch.int32}[t.element_size()]
+        while v == v and abs(t.double().item()) > abs(v):
+            t = (t.view(bits) - 1).view(dt)
+        out.append(t)
+    return torch.cat(out)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_fp_downcast_rounding_toward_zero(path):
+    """`x.to(dt, fp_downcast_rounding="rtz")` rounds toward zero (beyond the range: the largest
+    finite value), "rtne" to nearest, as in Triton; the option was accepted and ignored."""
+    n = 45
+    x = torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(-6, 6, (n,))
+    x[:6] = torch.tensor([70000.0, -1e6, float("inf"), float("nan"), -0.0, 1.0 + 2.0 ** -40])
+    outs = [torch.full((n,), float("nan"), dtype=d) for d in (torch.float32, torch.float16,
+                                                             torch.bfloat16)]
+    e = torch.zeros(n, dtype=torch.float8_e4m3fn)
+    rn = torch.full((n,), float("nan"), dtype=torch.float16)
+    run(path, _downcasts, (1,), x, *outs, e, rn, n, BLOCK=64)
+    f = x.float()
+    torch.testing.assert_close(outs[0], _toward_zero(x, torch.float32), equal_nan=True,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(outs[1], _toward_zero(f, torch.float16), equal_nan=True,
+                               rtol=0, atol=0)
+    torch.testing.assert_close(outs[2], _toward_zero(f, torch.bfloat16), equal_nan=True,
+                               rtol=0, atol=0)
+    want_e = _toward_zero(f.nan_to_num(nan=-440.0).clamp(-440.0, 440.0), torch.float8_e4m3fn)
+    assert torch.equal(e.view(torch.uint8), want_e.view(torch.uint8))
+    torch.testing.assert_close(rn, f.half(), equal_nan=True, rtol=0, atol=0)
+
+
+def test_fp_downcast_rounding_is_only_for_float_narrowing():
+    for body, msg in [(_rtz_widen, "narrower float"), (_rtz_unknown, '"rtne" or "rtz"')]:
+        with pytest.raises(newt.CompilationError, match=msg):
+            newt.compile(body, {"x_ptr": "*fp32"}, {})
+
+
+@newt.jit
+def _rtz_widen(x_ptr):
+    nl.store(x_ptr, nl.load(x_ptr).to(nl.float64, fp_downcast_rounding="rtz").to(nl.float32))
+
+
+@newt.jit
+def _rtz_unknown(x_ptr):
+    nl.store(x_ptr, nl.load(x_ptr).to(nl.float16, fp_downcast_rounding="up").to(nl.float32))
+
+
+# ----------------------------------------------------------------------------- 16-bit NaN bits
+
+@newt.jit
+def _half_nan_bits(x_ptr, h_ptr, b_ptr, hb_ptr, bb_ptr, n, BLOCK: nl.constexpr):
+    offs = nl.arange(0, BLOCK)
+    x = nl.load(x_ptr + offs, mask=offs < n)
+    h = x.to(nl.float16)
+    b = x.to(nl.bfloat16)
+    nl.store(h_ptr + offs, h, mask=offs < n)
+    nl.store(b_ptr + offs, b, mask=offs < n)
+    nl.store(hb_ptr + offs, h.to(nl.int16, bitcast=True), mask=offs < n)
+    nl.store(bb_ptr + offs, b.to(nl.uint16, bitcast=True).to(nl.int32), mask=offs < n)
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_half_nan_is_canonical_when_stored_or_bitcast(path):
+    """fp16 / bf16 live in fp32 registers: every NaN leaves one as 0x7FFF (cvt.rn.f16.f32,
+    cvt.rn.bf16.f32), whatever its sign and payload, stored or bitcast; other values keep their
+    bits. (The interpreter kept torch's bits: 0x7E00 / 0xFE00 and payloads for fp16, 0xFFFF
+    for bf16.)"""
+    n = 37
+    x = torch.randn(n)
+    bits = torch.tensor([0x7FC00000, -0x400000, 0x7F812345, -0x7F0000FF], dtype=torch.int32)
+    x[:4] = bits.view(torch.float32)
+    x[4], x[5] = float("inf"), -0.0
+    h, b = torch.full((n,), 1.0, dtype=torch.float16), torch.full((n,), 1.0, dtype=torch.bfloat16)
+    hb, bb = torch.full((n,), 5, dtype=torch.int16), torch.full((n,), 5, dtype=torch.int32)
+    run(path, _half_nan_bits, (1,), x, h, b, hb, bb, n, BLOCK=64)
+    nan = x.isnan()
+    want_h = torch.where(nan, 0x7FFF, x.half().view(torch.int16).int()).short()
+    want_b = torch.where(nan, 0x7FFF, x.bfloat16().view(torch.int16).int() & 0xFFFF)
+    assert torch.equal(h.view(torch.int16), want_h)
+    assert torch.equal(hb, want_h)
+    assert torch.equal(b.view(torch.int16).int() & 0xFFFF, want_b)
+    assert torch.equal(bb, want_b)
+
+
 # ----------------------------------------------------------------------------- uint64 -> float
 
 @newt.jit

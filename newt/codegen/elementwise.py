@@ -78,11 +78,15 @@ def binary_expr(op: str, dt, a: str, b: str, wide=False) -> str:
         return f"({rt})__umulhi((u32)({a}), (u32)({b}))"
     if op in ("idiv", "mod"):
         e = f"nt_{'div' if op == 'idiv' else 'mod'}(({ct})({a}), ({ct})({b}))"
+    elif op in ("shl", "shr"):    # defined for every amount (header.py)
+        e = f"nt_{op}(({ct})({a}), ({ct})({b}))"
     elif op in _WRAP and ct in _UNSIGNED:     # the unsigned type's arithmetic wraps
         u = _UNSIGNED[ct]
         return f"({rt})(({u})({a}) {_C_BIN[op]} ({u})({b}))"
     else:
         e = f"(({ct})({a}) {_C_BIN[op]} ({ct})({b}))"
+    if dt.is_bool():     # int1 arithmetic wraps (True + True is False), as in Triton
+        return f"(bool)({e} & 1u)"
     return e if ct == rt else f"({rt}){e}"
 
 
@@ -133,7 +137,18 @@ def cast_expr(src, dst, x: str, bitcast=False, src_wide=False, dst_wide=False) -
         if dst.bits < 32:
             return round_to(dst, _to_f32_once(src, dst, x))
         return f"({rt})({x})"
-    return f"({rt})({x})"                             # float->int truncates, int->int wraps
+    if src.is_floating():
+        return f"({rt}){_float_to_int(src, dst)}({x})"
+    return f"({rt})({x})"                             # int->int wraps
+
+
+def _float_to_int(src, dst) -> str:
+    """The CUDA conversion of a float register to `dst`: truncation toward zero, saturating to
+    32 or 64 bits, NaN -> 0 (cvt.rzi), where a C cast of a value outside the range is undefined;
+    8- and 16-bit results keep the low bits of the 32-bit one (the interpreter's rule)."""
+    f = "__double2" if src.bits == 64 else "__float2"
+    i = ("u" if dst.kind == "uint" else "") + ("ll" if dst.bits == 64 else "int")
+    return f"{f}{i}_rz"
 
 
 def _to_f32_once(src, dst, x: str) -> str:

@@ -114,6 +114,17 @@ NT_INLINE u16 nt_bits16(u16 h) {
   return h;
 #endif
 }
+// Shifts by an amount outside [0, width) as PTX's shl / shr define them (the amount read as
+// unsigned, clamped to the width): << gives 0, >> gives 0 or the sign. In C++ they are undefined
+// (an x86 CPU takes the amount modulo the width); the interpreter computes the same.
+NT_INLINE i32 nt_shl(i32 x, i32 s) { return (u32)s < 32u ? (i32)((u32)x << s) : 0; }
+NT_INLINE u32 nt_shl(u32 x, u32 s) { return s < 32u ? x << s : 0u; }
+NT_INLINE i64 nt_shl(i64 x, i64 s) { return (u64)s < 64u ? (i64)((u64)x << s) : 0; }
+NT_INLINE u64 nt_shl(u64 x, u64 s) { return s < 64u ? x << s : 0ull; }
+NT_INLINE i32 nt_shr(i32 x, i32 s) { return x >> ((u32)s < 32u ? s : 31); }
+NT_INLINE u32 nt_shr(u32 x, u32 s) { return s < 32u ? x >> s : 0u; }
+NT_INLINE i64 nt_shr(i64 x, i64 s) { return x >> ((u64)s < 64u ? s : 63); }
+NT_INLINE u64 nt_shr(u64 x, u64 s) { return s < 64u ? x >> s : 0ull; }
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 

@@ -274,7 +274,7 @@ def _load(em, op):
         with em.slots(lay.nslots) as s:
             conds = [c for c in (lay.valid("tid", s),
                                  mask is not None and operand_at(em, mask, s, lay)) if c]
-            alt = em.at(other, s, lay) if other is not None else f"({em.ctype(r)})0"
+            alt = operand_at(em, other, s, lay) if other is not None else f"({em.ctype(r)})0"
             read = load_conv(dt, f"*({vol}const {st}*)({operand_at(em, ptr, s, lay)})")
             em.emit(f"{n}[{s}] = {' && '.join(conds)} ? {read} : {alt};" if conds
                     else f"{n}[{s}] = {read};")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import builtins as _py
 
-from . import (combine, descriptors, inline_asm, libdevice, memory, movement, reductions,
-               semantic, shapes)
+from . import (combine, descriptors, downcast, inline_asm, libdevice, memory, movement,
+               reductions, semantic, shapes)
 from .semantic import error, to_tensor
 from .values import Tensor
 
@@ -151,8 +151,8 @@ IMPLS = {
     "program_id": program_id, "num_programs": num_programs,
     "arange": shapes.arange, "full": shapes.full, "zeros": shapes.zeros,
     "zeros_like": shapes.zeros_like, "full_like": shapes.full_like,
-    "cast": lambda b, input, dtype, bitcast=False, fp_downcast_rounding=None:
-        semantic.cast(b, input, dtype, bitcast),
+    "cast": lambda b, input, dtype, fp_downcast_rounding=None, bitcast=False:
+        downcast.cast(b, input, dtype, bitcast, fp_downcast_rounding),
     "load": memory.load, "store": memory.store, "atomic_cas": atomic_cas,
     "reshape": shapes.reshape, "view": shapes.reshape, "expand_dims": shapes.expand_dims,
     "broadcast_to": shapes.broadcast_to, "broadcast": shapes.broadcast,

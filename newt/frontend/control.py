@@ -84,6 +84,9 @@ class ControlFlow:
         finally:
             self.runtime_if -= 1
             self.scope = saved
+        if not self.is_kernel and (t_ret or e_ret):
+            return self._merge_return(c, node, saved, then_blk, then_scope, t_ret, else_blk,
+                                      else_scope, e_ret)
         if (t_ret and e_ret) or (consumed and self.is_kernel and not self.runtime_if
                                  and not self.loop_depth and not self.static_depth):
             # nothing after this `if` can use its values: no results
@@ -95,6 +98,25 @@ class ControlFlow:
             return t_ret and e_ret, True
         self._merge_if(c, node, saved, then_blk, then_scope, t_ret, else_blk, else_scope, e_ret)
         return False, consumed
+
+    def _merge_return(self, c, node, saved, then_blk, then_scope, t_ret, else_blk, else_scope,
+                      e_ret):
+        """An inlined function's `return` inside a runtime `if`: the `if` yields the returned
+        value (the rest of the function was moved into the branch that did not return). A path
+        that falls off the end returns None; one that would go on after an enclosing `if` or
+        loop is an error."""
+        ends = not (self.runtime_if or self.loop_depth or self.static_depth)
+        if not (t_ret and e_ret) and not ends:
+            error("a `return` inside a runtime `if` of an inlined @newt.jit function needs every "
+                  "path through the enclosing `if`s to return (or compute the result with "
+                  "nl.where and return once)")
+        then_scope, else_scope = (dict(saved, **{RETURNED: sc.get(RETURNED)})
+                                  for sc in (then_scope, else_scope))
+        if (then_scope[RETURNED] is None) != (else_scope[RETURNED] is None):
+            error("an inlined @newt.jit function returns a value on one path of this `if` and "
+                  "None on the other")
+        self._merge_if(c, node, saved, then_blk, then_scope, False, else_blk, else_scope, False)
+        return True, True
 
     def _merge_if(self, c, node, saved, then_blk, then_scope, t_ret, else_blk, else_scope, e_ret):
         """Emit the `if` op: yield every variable a (non-returning) branch changed."""
@@ -415,6 +437,7 @@ class ControlFlow:
 
 
 _MISSING = object()
+RETURNED = "return value"    # the scope entry of an inlined function's value returned in an `if`
 
 
 def _sink_return(block):

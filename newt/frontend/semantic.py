@@ -399,11 +399,12 @@ def abs_(b, x) -> Tensor:
 
 def umulhi(b, x, y) -> Tensor:
     x, y, ct = promote(b, x, y, what="umulhi")
-    if ct not in (D.int32, D.uint32):
-        error(f"umulhi needs 32-bit integers, got {ct.name}")
-    if ct is D.int32:   # the high half of the *unsigned* product, as Triton computes it
-        x, y = cast(b, x, D.uint32, bitcast=True), cast(b, y, D.uint32, bitcast=True)
-        return cast(b, Tensor(b.binary("umulhi", x.v, y.v), b), D.int32, bitcast=True)
+    if ct not in (D.int32, D.uint32, D.int64, D.uint64):
+        error(f"umulhi needs 32- or 64-bit integers, got {ct.name}")
+    if ct.kind == "int":   # the high half of the *unsigned* product, as Triton computes it
+        u = D.uint32 if ct.bits == 32 else D.uint64
+        x, y = cast(b, x, u, bitcast=True), cast(b, y, u, bitcast=True)
+        return cast(b, Tensor(b.binary("umulhi", x.v, y.v), b), ct, bitcast=True)
     return Tensor(b.binary("umulhi", x.v, y.v), b)
 
 

@@ -60,8 +60,8 @@ class Tensor:
 
     # ------------------------------------------------------------------ methods (x.to(...), x.sum())
     def to(self, dtype, fp_downcast_rounding=None, bitcast=False):
-        from . import semantic
-        return semantic.cast(self.b, self, dtype, bitcast)
+        from . import downcast
+        return downcast.cast(self.b, self, dtype, bitcast, fp_downcast_rounding)
 
     def __getattr__(self, name):
         from .builtins import TENSOR_METHODS

@@ -18,7 +18,7 @@ from .. import dtypes as D
 from ..errors import CompilationError
 from ..ir.core import Block, is_block
 from . import semantic
-from .control import ControlFlow
+from .control import RETURNED, ControlFlow
 from .expressions import UNSUPPORTED, ExprVisitor, _unwrap
 from .semantic import error
 from .source import get_source
@@ -210,9 +210,9 @@ class CodeGen(ControlFlow, ExprVisitor):
             return
         if self.loop_depth:
             error("return inside a loop is not supported")
-        if self.runtime_if:
-            error("return inside a runtime `if` of an inlined @newt.jit function is not "
-                  "supported (compute the result with nl.where and return once)")
+        if self.runtime_if:      # the enclosing runtime `if`s merge it (control.py)
+            self.scope[RETURNED] = value
+            return
         self.ret = value
 
     # ------------------------------------------------------------------ inlining
@@ -241,7 +241,7 @@ class CodeGen(ControlFlow, ExprVisitor):
                                    f"{site.file}:{site.line})", e.loc) from None
         finally:
             self.ctx.stack.pop()
-        return sub.ret
+        return sub.scope[RETURNED] if RETURNED in sub.scope else sub.ret
 
 
 def _globals_of(fn) -> dict:

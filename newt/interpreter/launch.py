@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import operator
 import struct
 import types
 
@@ -88,7 +89,7 @@ def _build_namespace() -> types.ModuleType:
             setattr(ns, k, v)
     impl = {name: getattr(ops, name, None) for name in L.BUILTINS}
     impl.update(
-        abs=ops.abs_, cast=ops.cast_, range=range, static_range=static_range,
+        abs=ops.abs_, cast=ops.cast_in_triton_order, range=range, static_range=static_range,
         load=memory.load, store=memory.store, atomic_add=memory.atomic_add,
         atomic_max=memory.atomic_max, atomic_min=memory.atomic_min,
         atomic_xchg=memory.atomic_xchg, atomic_cas=memory.atomic_cas,
@@ -228,6 +229,28 @@ def _logical(is_and, thunks):
     return acc
 
 
+_COMPARE = {"Eq": operator.eq, "NotEq": operator.ne, "Lt": operator.lt, "LtE": operator.le,
+            "Gt": operator.gt, "GtE": operator.ge, "Is": operator.is_, "IsNot": operator.is_not,
+            "In": lambda a, b: a in b, "NotIn": lambda a, b: a not in b}
+
+
+def _chain(ops, *values):
+    """`a < b < c` as the frontend defines it (expressions.py, visit_Compare): each operand
+    evaluated once (the caller did), the comparisons joined by `and`, elementwise once a runtime
+    value is involved."""
+    result = None
+    for op, lhs, rhs in zip(ops, values, values[1:]):
+        r = unwrap(_COMPARE[op](lhs, rhs))
+        if result is None:
+            result = r
+        elif isinstance(result, Tensor) or isinstance(r, Tensor):
+            a, b = (_truth(v if isinstance(v, Tensor) else const(v, D.int1)) for v in (result, r))
+            result = a & b
+        else:
+            result = result and r
+    return result
+
+
 def _not(x):
     x = unwrap(x)
     if not isinstance(x, Tensor):
@@ -237,14 +260,39 @@ def _not(x):
 
 
 def _carry(v):
-    """A Python number that a device loop carries: a typed scalar, as the compiler's."""
+    """A Python number that a device loop carries or a runtime `if` yields: a typed scalar, as
+    the compiler's (in a tuple too)."""
     if isinstance(v, (bool, int, float)):
         return const(v, D.of_python_scalar(v))
+    if type(v) is tuple:     # (not a block pointer or other tuple-like value)
+        return tuple(_carry(x) for x in v)
     return v
 
 
+def _runtime(cond):
+    return isinstance(unwrap(cond), Tensor)
+
+
+def _return(conds, value):
+    """A @jit function's value returned inside `if`s: typed when one of them is a runtime `if`."""
+    return _carry(value) if any(_runtime(c) for c in conds) else value
+
+
+def _ifexp(cond, then, other):
+    """`a if c else b`: on a runtime scalar `c` the value is typed, as the compiler's `if`
+    yields it (a Python number as Triton types it; the side not taken is not evaluated, so a
+    number does not learn the other side's type here)."""
+    c = unwrap(cond)
+    if not isinstance(c, Tensor):
+        return then() if c else other()
+    if c.data.dim():
+        raise TypeError("a block cannot be the condition of `x if c else y` (use nl.where)")
+    return _carry(unwrap(then() if bool(c.data) else other()))
+
+
 _HELPERS = dict(zip(HELPERS, (lambda *t: _logical(True, t), lambda *t: _logical(False, t),
-                              _not, _carry, lambda it: isinstance(it, range))))
+                              _not, _carry, lambda it: isinstance(it, range), _chain, _runtime,
+                              _return, _ifexp)))
 
 
 # ----------------------------------------------------------------------------- arguments, grid

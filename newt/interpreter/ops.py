@@ -92,8 +92,21 @@ def full_like(input, value):
     return Tensor(const(value, x.dtype).data.expand(x.shape).clone(), x.dtype)
 
 
+def cast_in_triton_order(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    return cast_(input, dtype, bitcast, fp_downcast_rounding)
+
+
 def cast_(input, dtype, bitcast=False, fp_downcast_rounding=None):
-    return cast(input, dtype, bitcast)
+    """x.to(dtype, ...) as the frontend builds it (newt/frontend/downcast.py, which checked the
+    arguments): "rtz" steps the nearest value one unit toward zero where it is farther out."""
+    r = cast(input, dtype, bitcast)
+    if unwrap(fp_downcast_rounding) != "rtz":
+        return r
+    x, dt = to_tensor(input), unwrap(dtype)
+    farther = Tensor(cast(r, x.dtype).data.abs() > x.data.abs(), D.int1)
+    ints = {8: D.int8, 16: D.int16, 32: D.int32}[dt.bits]
+    stepped = cast(cast(r, ints, bitcast=True) - 1, dt, bitcast=True)
+    return where(farther, stepped, r)
 
 
 # ----------------------------------------------------------------------------- shapes
@@ -236,11 +249,17 @@ def div_rn(x, y):
 
 
 def umulhi(x, y):
-    """High 32 bits of the 64-bit product of the operands read as unsigned (int32 too, as
+    """High N bits of the 2N-bit product of the operands read as unsigned (signed types too, as
     Triton computes it)."""
     a, b, ct = promote(x, y)
-    if ct.bits != 32 or not ct.is_int():
-        raise TypeError(f"umulhi needs 32-bit integers, got {ct.name}")
+    if ct.bits not in (32, 64) or not ct.is_int() or ct.is_bool():
+        raise TypeError(f"umulhi needs 32- or 64-bit integers, got {ct.name}")
+    if ct.bits == 64:     # (bit patterns in int64: the 128-bit product in Python integers)
+        p, q = torch.broadcast_tensors(a.data, b.data)
+        hi = [((u % 2**64) * (v % 2**64)) >> 64 for u, v in
+              zip(p.reshape(-1).tolist(), q.reshape(-1).tolist())]
+        hi = [h - 2**64 if h >= 2**63 else h for h in hi]
+        return Tensor(torch.tensor(hi, dtype=torch.int64).reshape(p.shape), ct)
     m = (1 << 32) - 1
     hi = ((a.data & m) * (b.data & m)) >> 32    # the 64-bit product, wrapped: bits 32..63 exact
     return _down(hi & m, ct)
@@ -397,7 +416,8 @@ TENSOR_METHODS = {
     "reshape": reshape, "view": view, "trans": trans, "permute": permute,
     "expand_dims": expand_dims, "broadcast_to": broadcast_to, "sum": sum, "max": max,
     "min": min, "argmax": argmax, "argmin": argmin, "cumsum": cumsum, "abs": abs_,
-    "cast": cast_, **{k: _math(f) for k, f in MATH.items()},
+    "cast": cast_in_triton_order, "to": cast_in_triton_order,
+    **{k: _math(f) for k, f in MATH.items()},
 }
 
 

@@ -63,11 +63,15 @@ def from_storage(t: torch.Tensor, dt) -> torch.Tensor:
 
 
 def to_storage(v: torch.Tensor, dt) -> torch.Tensor:
-    """Canonical -> memory representation (raw_torch(dt))."""
+    """Canonical -> memory representation (raw_torch(dt)): the bits a store, atomic or bitcast
+    writes. A 16-bit float NaN is 0x7FFF, as the GPU's cvt.rn.f16/bf16.f32 write it."""
     if dt in _RAW and dt.bits < 64:
-        half = 1 << (dt.bits - 1)
-        v = ((v + half) & ((1 << dt.bits) - 1)) - half
-    return v.to(raw_torch(dt))
+        v = ((v + (1 << (dt.bits - 1))) & ((1 << dt.bits) - 1)) - (1 << (dt.bits - 1))
+    out = v.to(raw_torch(dt))
+    if dt.name in ("float16", "bfloat16") and bool(torch.isnan(out).any()):
+        nan = torch.tensor(0x7FFF, dtype=torch.int16).view(out.dtype)
+        out = torch.where(torch.isnan(out), nan, out)
+    return out
 
 
 class Tensor:
@@ -183,10 +187,7 @@ class Tensor:
             return Tensor(wrap(self.data.abs(), self.dtype), self.dtype)
         return Tensor(self.data.abs(), self.dtype)
 
-    # -- methods (x.to, x.reshape, ...): bound here, implemented in ops.py
-    def to(self, dtype, bitcast=False, fp_downcast_rounding=None):
-        return cast(self, dtype, bitcast)
-
+    # -- methods (x.to, x.reshape, ...): implemented in ops.py
     def __getattr__(self, name):  # x.sum(), x.exp(), ... : the language function of that name
         from . import ops
         fn = ops.TENSOR_METHODS.get(name)
@@ -385,8 +386,9 @@ def binary(a, b, op) -> Tensor:
         return _down(x | y, ct)
     if op == "xor":
         return _down(x ^ y, ct)
-    # shifts: amounts outside [0, bits] clamp, as the GPU's shl/shr do
-    y = y.clamp(0, ct.bits)
+    # shifts: an amount outside [0, bits) (a negative one read as unsigned) clamps to the width,
+    # as PTX's shl / shr do and the generated code's nt_shl / nt_shr
+    y = torch.where(y < 0, ct.bits, y.clamp(max=ct.bits))
     if op == "shl":
         return _down(torch.where(y >= 64, torch.zeros_like(x), x << y.clamp(max=63)), ct)
     if ct.kind == "uint" and ct.bits == 64:  # logical shift of a bit pattern

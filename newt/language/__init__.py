@@ -109,8 +109,9 @@ def full_like(input, value):
 
 
 @builtin
-def cast(input, dtype, bitcast=False):
-    """Convert `input` to `dtype` (`bitcast=True` reinterprets the bits; widths must match)."""
+def cast(input, dtype, fp_downcast_rounding=None, bitcast=False):
+    """Convert `input` to `dtype` (`bitcast=True` reinterprets the bits; widths must match); a
+    narrower float rounds to nearest even, or toward zero with `fp_downcast_rounding="rtz"`."""
 
 
 # ----------------------------------------------------------------------------- memory
@@ -298,7 +299,8 @@ def div_rn(x, y):
 
 @builtin
 def umulhi(x, y):
-    """High 32 bits of the 64-bit product of two uint32/int32 values."""
+    """High N bits of the 2N-bit product of two N-bit integers (32 or 64 bits), the operands
+    read as unsigned (as Triton computes it for signed types too)."""
 
 
 # ----------------------------------------------------------------------------- reductions, scans

@@ -46,6 +46,8 @@ PARAMS: dict[str, dict[str, str]] = {
                   "value": "the scalar to fill with"},
     "zeros_like": {"input": "the block whose shape and dtype the result takes"},
     "cast": {"input": _INPUT, "dtype": "the target nl dtype",
+             "fp_downcast_rounding": '"rtne" (default) or "rtz", for a float narrowed to a '
+                                     'smaller float',
              "bitcast": "reinterpret the bits instead of converting the value (the two dtypes "
                         "must have the same width)"},
     "load": {"pointer": _POINTER,
@@ -120,7 +122,8 @@ PARAMS: dict[str, dict[str, str]] = {
     "minimum": {"x": _X, "y": _X, "propagate_nan": _NAN},
     "fma": {"x": _X, "y": _X, "z": "the addend"},
     "div_rn": {"x": "the dividend", "y": "the divisor"},
-    "umulhi": {"x": "an int32 or uint32 block or scalar", "y": "the same dtype as `x`"},
+    "umulhi": {"x": "an int32, uint32, int64 or uint64 block or scalar",
+               "y": "the same dtype as `x`"},
     "builtin": {"fn": "the function to register"},
 }
 for _name in ("atomic_add", "atomic_and", "atomic_max", "atomic_min", "atomic_or",

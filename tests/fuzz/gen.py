@@ -7,11 +7,13 @@ scripts/fuzz_gpu.py); produces a Case that harness.py turns into kernel source a
 The generator works top-down: `gen(dt, shape, depth)` returns a node of exactly that dtype and
 broadcast shape, inserting casts where an op's natural result type differs. It never builds
 undefined behaviour: integer divisors are `(e & 63) + 1` (never 0 or -1), float divisors
-`|e| + 1`, shift amounts are masked below the bit width, log/sqrt/rsqrt take `|e| + 1`,
+`|e| + 1`, shift amounts are masked below twice the bit width (past the width a shift is
+defined: 0, or the sign for >>), log/sqrt/rsqrt take `|e| + 1`,
 exp/exp2 take `minimum(e, 3.0)`, float -> int casts only take exact values whose bound fits
 (unsigned targets through abs()), and int -> fp16/bf16 casts only from types of <= 16 bits (no
 overflow to inf, no double rounding). Float values carry a magnitude bound; an op whose bound
-would pass its dtype's cap (fp16: 2000) is not built. Integer overflow wraps on every target.
+would pass its dtype's cap (fp16: 2000) is not built. Integer overflow wraps on every target,
+bool + - * too (one bit, as Triton's i1).
 """
 from __future__ import annotations
 
@@ -238,8 +240,6 @@ class Gen:
         return mk_cast(n, dt) or Node("cast", dt, "S", [n], (dt, False), bound=LEAF_BOUND)
 
     def g_arith(self, dt, shape, d):
-        if dt.is_bool():
-            return None
         sa, sb = self.split(shape)
         a, b = self.gen(dt, sa, d), self.operand(dt, sb, d)
         if self.r.chance(0.5):
@@ -275,7 +275,8 @@ class Gen:
         amt_dt = self.narrower(dt)
         if amt_dt.is_bool() or amt_dt.is_floating():
             amt_dt = dt
-        amt = mk_bin("&", self.gen(amt_dt, sb, d), lit(dt.bits - 1))
+        width = dt.bits if self.r.chance(0.7) else 2 * dt.bits    # past the width: defined
+        amt = mk_bin("&", self.gen(amt_dt, sb, d), lit(min(width, 2 ** (amt_dt.bits - 1)) - 1))
         return mk_bin(self.r.choice(["<<", ">>"]), self.gen(dt, sa, d), amt)
 
     def g_minmax(self, dt, shape, d):

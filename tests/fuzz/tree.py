@@ -107,7 +107,7 @@ def int_binary(op, a, b, ct):
     if op in ("+", "-", "*", "&", "|", "^"):
         r = {"+": torch.add, "-": torch.sub, "*": torch.mul, "&": torch.bitwise_and,
              "|": torch.bitwise_or, "^": torch.bitwise_xor}[op](a, b)
-        return (r != 0) if ct.is_bool() else wrap(r, ct)
+        return (r & 1) != 0 if ct.is_bool() else wrap(r, ct)   # i1 wraps: True + True is False
     if op in ("//", "%"):
         a, b = torch.broadcast_tensors(a, b)
         if ct is D.uint64:
@@ -116,14 +116,15 @@ def int_binary(op, a, b, ct):
             q = torch.div(a, b, rounding_mode="trunc")
             r = a - q * b
         return wrap(q if op == "//" else r, ct)
+    # (an amount past the width clamps to it, as PTX's shl / shr: << gives 0, >> 0 or the sign)
     if op == "<<":
-        return wrap(a << b, ct)
+        return torch.where(b >= max(ct.bits, 32), 0, wrap(a << b.clamp(max=63), ct))
     if op == ">>":
         if ct is D.uint64:
             a, b = torch.broadcast_tensors(a, b)
-            logical = ((a >> 1) & MAXI64) >> (b - 1).clamp(min=0)
+            logical = ((a >> 1) & MAXI64) >> (b - 1).clamp(min=0, max=63)
             return torch.where(b == 0, a, logical)
-        return a >> b
+        return a >> b.clamp(max=63)
     raise AssertionError(op)
 
 
