@@ -1,6 +1,9 @@
 """Split reductions (deuteron/split.py): a device loop that only sums, spread over SPLIT
 programs per tile by the config's `reduction_split`, against torch on the interpreter (and on a
 GPU when there is one); the source it generates; the search space's SPLIT candidates."""
+import os
+import sys
+
 import pytest
 import torch
 
@@ -8,6 +11,9 @@ import deuteron as dt
 from deuteron.autotune.space import Space
 from deuteron.lower import lower
 from deuteron.split import KNOB, bind_program, split_loop
+
+sys.path.insert(0, os.path.dirname(__file__))
+from test_deuteron_api import add_1d  # noqa: E402  (same folder)
 
 
 @pytest.fixture(autouse=True)
@@ -137,14 +143,8 @@ def test_space_offers_split_for_a_long_loop():
 
 
 def test_space_has_no_split_without_such_a_loop():
-    @dt.kernel
-    def add(x, y):
-        out = torch.empty_like(x)
-        for t in dt.tile(x.shape[0]):
-            out[t] = x[t] + y[t]
-        return out
     x = torch.empty(1 << 20)
-    assert KNOB not in Space(add.trace(x, x)).knobs
+    assert KNOB not in Space(add_1d.trace(x, x)).knobs     # elementwise: no device loop
     assert KNOB not in Space(dt.kernel(decayed_sum).trace(torch.empty(4, 1 << 16),
                                                           torch.empty(4))).knobs
     assert KNOB not in Space(dt.kernel(row_sum).trace(torch.empty(4, 1000), torch.empty(4),
