@@ -103,11 +103,12 @@ static double __dadd_rn(double a, double b) { return a + b; }
 static float __fmaf_rn(float a, float b, float c) { return fmaf(a, b, c); }
 static double __fma_rn(double a, double b, double c) { return fma(a, b, c); }
 static int __float2int_rd(float x) { return (int)floorf(x); }
-// cvt.rzi: truncation, saturating to the range, NaN -> 0 (a C cast is undefined outside it)
+// cvt.rzi: truncation, saturating to the range, NaN -> 0 (2^63's bits for 64-bit results,
+// as the GPU gives them; a C cast is undefined outside the range)
 template <class I, class F> static I nt_emu_f2i(F x) {
   const I lo = (I)0 < (I)-1 ? (I)0 : (I)((unsigned long long)1 << (sizeof(I) * 8 - 1));
   const I hi = (I)~lo;
-  return x != x ? (I)0 : x <= (F)lo ? lo : x >= (F)hi ? hi : (I)x; }
+  return x != x ? (sizeof(I) == 8 ? (I)lo | (I)((unsigned long long)1 << 63) : (I)0) : x <= (F)lo ? lo : x >= (F)hi ? hi : (I)x; }
 static int __float2int_rz(float x) { return nt_emu_f2i<int>(x); }
 static unsigned __float2uint_rz(float x) { return nt_emu_f2i<unsigned>(x); }
 static long long __float2ll_rz(float x) { return nt_emu_f2i<long long>(x); }

@@ -334,8 +334,8 @@ def _float_to_ints(x_ptr, i8_ptr, u16_ptr, i32_ptr, u32_ptr, i64_ptr, u64_ptr, n
 @pytest.mark.parametrize("path", PATHS)
 @pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
 def test_float_to_int_saturates_outside_the_range(path, src):
-    """Float -> int truncates toward zero, saturates to 32 or 64 bits and takes NaN to 0 (the
-    GPU's cvt.rzi); 8- and 16-bit results are the low bits of the 32-bit one. The generated
+    """Float -> int truncates toward zero, saturates to 32 or 64 bits and takes NaN to 0 (2^63's
+    bits at 64 bits: the GPU's cvt.rzi); 8- and 16-bit results are the low bits of the 32-bit one. The generated
     code calls the CUDA conversions (a C cast is undefined there: on a CPU NaN gave INT_MIN)."""
     n = 45
     x = (torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(0, 21, (n,))).to(src)
@@ -358,8 +358,10 @@ def test_float_to_int_saturates_outside_the_range(path, src):
     assert outs[1].tolist() == wrap(u32, 16)
     assert outs[2].tolist() == i32
     assert outs[3].tolist() == wrap(u32, 32)
-    assert outs[4].tolist() == i64
-    assert outs[5].tolist() == wrap(u64, 64)
+    nan64 = [-2**63 if v != v else w for v, w in zip(x.double().tolist(), i64)]
+    assert outs[4].tolist() == nan64                # NaN: 2^63's bits at 64 bits (cvt.rzi.s64)
+    assert outs[5].tolist() == [-2**63 if v != v else w
+                                for v, w in zip(x.double().tolist(), wrap(u64, 64))]
 
 
 # ----------------------------------------------------------------------------- rtz downcasts

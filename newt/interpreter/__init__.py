@@ -29,9 +29,9 @@ Where the interpreter is more defined than the GPU (say so when comparing):
     tie to a tensor: such accesses are unchecked, as on the GPU);
   - nl.dot multiplies exactly (fp64, rounded once): tf32 is not emulated;
   - fp16/bf16 sums and cumsums accumulate in fp32; integer x // 0 is -1, x % 0 is x;
-  - float->int casts saturate (NaN -> 0) as the GPU's cvt.rzi does, to 32 bits for 8- and
-    16-bit results, which keep the low bits, as the generated code does; Triton calls them
-    undefined;
+  - float->int casts saturate (NaN -> 0, 2^63's bits at 64 bits) as the GPU's cvt.rzi does,
+    to 32 bits for 8- and 16-bit results, which keep the low bits, as the generated code does;
+    Triton calls them undefined;
   - nl.inline_asm_elementwise cannot run (PTX): a kernel calling it raises a CompilationError;
   - nl.reduce / associative_scan / cumprod combine sequentially (the GPU combines in a tree).
 """

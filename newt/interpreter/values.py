@@ -244,8 +244,8 @@ def _float_of(t: Tensor) -> torch.Tensor:
 
 
 def cast(x, dt, bitcast=False) -> Tensor:
-    """`x.to(dt)`: float->int truncates toward zero (NaN -> 0, saturating to 32 or 64 bits as
-    the GPU's cvt.rzi does; 8- and 16-bit results are the low bits of the 32-bit one, as in the
+    """`x.to(dt)`: float->int truncates toward zero (NaN -> 0, or 2^63's bits for 64-bit
+    results; saturating to 32 or 64 bits as the GPU's cvt.rzi does; 8- and 16-bit results are the low bits of the 32-bit one, as in the
     generated code), ->bool is != 0, int->int wraps, bitcast reinterprets bits of equal width."""
     x = to_tensor(x)
     dt = unwrap(dt)
@@ -289,7 +289,8 @@ def cast(x, dt, bitcast=False) -> Tensor:
         else:
             v = torch.where(big, torch.full_like(f, 0, dtype=torch.int64) + (2 ** 63 - 1),
                             f.clamp(max=2.0 ** 63 - 1024).to(torch.int64))
-        return Tensor(v, dt)
+        # NaN: 0x8000000000000000 for 64-bit results, as cvt.rzi.{s,u}64 give on the GPU
+        return Tensor(torch.where(x.data.isnan(), torch.full_like(v, _MIN64), v), dt)
     return Tensor(wrap(x.data, dt), dt)  # int -> int
 
 
