@@ -311,6 +311,29 @@ def test_descriptor_matmul_takes_the_pointer_forms_path():
     assert got == want and "dot_plan" in want
 
 
+def test_block_pointer_matmul_takes_the_pointer_forms_path():
+    """Block pointers moved by nl.advance are offsets the loop carries; read as affine in the
+    induction variable (passes/tc/canonical.py), they take the pointer form's TMA ring, not
+    the cp.async ring of a pointer that "does not advance by a loop-invariant step"."""
+    got, want = _dot_decision(bp_matmul), _dot_decision(ptr_matmul)
+    assert got == want and "tma" in want["ring"]
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
+def test_block_pointer_matmul_emulated(monkeypatch):
+    """The block-pointer matmul's generated code for sm_90a (TMA ring, folded offsets) in the
+    CPU emulation: odd M, N and K multiples of 16 elements but not of the tiles (the row
+    strides a TMA map needs), NaN-poisoned output."""
+    from emu_dot import patch_emulator
+    E = patch_emulator(monkeypatch, "sm_90a")
+    M, N, K = 150, 80, 96
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = torch.full((M, N), NAN).half()
+    E.emulate(bp_matmul, (newt.cdiv(M, 64), newt.cdiv(N, 64)), a, b, c, M, N, K, BM=64, BN=64,
+              BK=32)
+    torch.testing.assert_close(c.float(), a.float() @ b.float(), rtol=1e-2, atol=5e-2)
+
+
 @newt.jit
 def _offsets_kernel(x_ptr, out_ptr, n, r, g, K, MODE: nl.constexpr):
     d = nl.make_tensor_descriptor(x_ptr, [n, n], [n, 1], [16, 16])

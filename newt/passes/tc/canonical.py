@@ -28,7 +28,10 @@ TMA) are then those of the canonical spelling, and so is the generated code.
    BK`), idx(0) being the pointer's own copy of the index, so that the TMA planner sees the mask
    bound the loaded index. A pointer that depends on k in another way keeps its form, with the
    reason in the load's attrs["canon_why"] (printed IR). Other loops holding dots (attention's)
-   keep their loads for the passes made for them (tc/dot_loads.py, tc/ring_tma.py).
+   keep their loads for the passes made for them (tc/dot_loads.py, tc/ring_tma.py). First, the
+   integer scalars such a loop carries by a constant step per iteration (a block pointer's
+   offsets under `nl.advance`) are read as what they are, affine in k (`_fold_inductions`):
+   a block-pointer matmul then has the pointer form's P(k).
 3. `ring_why`: a loop's dot that dot_ring left without a ring says which fact it lacks, in
    attrs["ring_why"].
 """
@@ -317,9 +320,60 @@ def _rebase_mask(lp, mask):
         o.operands = [x0, made[-1]]
 
 
+def _fold_inductions(loop):
+    """Integer scalars the loop carries unchanged, or advanced by a constant multiple m of its
+    constant step (a block pointer's offsets under `nl.advance`: the frontend carries them),
+    read in the body as `init` or `init + (k - lb) / step * m * step`, spelled `init + (k - lb) *
+    m` (`k` alone for the usual 0 start, step and m 1): affine in k, which `deriv` reads. The carried value itself stays (its update
+    reads it), now unread by the loads."""
+    body, yld = loop.regions[0], loop.regions[0].ops[-1]
+    lb, step = loop.operands[0], index_constant(loop.operands[2])
+    first = []
+    for j, arg in enumerate(body.args[1:]):
+        if is_block(arg.type) or not arg.dtype.is_int() or not step or step < 0:
+            continue
+        nxt, upd, m = yld.operands[j], None, 0
+        if nxt is not arg:
+            upd = op_of(nxt)
+            if upd is None or upd.parent is not body or upd.opcode != "binary" \
+                    or upd.attrs["op"] not in ("add", "sub") or arg not in upd.operands:
+                continue
+            other = upd.operands[1] if upd.operands[0] is arg else upd.operands[0]
+            c = index_constant(other)
+            if c is None or (upd.attrs["op"] == "sub" and other is not upd.operands[1]) \
+                    or int(c) % step:
+                continue
+            m = int(c) // step * (-1 if upd.attrs["op"] == "sub" else 1)
+        init, loc, made = loop.operands[3 + j], loop.loc, []
+
+        def emit(opcode, ins, attrs, t=arg.type):
+            op = Op(opcode, ins, [t], attrs, (), loc)
+            op.parent = body
+            made.append(op)
+            return op.result
+        value = init
+        if m:
+            k = body.args[0]
+            if index_constant(lb) != 0:
+                k = emit("binary", [k, lb], {"op": "sub"}, k.type)
+            if k.dtype != arg.dtype:
+                k = emit("cast", [k], {"bitcast": False})
+            if m != 1:
+                k = emit("binary", [k, emit("constant", [], {"value": m})], {"op": "mul"})
+            # from 0 (the usual K offset): `k` alone, the index form descriptors lower to, which
+            # the TMA planner's mask matching reads
+            value = k if index_constant(init) == 0 else emit("binary", [k, init], {"op": "add"})
+        first += made
+        for op in body.walk():
+            if op is not upd and op is not yld:
+                op.operands = [value if o is arg else o for o in op.operands]
+    body.ops[:0] = first
+
+
 def carry_pointers(fn, options):
     """2. Dot operand pointers recomputed from the induction variable -> incremented pointers."""
     for loop in _dot_loops(fn):
+        _fold_inductions(loop)
         body = loop.regions[0]
         uses = body.uses()
         changed = False
