@@ -335,8 +335,9 @@ def _float_to_ints(x_ptr, i8_ptr, u16_ptr, i32_ptr, u32_ptr, i64_ptr, u64_ptr, n
 @pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16])
 def test_float_to_int_saturates_outside_the_range(path, src):
     """Float -> int truncates toward zero, saturates to 32 or 64 bits and takes NaN to 0 (2^63's
-    bits at 64 bits: the GPU's cvt.rzi); 8- and 16-bit results are the low bits of the 32-bit one. The generated
-    code calls the CUDA conversions (a C cast is undefined there: on a CPU NaN gave INT_MIN)."""
+    bits at 64 bits: the GPU's cvt.rzi from fp32); 8- and 16-bit results are the low bits of the
+    32-bit one. The generated code calls the CUDA conversions (a C cast is undefined there: on a
+    CPU NaN gave INT_MIN), with an fp64 NaN tested first."""
     n = 45
     x = (torch.randn(n, dtype=torch.float64) * 10.0 ** torch.randint(0, 21, (n,))).to(src)
     x[:8] = torch.tensor([float("nan"), float("inf"), -float("inf"), 2.0 ** 31, -2.0 ** 31 - 2**9,

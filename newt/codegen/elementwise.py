@@ -144,12 +144,14 @@ def cast_expr(src, dst, x: str, bitcast=False, src_wide=False, dst_wide=False) -
 
 def _float_to_int(src, dst) -> str:
     """The CUDA conversion of a float register to `dst`: truncation toward zero, saturating to
-    32 or 64 bits, NaN -> 0 (2^63's bits at 64 bits) (cvt.rzi), where a C cast of a value
-    outside the range is undefined; 8- and 16-bit results keep the low bits of the 32-bit one
-    (the interpreter's rule)."""
-    f = "__double2" if src.bits == 64 else "__float2"
+    32 or 64 bits, NaN -> 0 (2^63's bits at 64 bits; cvt.rzi, explicit for fp64), where a C
+    cast of a value outside the range is undefined; 8- and 16-bit results keep the low bits of
+    the 32-bit one (the interpreter's rule)."""
+    if src.bits == 64:      # header.py: the NaN of an fp64 source made explicit
+        return "nt_d2" + ("u" if dst.kind == "uint" else "") + (
+            "ll" if dst.bits == 64 else ("" if dst.kind == "uint" else "i"))
     i = ("u" if dst.kind == "uint" else "") + ("ll" if dst.bits == 64 else "int")
-    return f"{f}{i}_rz"
+    return f"__float2{i}_rz"
 
 
 def _to_f32_once(src, dst, x: str) -> str:

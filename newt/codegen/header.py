@@ -125,6 +125,12 @@ NT_INLINE i32 nt_shr(i32 x, i32 s) { return x >> ((u32)s < 32u ? s : 31); }
 NT_INLINE u32 nt_shr(u32 x, u32 s) { return s < 32u ? x >> s : 0u; }
 NT_INLINE i64 nt_shr(i64 x, i64 s) { return x >> ((u64)s < 64u ? s : 63); }
 NT_INLINE u64 nt_shr(u64 x, u64 s) { return s < 64u ? x >> s : 0ull; }
+// fp64 -> int, NaN made explicit: 0, 2^63's bits at 64 bits, what the fp32 conversions give
+// (an fp64 NaN converted to int32 gave something else on an H100)
+NT_INLINE i32 nt_d2i(double x) { return x != x ? 0 : __double2int_rz(x); }
+NT_INLINE u32 nt_d2u(double x) { return x != x ? 0u : __double2uint_rz(x); }
+NT_INLINE i64 nt_d2ll(double x) { return x != x ? (i64)(1ull << 63) : __double2ll_rz(x); }
+NT_INLINE u64 nt_d2ull(double x) { return x != x ? 1ull << 63 : __double2ull_rz(x); }
 NT_INLINE float nt_rh(float f) { return nt_h2f(nt_f2h(f)); }   // round to fp16
 NT_INLINE float nt_rb(float f) { return nt_b2f(nt_f2b(f)); }   // round to bf16
 
