@@ -16,6 +16,7 @@ pass those values as arguments instead.)
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import types
 
@@ -132,6 +133,13 @@ class PlanBuilder:
             metas.append(_meta(t))
         sizes = tuple((d.lo, d.lo + d.extent) for d in prog.grid)
         n_tunable = sum(1 for d in prog.dims if d.tunable)
+        # the entry keeps no tensor of this call (each replay binds its own, _bind): a kept
+        # output allocated under a CUDA-graph warm-up would stay alive in the graph's private
+        # pool, which torch.compile's reduce-overhead mode rejects ("not tracked as outputs")
+        kept = list(launch.args)
+        for j, _ in slots:
+            kept[j] = None
+        launch = dataclasses.replace(launch, args=tuple(kept))
         self.entries.append(_Entry(sizes, launch, slots, metas, n_tunable))
 
     @property

@@ -1,7 +1,8 @@
 """Regression tests of four deuteron defects, on the newt interpreter (one GPU test skips itself
 without CUDA): a callable argument's replay plan keyed on its id(), `torch.sigmoid(x @ w)`
 crashing in the lowering, the oracle's block_size=1 tile lacking the tile attributes, and a first
-call inside a CUDA graph capture. Fresh random data, NaN-poisoned outputs, odd sizes."""
+call inside a CUDA graph capture; and the replay plan holding the tensors of the call it
+recorded (reduce-overhead mode saw them leak). Fresh random data, NaN-poisoned outputs, odd sizes."""
 import gc
 import importlib
 
@@ -163,3 +164,30 @@ def test_partials_and_bound_methods_key_on_their_contents():
         out = torch.full((53,), float("nan"))
         scale_by(x, out, f)
         torch.testing.assert_close(out, want)
+
+
+# ---- the replay plan keeps no tensor of the call it recorded ----------------------------------
+
+@dt.kernel
+def doubled(x):
+    out = torch.empty_like(x)
+    for t in dt.tile(x.shape[0]):
+        out[t] = x[t] * 2.0
+    return out
+
+
+def test_replay_plan_keeps_no_tensor_of_its_recording():
+    """An output the kernel's host code allocated (and its input) die with their last user
+    reference: the recorded launch holds none of them (under torch.compile's reduce-overhead
+    mode, a kept output lives on in the CUDA graph's private pool, which cudagraph trees
+    reject). The replay still binds the new call's tensors."""
+    import weakref
+    x = torch.randn(37)
+    out = doubled(x)
+    torch.testing.assert_close(out, x * 2.0)
+    refs = [weakref.ref(out), weakref.ref(x)]
+    del out, x
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    y = torch.randn(37)
+    torch.testing.assert_close(doubled(y), y * 2.0)      # replayed with y's tensors
