@@ -268,14 +268,10 @@ class Kernel:
         return self._run_with(tracer, args, kwargs)
 
     def launcher(self, config, record=None, poison=False, plan=None):
-        from .split import bind_split
+        from .split import bind_program
 
         def launch(prog):
-            got = bind_split(self, prog, config)     # None unless the config splits its loop
-            if got is None:
-                low = lower(prog, self.static_shapes)
-                got = low, bind(low, config, self.jit_function(low))
-            low, call = got
+            low, call = bind_program(self, prog, config)   # one kernel, or a split pair
             if poison:
                 for r in prog.tensors:
                     if r.stored and not r.loaded:

@@ -195,9 +195,8 @@ class SplitLaunch(Launch):
     `jitfn` and `source` hold both, `args` / `kwargs` serve both."""
 
     def __call__(self):
-        (partial, combine), grid = self.jitfn, self.grid
-        Launch(partial, grid, self.args, self.kwargs)()
-        Launch(combine, grid[:1], self.args, self.kwargs)()
+        for call in launches(self):
+            call()
 
 
 

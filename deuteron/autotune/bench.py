@@ -170,16 +170,14 @@ def compile_jobs(kernel, programs, cfgs, arch) -> tuple:
     """([(config, job)], {config: error}) for every (config, program) pair: one newt compile
     job each (workers.job_of), or the error binding that config raised."""
     from ..kernel import bind
-    from ..split import bind_program, launches, split_loop, split_of
+    from ..split import bind_split, launches
     lowered = [lower(p, kernel.static_shapes) for p in programs]
     jobs, failed = [], {}
     for cfg in cfgs:
         for p, low in zip(programs, lowered):
             try:
-                if split_of(cfg) > 1 and split_loop(p) is not None:   # its two kernels
-                    calls = launches(bind_program(kernel, p, cfg)[1])
-                else:
-                    calls = [bind(low, cfg, kernel.jit_function(low))]
+                split = bind_split(kernel, p, cfg)          # its two kernels, or None
+                calls = launches(split[1]) if split else [bind(low, cfg, kernel.jit_function(low))]
                 jobs += [(cfg, workers.job_of(call, arch)) for call in calls]
             except Exception as e:
                 failed.setdefault(cfg, f"{type(e).__name__}: {e}")
