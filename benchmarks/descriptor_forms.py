@@ -1,6 +1,7 @@
 """The same kernels written three ways: pointer arithmetic, tensor descriptors, block pointers.
 newt lowers the last two to the first (newt/descriptors.py); this times whether they also run
-as fast: a 4096^3 fp16 matmul (TFLOP/s) and a softmax over 32768 rows of 4096 fp32 (GB/s), each
+as fast: a 4096^3 fp16 matmul (TFLOP/s), a softmax over 32768 rows of 4096 fp32 and a layer
+norm over 32768 rows of 4096 fp16 (GB/s), each
 form under newt and, when Triton is installed, under Triton (the same source, nl -> tl).
 Correctness first, on odd shapes with NaN-poisoned outputs.
 
@@ -92,6 +93,55 @@ def softmax_descriptors(out_ptr, in_ptr, n_rows, n_cols, BLOCK: nl.constexpr):
     od.store([row, 0], e / nl.sum(e, axis=1)[:, None])
 
 
+@newt.jit
+def layernorm_pointers(y_ptr, x_ptr, w_ptr, b_ptr, n_cols, eps, BLOCK: nl.constexpr):
+    row = nl.program_id(0)
+    offs = nl.arange(0, BLOCK)
+    inside = offs < n_cols
+    x = nl.load(x_ptr + row * n_cols + offs, mask=inside, other=0.0).to(nl.float32)
+    mean = nl.sum(x, axis=0) / n_cols
+    d = nl.where(inside, x - mean, 0.0)
+    rstd = 1.0 / nl.sqrt(nl.sum(d * d, axis=0) / n_cols + eps)
+    w = nl.load(w_ptr + offs, mask=inside)
+    b = nl.load(b_ptr + offs, mask=inside)
+    nl.store(y_ptr + row * n_cols + offs, (d * rstd * w + b).to(nl.float16), mask=inside)
+
+
+@newt.jit
+def layernorm_descriptors(y_ptr, x_ptr, w_ptr, b_ptr, n_rows, n_cols, eps,
+                          BLOCK: nl.constexpr):
+    row = nl.program_id(0)
+    xd = nl.make_tensor_descriptor(x_ptr, [n_rows, n_cols], [n_cols, 1], [1, BLOCK])
+    yd = nl.make_tensor_descriptor(y_ptr, [n_rows, n_cols], [n_cols, 1], [1, BLOCK])
+    wd = nl.make_tensor_descriptor(w_ptr, [1, n_cols], [n_cols, 1], [1, BLOCK])
+    bd = nl.make_tensor_descriptor(b_ptr, [1, n_cols], [n_cols, 1], [1, BLOCK])
+    x = xd.load([row, 0]).to(nl.float32)        # zero-padded past n_cols
+    mean = nl.sum(x, axis=1) / n_cols
+    d = nl.where(nl.arange(0, BLOCK)[None, :] < n_cols, x - mean[:, None], 0.0)
+    rstd = 1.0 / nl.sqrt(nl.sum(d * d, axis=1) / n_cols + eps)
+    y = d * rstd[:, None] * wd.load([0, 0]) + bd.load([0, 0])
+    yd.store([row, 0], y.to(nl.float16))
+
+
+@newt.jit
+def layernorm_block_pointers(y_ptr, x_ptr, w_ptr, b_ptr, n_rows, n_cols, eps,
+                             BLOCK: nl.constexpr):
+    row = nl.program_id(0)
+    xp = nl.make_block_ptr(x_ptr, (n_rows, n_cols), (n_cols, 1), (row, 0), (1, BLOCK), (1, 0))
+    wp = nl.make_block_ptr(w_ptr, (n_cols,), (1,), (0,), (BLOCK,), (0,))
+    bp = nl.make_block_ptr(b_ptr, (n_cols,), (1,), (0,), (BLOCK,), (0,))
+    x = nl.load(xp, boundary_check=(1,), padding_option="zero").to(nl.float32)
+    mean = nl.sum(x, axis=1) / n_cols
+    d = nl.where(nl.arange(0, BLOCK)[None, :] < n_cols, x - mean[:, None], 0.0)
+    rstd = 1.0 / nl.sqrt(nl.sum(d * d, axis=1) / n_cols + eps)
+    w = nl.load(wp, boundary_check=(0,))
+    b = nl.load(bp, boundary_check=(0,))
+    yp = nl.make_block_ptr(y_ptr, (n_rows, n_cols), (n_cols, 1), (row, 0), (1, BLOCK), (1, 0))
+    nl.store(yp, (d * rstd[:, None] * w[None, :] + b[None, :]).to(nl.float16),
+             boundary_check=(1,))
+
+
+LAYERNORMS = (layernorm_pointers, layernorm_descriptors, layernorm_block_pointers)
 MATMULS = {"pointers": mm_pointers, "descriptors": mm_descriptors,
            "block pointers": mm_block_pointers}
 
@@ -111,6 +161,21 @@ def run_softmax(k, x, out):
     return k[(n_rows,)](out, x, n_cols, BLOCK=block, num_warps=8)
 
 
+def run_layernorm(k, x, w, b, y):
+    n_rows, n_cols = x.shape
+    block = 1 << (n_cols - 1).bit_length()
+    if "n_rows" in k.arg_names:
+        return k[(n_rows,)](y, x, w, b, n_rows, n_cols, 1e-5, BLOCK=block, num_warps=8)
+    return k[(n_rows,)](y, x, w, b, n_cols, 1e-5, BLOCK=block, num_warps=8)
+
+
+def layernorm_operands(n_rows, n_cols, device):
+    x = (torch.randn(n_rows, n_cols, device=device) * 2 + 0.5).half()
+    w = torch.randn(n_cols, device=device).half()
+    b = torch.randn(n_cols, device=device).half()
+    return x, w, b
+
+
 def check(device, small=False):
     """Every form against torch on odd shapes (raises on a mismatch)."""
     M, N, K = (37, 45, 50) if small else (1000, 1500, 777)
@@ -127,6 +192,12 @@ def check(device, small=False):
         out = torch.full_like(x, float("nan"))
         run_softmax(k, x, out)
         torch.testing.assert_close(out, torch.softmax(x, 1), msg=k.__name__)
+    x, w, b = layernorm_operands(13 if small else 1000, 45 if small else 781, device)
+    want = torch.nn.functional.layer_norm(x.float(), (x.shape[1],), w.float(), b.float(), 1e-5)
+    for k in LAYERNORMS:
+        y = torch.full_like(x, float("nan"))
+        run_layernorm(k, x, w, b, y)
+        torch.testing.assert_close(y.float(), want, atol=2e-2, rtol=1e-2, msg=k.__name__)
 
 
 def main(argv):
@@ -139,7 +210,7 @@ def main(argv):
         import triton
         triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda",
                                                                       dtype=torch.int8))
-        for k in [*MATMULS.values(), softmax_pointers, softmax_descriptors]:
+        for k in [*MATMULS.values(), softmax_pointers, softmax_descriptors, *LAYERNORMS]:
             twins[k] = common.triton_twin(k)
     n = 4096
     a = torch.randn(n, n, device="cuda").half()
@@ -147,14 +218,19 @@ def main(argv):
     c = torch.empty(n, n, device="cuda", dtype=torch.float16)
     x = torch.randn(32768, 4096, device="cuda")
     out = torch.empty_like(x)
+    lx, lw, lb = layernorm_operands(32768, 4096, "cuda")
+    ly = torch.empty_like(lx)
     bench = lambda fn: newt.testing.do_bench(fn, return_mode="median")  # noqa: E731
-    print(f"\n{'kernel':34s} {'newt':>9s} {'triton':>9s}")
+    print(f"\n{'kernel':50s} {'newt':>9s} {'triton':>9s}")
     rows = [(f"matmul fp16 4096 {name} (TFLOP/s)", k,
              lambda k: run_matmul(k, a, b, c), lambda ms: 2 * n ** 3 / ms * 1e-9)
             for name, k in MATMULS.items()]
     rows += [(f"softmax 32768x4096 {k.__name__.split('_')[1]} (GB/s)", k,
               lambda k: run_softmax(k, x, out), lambda ms: 2 * x.numel() * 4 / ms * 1e-6)
              for k in (softmax_pointers, softmax_descriptors)]
+    rows += [(f"layernorm fp16 32768x4096 {k.__name__.split('_', 1)[1]} (GB/s)", k,
+              lambda k: run_layernorm(k, lx, lw, lb, ly),
+              lambda ms: 2 * lx.numel() * 2 / ms * 1e-6) for k in LAYERNORMS]
     for label, k, call, rate in rows:
         got = [rate(bench(lambda: call(k)))]
         twin = twins.get(k)
@@ -163,7 +239,7 @@ def main(argv):
         except Exception as exc:  # noqa: BLE001 - a form Triton does not take: say so
             print(f"  triton {label}: {type(exc).__name__}: {str(exc)[:200]}")
             got.append(None)
-        print(f"{label:34s} " + " ".join(f"{v:9.1f}" if v else f"{'-':>9s}" for v in got))
+        print(f"{label:50s} " + " ".join(f"{v:9.1f}" if v else f"{'-':>9s}" for v in got))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 with the same config sweep, beside cuBLAS: every form should take the fast path. Correctness
 first (odd shapes, NaN-poisoned outputs), then one table of TFLOP/s (best config of each).
 
-    PYTHONPATH=. python benchmarks/matmul_forms.py [--check-only] [--no-tma]
+    PYTHONPATH=. python benchmarks/matmul_forms.py [--check-only] [--no-tma] [--configs]
 
 --check-only checks every form against torch at small sizes (on the CPU interpreter when there
 is no GPU) and times nothing. tests/test_matmul_forms.py compiles these kernels for sm_80 and
@@ -17,6 +17,8 @@ tensors: Triton specializes a stride only as divisible by 16 or not, so its copi
 rows may be narrower than 16 bytes, while newt tests alignment at run time. The fp8 row is left
 out: 1-byte rows 16-byte aligned always have strides divisible by 16.
 tests/test_matmul_forms_no_tma.py checks that these launches take the cp.async ring.
+
+--configs prints, under each form, every config's newt and Triton rates (not only the best).
 """
 from __future__ import annotations
 
@@ -323,8 +325,9 @@ def check(device, small=False, no_tma=False):
         check_form(form, form[1], device, small, pad)
 
 
-def best_rate(kind, k, a, b, c, time_ms):
-    """The best TFLOP/s of `k` over sweep() (a config a compiler refuses is said and skipped)."""
+def best_rate(kind, k, a, b, c, time_ms, per_config=None):
+    """The best TFLOP/s of `k` over sweep() (a config a compiler refuses is said and skipped);
+    each config's rate is appended to the list `per_config` when one is given (0.0: refused)."""
     best = 0.0
     B, M, K = a.shape
     N = b.shape[2]
@@ -334,14 +337,24 @@ def best_rate(kind, k, a, b, c, time_ms):
             ms = time_ms(lambda: launch(kind, k, a, b, c, cfg))
         except Exception as exc:  # noqa: BLE001 - a config a compiler refuses: say so, go on
             print(f"  {getattr(k, '__name__', k)} {cfg}: {type(exc).__name__}: {str(exc)[:120]}")
+            if per_config is not None:
+                per_config.append(0.0)
             continue
         best = max(best, flop / ms * 1e-9)
+        if per_config is not None:
+            per_config.append(flop / ms * 1e-9)
     return best
 
 
-def table(device, twins, time_ms, sizes=None, no_tma=False):
+def config_label(cfg):
+    return (f"{cfg['BM']}x{cfg['BN']}x{cfg['BK']} w{cfg['num_warps']} "
+            f"s{cfg['num_stages']}")
+
+
+def table(device, twins, time_ms, sizes=None, no_tma=False, configs=False):
     """One row per form: newt, Triton (the same source), cuBLAS (torch.matmul), newt/Triton;
-    with no_tma, on padded rows (the module docstring), each name marked "(no TMA)"."""
+    with no_tma, on padded rows (the module docstring), each name marked "(no TMA)"; with
+    configs, each config's newt and Triton rates under the row."""
     print(f"\n{'form':36s} {'newt':>8s} {'triton':>8s} {'cuBLAS':>8s} {'n/t':>6s}  TFLOP/s")
     for (name, k, dt, bt, kind, _), pad in forms(no_tma):
         B, M, N, K = (sizes or {}).get(kind) or SIZES.get(kind, (1, 4096, 4096, 4096))
@@ -350,17 +363,22 @@ def table(device, twins, time_ms, sizes=None, no_tma=False):
         c = output(kind, dt, B, M, N, device, 0.0, pad)
         if no_tma:
             name = name[:27] + " (no TMA)"
-        got = [best_rate(kind, k, a, b, c, time_ms)]
-        got.append(best_rate(kind, twins[k], a, b, c, time_ms) if k in twins else 0.0)
+        mine, theirs = [], []
+        got = [best_rate(kind, k, a, b, c, time_ms, mine)]
+        got.append(best_rate(kind, twins[k], a, b, c, time_ms, theirs) if k in twins else 0.0)
         ms = time_ms(cublas(dt, a, b))
         got.append(2.0 * B * M * N * K / ms * 1e-9)
         ratio = got[0] / got[1] if got[1] else float("nan")
         print(f"{name:36s} " + " ".join(f"{v:8.1f}" for v in got) + f" {ratio:6.2f}")
+        for cfg, n_rate, t_rate in zip(sweep(dt), mine, theirs or [0.0] * len(mine)):
+            if configs:
+                print(f"    {config_label(cfg):34s} {n_rate:8.1f} {t_rate:8.1f}")
 
 
 def main(argv):
     small = "--check-only" in argv
     no_tma = "--no-tma" in argv
+    configs = "--configs" in argv
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu":
         newt.options.flags.interpret = True
@@ -376,7 +394,8 @@ def main(argv):
             check_form(form, twins[form[1]], device, small=False, pad=pad)
     t0 = time.time()
     table(device, twins, lambda fn: newt.testing.do_bench(fn, warmup=10, rep=40,
-                                                          return_mode="median"), no_tma=no_tma)
+                                                          return_mode="median"), no_tma=no_tma,
+          configs=configs)
     print(f"({time.time() - t0:.0f} s)")
 
 
