@@ -196,6 +196,18 @@ def test_row_reduction_of_a_split_fragment_emulated(monkeypatch, arch):
                                rtol=2e-3)
 
 
+@needs_cxx
+@pytest.mark.parametrize("arch,causal", [("sm_80", True), ("sm_90a", False)])
+def test_attention_with_split_fragments_emulated(monkeypatch, arch, causal):
+    """Fused attention (examples/06_fused_attention.py) at BLOCK_M = 64 on 8 warps: both dots
+    split N; the row max / sum combine the warps through shared memory; P is staged for the
+    second dot, which then needs a barrier of its own (passes/tc/dot_loads.py: a_sync)."""
+    import test_attention_emulated as A
+    E = _emu(monkeypatch, arch)
+    cfg = dict(BLOCK_M=64, BLOCK_N=32, num_warps=8, num_stages=2)
+    A._run(E, 1, 1, 75, 32, causal, cfg, seed=8)
+
+
 # ----------------------------------------------------------------------------- the GPU
 
 @pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU")
