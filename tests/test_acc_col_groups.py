@@ -152,8 +152,9 @@ def _run(E, cfg, M, N, K, dt, bias, seed):
     ("sm_90a", (64, 128, 32, 8), torch.float16, 1),    # two warpgroups, n64 each
     ("sm_90a", (64, 64, 32, 8), torch.bfloat16, 0),    # n32 slices: inside a swizzle panel
     ("sm_90a", (32, 64, 32, 4), torch.float16, 1),     # mma.sync on sm_90a
+    ("sm_90a", (64, 64, 32, 8), torch.float32, 1),     # tf32: K-major B slices, not swapped
 ], ids=["sm80-16x2-f16", "sm80-32x4-bf16-bias", "sm80-64x8-f16-bias", "sm90-64x8-n128-bias",
-        "sm90-64x8-n64-bf16", "sm90-32x4-f16-bias"])
+        "sm90-64x8-n64-bf16", "sm90-32x4-f16-bias", "sm90-64x8-tf32-bias"])
 def test_split_matmul_emulated(monkeypatch, arch, cfg, dt, bias):
     """Odd M, N, K under masks: every output element written (NaN-poisoned) and right."""
     _run(_emu(monkeypatch, arch), cfg, 77, 100, 70, dt, bias, seed=hash(cfg) % 1000)
@@ -162,7 +163,7 @@ def test_split_matmul_emulated(monkeypatch, arch, cfg, dt, bias):
 @needs_cxx
 def test_split_matmul_tma_store_emulated(monkeypatch):
     """The unmasked form at BM = 64 on 8 warps: TMA boxes in, wgmma per warpgroup on its
-    column slice, the tile out by TMA boxes (persistent), on the emulator."""
+    column slice, the tile out by TMA boxes, on the emulator."""
     import matmul_forms as mf
     E = _emu(monkeypatch, "sm_90a")
     torch.manual_seed(5)
