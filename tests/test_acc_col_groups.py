@@ -179,6 +179,26 @@ def test_split_matmul_tma_store_emulated(monkeypatch):
 
 
 @needs_cxx
+def test_split_matmul_persistent_emulated(monkeypatch):
+    """64 x 256 tiles on 8 warps, 4 stages: the persistent kernel (one CTA per SM walking the
+    tiles, C by TMA boxes from the freed stage) with each warpgroup on its 128 columns."""
+    import matmul_forms as mf
+    from test_dot_emulated import _STAGES
+    E = _emu(monkeypatch, "sm_90a")
+    _STAGES[0] = 4
+    torch.manual_seed(9)
+    M, N, K = 192, 256, 128
+    a, b = torch.randn(M, K).half(), torch.randn(K, N).half()
+    c = torch.full((M, N), float("nan"), dtype=torch.float16)
+    E.emulate(mf.mm_plain, (M // 64, N // 256), a, b, c, M, N, K, a.stride(0), a.stride(1),
+              b.stride(0), b.stride(1), c.stride(0), c.stride(1), BM=64, BN=256, BK=64,
+              num_warps=8, num_stages=4)
+    assert E.build.last_persistent and len(E.build.last_maps) == 3
+    assert torch.isfinite(c).all(), int((~torch.isfinite(c)).sum())
+    torch.testing.assert_close(c.double(), a.double() @ b.double(), atol=1e-2, rtol=2e-3)
+
+
+@needs_cxx
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_row_reduction_of_a_split_fragment_emulated(monkeypatch, arch):
     """max over rows that span two column groups: the plan says its row reductions combine
