@@ -161,6 +161,23 @@ def test_split_matmul_emulated(monkeypatch, arch, cfg, dt, bias):
 
 
 @needs_cxx
+@pytest.mark.parametrize("arch,M,N,K,W", [("sm_90a", 64, 32, 64, 8), ("sm_80", 16, 64, 32, 4),
+                                          ("sm_90a", 64, 64, 32, 16)],
+                         ids=["sm90-n16-slices", "sm80-4-groups", "sm90-16-warps"])
+def test_split_single_dot_emulated(monkeypatch, arch, M, N, K, W):
+    """A dot outside a loop, its accumulator read from memory: wgmma n16 on 16-column slices
+    inside a swizzle panel (2 and 4 warpgroups), mma.sync on 4 column groups of one warp."""
+    from test_dot_emulated import _k_dot
+    E = _emu(monkeypatch, arch)
+    torch.manual_seed(10)
+    a, b, c = torch.randn(M, K).half(), torch.randn(K, N).half(), torch.randn(M, N)
+    out = torch.full((M, N), float("nan"))
+    E.emulate(_k_dot(), (1,), a, b, c, out, M=M, N=N, K=K, num_warps=W)
+    torch.testing.assert_close(out.double(), a.double() @ b.double() + c.double(), atol=2e-3,
+                               rtol=2e-3)
+
+
+@needs_cxx
 def test_split_matmul_tma_store_emulated(monkeypatch):
     """The unmasked form at BM = 64 on 8 warps: TMA boxes in, wgmma per warpgroup on its
     column slice, the tile out by TMA boxes, on the emulator."""
