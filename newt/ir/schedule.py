@@ -125,8 +125,8 @@ def plan_dot(op, num_threads) -> DotPlan:
         why = f"K = {K} is under 32 bytes or not a multiple of them"
     elif C > 1:
         return DotPlan("mma", kind, M, N, K, esize, col_groups=C,
-                       why=f"{M} rows cover {W // C} of {W} warps: N in {C} column slices of "
-                           f"{N // C}")
+                       why=f"{M} rows in 16-row strips over {W // C} of {W} warps: N in {C} "
+                           f"column slices of {N // C}")
     else:
         return DotPlan("mma", kind, M, N, K, esize)
     return DotPlan("fma", "fma", M, N, K, esize, why=why)
