@@ -101,11 +101,15 @@ TRITON_DIFFERENCES = """\
 - **`nl.dot` needs M, N and K >= 16** and 2-D blocks of one dtype; `input_precision` /
   `allow_tf32` select "tf32" (the default for fp32 inputs, as in Triton), "tf32x3" or "ieee".
 - **A dot whose M tile does not split into 16-row strips over the warps** (M not a multiple
-  of 16 * num_warps: 64 rows at 8 warps, 32 at 4) runs on the FMA units, many times slower
-  than on tensor cores, with the same results: newt's accumulator fragment gives each warp
-  whole rows, where Triton also spreads warps along N. The printed IR's `dot_plan` says why
-  (`fma:fma[64x256x64] (64 rows do not split ...)`); use num_warps <= M / 16
-  ([newt/ir/schedule.py](../newt/ir/schedule.py) `plan_dot`).
+  of 16 * num_warps: 64 rows at 8 warps, 32 at 4, 16 at 2) spreads the warps along N as well,
+  as Triton does: the fewest column slices whose warps each get 16-row strips (wgmma on
+  sm_90a where a slice has whole warpgroups, such as M = 64 at 8 warps; mma.sync otherwise). Where N does not cut into slices of a multiple of 16
+  columns it runs on the FMA units, many times slower, with the same results; the printed
+  IR's `dot_plan` says which (`mma:f16[64x128x64] wgmma n-split=2 (...)`, or
+  `fma:fma[...] (...)`). Row reductions of such an accumulator (attention's row max and sum)
+  and a P operand taken from it go through shared memory instead of staying in registers
+  ([newt/ir/schedule.py](../newt/ir/schedule.py) `plan_dot`,
+  [newt/ir/layouts.py](../newt/ir/layouts.py) `AccLayout`).
 - **A dot operand loaded without a mask along its contiguous axis reads rows of at most the
   row stride on sm_90a**, and a dot's result stored without a mask writes rows of at most the
   row stride: the tiles move by TMA, and the map's extent on that axis is the row stride (the

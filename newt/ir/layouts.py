@@ -155,60 +155,87 @@ class FragmentLayout(Layout):
 
 
 class AccLayout(FragmentLayout):
-    def __init__(self, M: int, N: int, num_threads: int):
+    """The m16n8 / m64nN accumulator fragment (passes/tc/dot.py's docstring draws it). `C`
+    column groups (default 1): when M rows do not give every warp a 16-row strip, the warps
+    form C groups of W / C consecutive warps, group c holding columns [c * Nw, (c + 1) * Nw),
+    Nw = N / C, laid out within its slice as the whole fragment of AccLayout(M, Nw, T / C)
+    (Triton's warpsPerCTA [W / C, C]; on Hopper each warpgroup then issues m64nNw)."""
+
+    def __init__(self, M: int, N: int, num_threads: int, C: int = 1):
         W = num_threads // 32
         self.M, self.N, self.numel, self.num_threads = M, N, M * N, num_threads
-        self.G = min(4, W)
-        self.ngrp = W // self.G
+        self.C, self.Nw, self.Wr = C, N // C, W // C       # column groups, their width, warps
+        self.G = min(4, self.Wr)
+        self.ngrp = self.Wr // self.G
         self.rows_grp = M // self.ngrp
         self.sub = 16 * self.G
         self.nsub = self.rows_grp // self.sub
-        self.nslots = self.nsub * N // 2
+        self.nslots = self.nsub * self.Nw // 2
         self.vec = 2
 
     @staticmethod
-    def fits(M, N, num_threads) -> bool:
+    def fits(M, N, num_threads, C: int = 1) -> bool:
         W = num_threads // 32
-        return M % (16 * W) == 0 and N % 16 == 0
+        return W % C == 0 and M % (16 * (W // C)) == 0 and N % (16 * C) == 0
+
+    @staticmethod
+    def col_groups(M, N, num_threads) -> int | None:
+        """The fewest column groups whose fragment fits (1: no split), else None."""
+        W, C = num_threads // 32, 1
+        while C <= W:
+            if AccLayout.fits(M, N, num_threads, C):
+                return C
+            C *= 2
+        return None
 
     @property
     def groups(self) -> int:     # pairs of consecutive columns (memory.py's vector groups)
         return self.nslots // self.vec
 
     def key(self):
-        return ("mma_acc", self.M, self.N, self.num_threads)
+        return ("mma_acc", self.M, self.N, self.num_threads) + ((self.C,) if self.C > 1 else ())
 
     def py_flat(self, t, s):
         w, lane = t // 32, t % 32
-        g, wi = w // self.G, w % self.G
-        half = self.N // 2
+        cg, wr = w // self.Wr, w % self.Wr
+        g, wi = wr // self.G, wr % self.G
+        half = self.Nw // 2
         ms, rem = s // half, s % half
         c8, h, e = rem // 4, (rem % 4) // 2, rem % 2
         row = g * self.rows_grp + ms * self.sub + wi * 16 + lane // 4 + 8 * h
-        return row * self.N + c8 * 8 + (lane % 4) * 2 + e
+        return row * self.N + cg * self.Nw + c8 * 8 + (lane % 4) * 2 + e
+
+    def warp_terms(self, warp: str) -> tuple[str, str, str]:
+        """C expressions of a warp's row group, its index within the group and the first
+        column of its slice ("0" where constant)."""
+        wr = f"({warp} % {self.Wr})" if self.C > 1 else warp
+        g = f"({wr} / {self.G})" if self.ngrp > 1 else "0"
+        wi = f"({warp} % {self.G})" if self.G > 1 else "0"     # (G divides Wr)
+        c0 = f"({warp} / {self.Wr}) * {self.Nw}" if self.C > 1 else "0"
+        return g, wi, c0
 
     def row_col(self, tid: str, s) -> tuple[str, str]:
         """C expressions (row, column) of slot s of thread tid."""
-        half = self.N // 2
-        w = f"({tid} >> 5)"
+        half = self.Nw // 2
         lane = f"({tid} & 31)"
-        g = f"({w} / {self.G})" if self.ngrp > 1 else "0"
-        wi = f"({w} % {self.G})" if self.G > 1 else "0"
+        g, wi, c0 = self.warp_terms(f"({tid} >> 5)")
+        first = f"{c0} + " if self.C > 1 else ""
         if isinstance(s, int):
             ms, rem = s // half, s % half
             c8, h, e = rem // 4, (rem % 4) // 2, rem % 2
             row = (f"({g} * {self.rows_grp} + {wi} * 16 + ({lane} >> 2) + "
                    f"{ms * self.sub + 8 * h})")
-            col = f"({c8 * 8 + e} + ({lane} & 3) * 2)"
+            col = f"({first}{c8 * 8 + e} + ({lane} & 3) * 2)"
             return row, col
         s = f"({s})"
         row = (f"({g} * {self.rows_grp} + ({s} / {half}) * {self.sub} + {wi} * 16 + "
                f"({lane} >> 2) + (({s} % 4) / 2) * 8)")
-        col = f"((({s} % {half}) / 4) * 8 + ({lane} & 3) * 2 + {s} % 2)"
+        col = f"({first}(({s} % {half}) / 4) * 8 + ({lane} & 3) * 2 + {s} % 2)"
         return row, col
 
     def __str__(self):
-        return f"mma_acc(M={self.M}, N={self.N}, groups={self.ngrp}x{self.G} warps)"
+        split = f", {self.C} column groups of {self.Nw}" if self.C > 1 else ""
+        return f"mma_acc(M={self.M}, N={self.N}, groups={self.ngrp}x{self.G} warps{split})"
 
     __repr__ = __str__
 
@@ -291,6 +318,9 @@ class AccRowLayout(Layout):
 
     @staticmethod
     def of_acc(lay: AccLayout) -> "AccRowLayout":
+        # a fragment split in column groups holds each row in C warps: the row statistics
+        # (passes/tc/dot_rows.py) take only unsplit ones
+        assert lay.C == 1, lay
         return AccRowLayout(lay.M, lay.num_threads)
 
     def key(self):
@@ -326,7 +356,7 @@ class AccRowLayout(Layout):
 
 def acc_row_slot(lay: AccLayout, s):
     """The AccRowLayout slot holding the row of AccLayout slot s (int or C expression)."""
-    half = lay.N // 2
+    half = lay.Nw // 2
     if isinstance(s, int):
         return (s // half) * 2 + (s % 4) // 2
     return f"((({s}) / {half}) * 2 + (({s}) % 4) / 2)"

@@ -51,11 +51,14 @@ class DotPlan:
     swap: bool = False     # computed as C^T = B^T A^T (SwappedAccLayout; passes/tc/dot_tma.py)
     wgmma: bool = False    # the instruction: wgmma.mma_async, else mma.sync (passes/tc/dot.py,
     #                        record_instructions)
-    why: str = ""          # an fma plan's reason: which input or shape keeps it off tensor cores
+    why: str = ""          # an fma plan's reason: which input or shape keeps it off tensor
+    #                        cores; an mma plan's: why its warps split N (col_groups)
+    col_groups: int = 1    # the accumulator's warp groups along N (AccLayout's C)
 
     def __str__(self):
         return f"{self.engine}:{self.kind}[{self.M}x{self.N}x{self.K}]" + \
             (" swapped" if self.swap else "") + (" wgmma" if self.wgmma else "") + \
+            (f" n-split={self.col_groups}" if self.col_groups > 1 else "") + \
             (f" ({self.why})" if self.why else "")
 
 
@@ -80,14 +83,16 @@ def acc_layout(plan: "DotPlan", num_threads: int):
     """The register layout of a tensor-core dot's accumulator."""
     if plan.swap:
         return SwappedAccLayout(plan.M, plan.N, num_threads)
-    return AccLayout(plan.M, plan.N, num_threads)
+    return AccLayout(plan.M, plan.N, num_threads, plan.col_groups)
 
 
 def uses_wgmma(arch: str, num_threads: int, plan: DotPlan, a_src=None) -> bool:
     """Whether codegen computes a tensor-core dot with wgmma (else mma.sync): sm_90a, whole
-    warpgroups, 16-bit, tf32, fp8 or int8 inputs; A from registers (a_src "regs") only for
-    16-bit."""
+    warpgroups (in each column group, when the warps split N: 64-row m64 tiles), 16-bit,
+    tf32, fp8 or int8 inputs; A from registers (a_src "regs") only for 16-bit."""
     if plan.engine != "mma" or not (arch.startswith("sm_9") and arch.endswith("a")):
+        return False
+    if (num_threads // 32 // plan.col_groups) % 4:
         return False
     kinds = ("f16", "bf16") if a_src == "regs" else ("f16", "bf16", "tf32", "s8") + FP8_KINDS
     return num_threads % 128 == 0 and plan.kind in kinds
@@ -106,16 +111,22 @@ def plan_dot(op, num_threads) -> DotPlan:
         kind = ka if ka == kb else f"{ka}_{kb}"
     esize = _TC_INPUTS.get(dt, 8)
     W = num_threads // 32
+    # the fragment gives each warp 16-row strips (AccLayout); where M rows cannot cover every
+    # warp, the warps split N too: the fewest column groups that fit (1: no split)
+    C = AccLayout.col_groups(M, N, num_threads)
     if kind is None:
         why = f"{dt} x {b.dtype.name} inputs" + (f" with input_precision={prec!r}"
                                                  if dt == "float32" else "")
-    elif not AccLayout.fits(M, N, num_threads):
-        # the fragment gives each warp 16-row strips of whole rows (AccLayout); Triton would
-        # split the warps along N as well
-        why = (f"{M} rows do not split into 16-row strips over {W} warps" if N % 16 == 0
-               else f"N = {N} is not a multiple of 16")
+    elif C is None:
+        why = (f"N = {N} is not a multiple of 16" if N % 16 else
+               f"{M} rows do not split into 16-row strips over {W} warps, nor N = {N} into "
+               f"column slices of 16 over the rest")
     elif (K * esize) % 32 or K * esize < 32:
         why = f"K = {K} is under 32 bytes or not a multiple of them"
+    elif C > 1:
+        return DotPlan("mma", kind, M, N, K, esize, col_groups=C,
+                       why=f"{M} rows in 16-row strips over {W // C} of {W} warps: N in {C} "
+                           f"column slices of {N // C}")
     else:
         return DotPlan("mma", kind, M, N, K, esize)
     return DotPlan("fma", "fma", M, N, K, esize, why=why)

@@ -219,6 +219,10 @@ def emit_dot(em, op):
             em.emit("newt_fence_proxy_async();")
         if rt is None or op.attrs["ring_barrier"]:
             em.barrier()
+    elif op.attrs.get("a_sync"):    # A staged above from registers other warps wrote
+        if use_wg:                  # (passes/tc/dot_loads.py: _a_sync)
+            em.emit("newt_fence_proxy_async();")
+        em.barrier()
     # what runs while the mma is in flight: the ring's copies of a later iteration (first
     # dot), or, after a rotated first dot, its next iteration's scores (retired by the
     # dot_async_wait before this dot) becoming the current ones

@@ -44,6 +44,23 @@ def b_tile_offset(tb, b_kmajor: bool, c0: int, kk) -> str:
     return f"{panel}u + (u32)({kk} * {32 // tb.esize}) * {tb.sw}u"
 
 
+def b_slice_base(em, tb, b_kmajor, lay) -> str:
+    """C expression: the address of the first column of the warp's column slice in B's tile
+    (the tile's base when the accumulator does not split N: AccLayout's C). The column group
+    is uniform in a warpgroup (newt_warp_uniform). A slice starting inside a swizzle panel
+    (MN-major) starts its descriptor inside the panel's first row, as the k-steps of a K-major
+    tile do (b_tile_offset)."""
+    if lay.C == 1:
+        return tb.base
+    add_helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
+    c0 = f"(u32)(newt_warp_uniform() / {lay.Wr}) * {lay.Nw}u"
+    if b_kmajor:
+        return f"({tb.base} + {c0} * {tb.sw}u)"
+    per = tb.sw // tb.esize
+    return (f"({tb.base} + (({c0}) / {per}u) * {tb.rows * tb.sw}u + (({c0}) % {per}u) * "
+            f"{tb.esize}u)")
+
+
 def desc_base(em, addr, lbo, sbo, sw) -> str:
     """Declare the descriptor of shared-memory address `addr`; the descriptor of addr + off is
     then `name + (off >> 4)` (shared addresses stay below 2^18, so the 14-bit address field
@@ -57,10 +74,12 @@ def desc_plus(desc, off) -> str:
     return f"{desc} + (newt_u64)(({off}) >> 4)"
 
 
-def _wgmma_fns(em, plan, b_kmajor, prefix, instr, widest=256):
-    """The N columns in chunks of at most `widest` (wgmma's widest n: 256) and, per chunk width,
-    the name of the device function issuing that wgmma (emitted once per kernel)."""
-    chunks = [(c0, min(widest, plan.N - c0)) for c0 in range(0, plan.N, widest)]
+def _wgmma_fns(em, plan, b_kmajor, prefix, instr, widest=256, N=None):
+    """The N columns (plan.N, or a column slice's) in chunks of at most `widest` (wgmma's widest
+    n: 256) and, per chunk width, the name of the device function issuing that wgmma (emitted
+    once per kernel)."""
+    N = plan.N if N is None else N
+    chunks = [(c0, min(widest, N - c0)) for c0 in range(0, N, widest)]
     fns = {}
     # the name says B's order too: one kernel can hold both (attention's backward: K^T loaded
     # transposed, V^T as stored), and the instruction's trans-b operand differs between them
@@ -77,6 +96,8 @@ def a_tile_desc(em, ta, lay) -> str:
     warp index (_WARP_UNIFORM)."""
     add_helpers(em, ("newt_warp_uniform", _WARP_UNIFORM))
     warp = "newt_warp_uniform()"
+    if lay.C > 1:       # (the warpgroup's place within its column group)
+        warp = f"({warp} % {lay.Wr})"
     return (f"newt_wgmma_desc2({ta.base} + (u32)(({warp} / 4) * {lay.rows_grp}) * {ta.sw}u, 16, "
             f"{8 * ta.sw}, {_SWZ_MODE[ta.sw]})")
 
@@ -92,8 +113,8 @@ def emit_wgmma(em, plan, lay, n, ta, tb, b_kmajor, between=None, wait=0, zero=Fa
     if promote and plan.kind in FP8_KINDS and not zero:
         return _emit_promoted(em, plan, lay, n, ta, tb, b_kmajor, between, a_desc)
     scale = "kk != 0" if zero else "1"
-    N = plan.N
-    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr)
+    N = lay.Nw                # (the warpgroup's column slice: all of N unless split)
+    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr, N=N)
     ksteps = plan.K * plan.esize // 32
     em.emit("newt_wgmma_fence();")
     # k-steps outermost: consecutive wgmmas write different accumulators (sub-tiles, column
@@ -117,14 +138,16 @@ def _descs(em, ta, tb, lay, b_kmajor, a_desc):
     if da0 is None:
         da0 = em.fresh("desc")
         em.emit(f"const newt_u64 {da0} = {a_tile_desc(em, ta, lay)};")
-    return da0, desc_base(em, tb.base, *b_tile_layout(tb, b_kmajor), tb.sw)
+    return da0, desc_base(em, b_slice_base(em, tb, b_kmajor, lay), *b_tile_layout(tb, b_kmajor),
+                          tb.sw)
 
 
 def _emit_promoted(em, plan, lay, n, ta, tb, b_kmajor, between, a_desc):
     """acc n += A B with each piece of at most 128 columns of a sub-tile summed over the k-step
     into a fresh block by 8-bit wgmma, retired, then added to n in fp32. Pieces of 128 columns
     keep the extra registers at 64 a thread, beside a 128x256 accumulator."""
-    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr, widest=128)
+    chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma", wgmma_instr, widest=128,
+                             N=lay.Nw)
     ksteps = plan.K * plan.esize // 32
     da0, db0 = _descs(em, ta, tb, lay, b_kmajor, a_desc)
     for ms in range(lay.nsub):
@@ -140,7 +163,7 @@ def _emit_promoted(em, plan, lay, n, ta, tb, b_kmajor, between, a_desc):
                 em.emit(f"{fns[w]}(&{part}[0], {da}, {db}, kk != 0);")
             _commit_wait(em, between, 0)
             between = None
-            off = ms * (plan.N // 2) + c0 // 2
+            off = ms * (lay.Nw // 2) + c0 // 2
             with em.slots(w // 2) as s:
                 em.emit(f"{n}[{off} + {s}] += {part}[{s}];")
 
@@ -212,6 +235,7 @@ def emit_wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
     """P @ V on sm_90a: A (a 16-bit value in the accumulator layout) from registers. Every
     fragment is packed before the fence: wgmma may not read registers written after it."""
     N, K = plan.N, plan.K
+    assert lay.C == 1, "A from registers needs whole rows per warp (passes/tc/dot_rows.py)"
     chunks, fns = _wgmma_fns(em, plan, b_kmajor, "newt_wgmma_rs", wgmma_rs_instr)
     kind = "f16" if a.dtype.name == "float16" else "bf16"
     pack = f"newt_frag_pack_{kind}"
@@ -236,15 +260,21 @@ def emit_wgmma_rs(em, plan, lay, n, a, tb, b_kmajor, between=None, wait=0):
 
 
 def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None, rolled=False):
-    N = plan.N
+    N = lay.Nw                # (the warp's column slice: all of N unless split)
     add_helpers(em, ("newt_mma_sync_helpers", MMA_SYNC_HELPERS),
              (f"newt_mma_{plan.kind}", mma_sync_instr(plan.kind)))
     ki = 32 // plan.esize
     ksteps = plan.K // ki
-    g = f"(warp / {lay.G})" if lay.ngrp > 1 else "0"
-    wi = f"(warp % {lay.G})" if lay.G > 1 else "0"
+    g, wi, c0 = lay.warp_terms("warp")
     mma_row = em.fresh("mma_row")
     em.emit(f"const int {mma_row} = {g} * {lay.rows_grp} + {wi} * 16;")
+    # B's columns of the warp's slice (AccLayout's column groups; from 0 unless split)
+    brow0, chunk0 = "", ""
+    if lay.C > 1:
+        assert a_regs is None, "A from registers needs whole rows per warp"
+        col = em.fresh("mma_col")
+        em.emit(f"const int {col} = {c0};")
+        brow0, chunk0 = f"{col} + ", f"{col} / 8 + "
     with em.slots(lay.nsub, "ms"):
         # with 128+ accumulator registers (this dot's, or those its loop carries: `rolled`,
         # passes/tc/fragment_epilogue.py), unrolled k-steps prefetch fragments of the next
@@ -265,10 +295,11 @@ def emit_mma_sync(em, plan, lay, n, ta, tb, b_kmajor, a_regs=None, rolled=False)
             with em.scope(f"for (int nj = 0; nj < {N // 16}; ++nj)"):
                 em.emit("u32 t4[4];")
                 if b_kmajor:
-                    brow = "nj * 16 + (lane % 8) + (lane / 16) * 8"
+                    brow = f"{brow0}nj * 16 + (lane % 8) + (lane / 16) * 8"
                     em.emit(f"newt_ldmatrix_x4({tb.chunk_addr(brow, 'kk * 2 + ((lane / 8) & 1)')}, t4);")
                 else:
                     brow = f"kk * {ki} + (lane % 8) + ((lane / 8) & 1) * 8"
-                    em.emit(f"newt_ldmatrix_x4_trans({tb.chunk_addr(brow, 'nj * 2 + lane / 16')}, t4);")
+                    chunk = f"{chunk0}nj * 2 + lane / 16"
+                    em.emit(f"newt_ldmatrix_x4_trans({tb.chunk_addr(brow, chunk)}, t4);")
                 em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8], fa, &t4[0]);")
                 em.emit(f"newt_mma_{plan.kind}(&{n}[ms * {N // 2} + nj * 8 + 4], fa, &t4[2]);")

@@ -22,6 +22,10 @@ warp i of the group owns rows 16i..16i+15 of every sub-tile and all N columns. W
 16 x N strip, lane l and register r = 4*(c/8) + 2*h + e hold row l/4 + 8h, column
 8*(c/8) + 2*(l%4) + e. Slots run sub-tile by sub-tile (N/2 registers each), which is exactly the
 register order of a wgmma m64nN accumulator and of consecutive mma.sync m16n8 C fragments.
+Where M rows cannot give every warp 16-row strips (BM = 64 at 8 warps), the warps form C column
+groups (DotPlan.col_groups, chosen by plan_dot, printed `n-split=C` with its reason): group c
+holds columns [c N/C, (c+1) N/C) laid out as above with W/C warps, and issues its own mma.sync
+or m64n(N/C) wgmma on that slice of B.
 """
 from __future__ import annotations
 

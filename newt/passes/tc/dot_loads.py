@@ -172,7 +172,8 @@ def plan_prefetch(fn, options):
     and "live" = the prefetch op
     to the loop (their tiles are in use across the whole loop); first dot "cp_wait" = ahead - 1
     (ahead - 2 rotated), "ring_issue" = the two loads, "rotate" or "late_copies"; second dot
-    "ring_ready",
+    "ring_ready", and "a_sync" when it stages its A from registers that other warps than its
+    readers wrote (_a_sync),
     "rotate_from" = the first dot; prefetch op "ahead"; dot_async_wait "next" = the loop
     inside it."""
     from ...ir.schedule import uses_wgmma
@@ -224,6 +225,8 @@ def plan_prefetch(fn, options):
         if late:
             dots[0].attrs["late_copies"] = True
         dots[1].attrs["ring_ready"] = True
+        if _a_sync(dots[1], options):
+            dots[1].attrs["a_sync"] = True
         for d in dots:
             d.attrs["tile_ring"] = R
             d.attrs["live"] = IrRef((pre, loop))
@@ -239,6 +242,23 @@ def plan_prefetch(fn, options):
             w = Op("dot_async_wait", [], [], {"next": IrRef(loop)}, (), loop.loc)
             w.parent = body
             body.ops.insert(first, w)
+
+
+def _a_sync(dot, options):
+    """Whether a ring-ready dot that stages its A from registers (a_src None) needs a barrier
+    (and, for wgmma, the async-proxy fence) between the staging and the mma: always, except
+    on mma.sync with A in the unsplit fragment layout of the dot's own rows, where each warp
+    reads back only the rows it wrote. (P of attention in a fragment split in column groups,
+    AccLayout's C, is written by the warps of every group.)"""
+    from ...ir.layouts import AccLayout
+    from ...ir.schedule import uses_wgmma
+    if dot.attrs.get("a_src") is not None:
+        return False
+    plan = dot.attrs["dot_plan"]
+    lay = dot.operands[0].attrs.get("layout")
+    local = isinstance(lay, AccLayout) and lay.C == 1 and plan.col_groups == 1 \
+        and lay.M == plan.M and lay.num_threads == options.num_threads
+    return not local or uses_wgmma(options.arch, options.num_threads, plan)
 
 
 def _rotatable(dot, body, uses, options):

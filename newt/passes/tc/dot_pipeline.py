@@ -167,7 +167,8 @@ def _mark_ring(loop, options):
         b_bytes = -(-plan.K * plan.N * plan.esize // 1024) * 1024
         b_kmajor = b_tile_kmajor(plan.esize, loads[1].operands[0])
         if use_wg and plan.kind == "tf32" and not k_contiguous(loads[1].operands[0]) \
-                and SwappedAccLayout.fits(plan.M, plan.N, options.num_threads):
+                and SwappedAccLayout.fits(plan.M, plan.N, options.num_threads) \
+                and plan.col_groups == 1:
             # wgmma reads a 4-byte B only K-major from shared memory; copied as it lies (N-major,
             # 16-byte copies) and computed swapped, C^T = B^T A^T (B^T's fragments read into
             # registers: codegen/tc/dot_swap.py), instead of transposed by 4-byte copies.

@@ -93,8 +93,16 @@ def _reduce_source(op, T):
     lay = src.attrs.get("layout")
     if isinstance(lay, AccLayout) and lay.num_threads == T and lay.N == x.shape[1] \
             and lay.M == x.shape[0] and src.dtype == x.dtype:
-        return src
+        return src if _whole_rows(lay) else None
     return None
+
+
+def _whole_rows(lay):
+    """Whether each row of the fragment lies in one warp's quads. Split in column groups
+    (AccLayout's C, a dot whose M rows do not cover its warps), a row spans C warps: its
+    reductions, broadcasts and P operand keep the layout pass's way through shared memory,
+    which combines the warps' columns (the dot's plan says so: _split_rows_why)."""
+    return isinstance(lay, AccLayout) and lay.C == 1
 
 
 # ----------------------------------------------------------------------------- 1-3 rows
@@ -153,7 +161,29 @@ def _row_values(fn, T, seeds):
     return cand, row
 
 
+def _split_rows_why(fn):
+    """Record on each split dot's plan that its row statistics go through shared memory."""
+    from .facts import replace_fact
+    for op in list(fn.walk()):
+        plan = op.attrs.get("dot_plan") if op.opcode == "dot" else None
+        if plan is None or plan.col_groups == 1 or "row reductions" in plan.why:
+            continue
+        if any(_reduce_of(u, op.result) for u in fn.walk()):
+            replace_fact(fn, plan, why=plan.why + "; its row reductions combine the warps "
+                                                  "through shared memory")
+
+
+def _reduce_of(op, x):
+    if op.opcode != "reduce" or op.attrs.get("axis") != 1:
+        return False
+    v = op.operands[0]
+    cv = v.owner
+    return v is x or (isinstance(cv, Op) and cv.opcode == "convert_layout"
+                      and cv.operands[0] is x)
+
+
 def _fuse_rows(fn, T):
+    _split_rows_why(fn)
     seeds = [(op, src) for op in fn.walk() for src in [_reduce_source(op, T)] if src is not None]
     if not seeds:
         return
@@ -188,7 +218,7 @@ def _bcast_target(fn, op, rowset):
     if not fn_users or any(u.opcode != "convert_layout" for u in fn_users) or len(lays) != 1:
         return None
     lay = lays.pop()
-    if isinstance(lay, AccLayout) and lay.N == r.shape[1] and lay.M == r.shape[0]:
+    if _whole_rows(lay) and lay.N == r.shape[1] and lay.M == r.shape[0]:
         return lay
     return None
 
@@ -255,8 +285,8 @@ def _plan_operands(fn, T):
             continue
         a = op.operands[0]
         lay = a.attrs.get("layout")
-        if plan.kind in ("f16", "bf16") and isinstance(lay, AccLayout) and lay.M == plan.M \
-                and lay.N == plan.K and lay.num_threads == T:
+        if plan.kind in ("f16", "bf16") and _whole_rows(lay) and lay.M == plan.M \
+                and lay.N == plan.K and lay.num_threads == T and plan.col_groups == 1:
             op.attrs["a_src"] = "regs"                   # 4
             c = a.owner
             if isinstance(c, Op) and c.opcode == "cast" and not c.attrs.get("bitcast") \
@@ -330,7 +360,7 @@ def _invariant_rows(fn, T):
         if len(lays) != 1:
             continue
         lay = lays.pop()
-        if not (isinstance(lay, AccLayout) and lay.num_threads == T and lay.M == v.shape[0]
+        if not (_whole_rows(lay) and lay.num_threads == T and lay.M == v.shape[0]
                 and lay.N == bc.result.shape[1]):
             continue
         block = loop.parent       # one conversion per block: later loops of it reuse it

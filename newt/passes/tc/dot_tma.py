@@ -324,8 +324,10 @@ def plan_tma(fn, loop, ring, dot, loads, acc_out, num_threads):
         if k_major_b and not kcontig:
             # the ring's B tile is K-major (8-bit inputs) and a box along N lands N-major
             raise NoMatch("a B contiguous along N is copied transposed into the K-major tile")
-        if swap and not SwappedAccLayout.fits(plan.M, plan.N, num_threads):
-            raise NoMatch("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps")
+        if swap and (plan.col_groups > 1
+                     or not SwappedAccLayout.fits(plan.M, plan.N, num_threads)):
+            raise NoMatch("tf32 needs the swapped accumulator: N a multiple of 16 * num_warps "
+                          "and M rows covering every warp")
         ops = []
         for role, ld, s in zip("ab", loads, steps):
             # B's boxes land in the order of the ring's B tile: K-major ([N][K]) ones are

@@ -83,7 +83,7 @@ def scale_in_fragment(fn, options=None):
         if isinstance(cv, Op) and cv.opcode == "convert_layout" and len(uses.get(c.id, [])) == 1:
             row = cv.operands[0]
         if not (isinstance(row.attrs.get("layout"), AccRowLayout) and row.attrs["layout"].M ==
-                lay.M and tuple(row.shape) == (lay.M, 1)):
+                lay.M and tuple(row.shape) == (lay.M, 1) and lay.C == 1):
             continue
         bc.opcode = "dot_row_bcast"                 # the row, read from the thread's own rows
         bc.operands = [row]

@@ -52,7 +52,9 @@ def _halves(out, uses):
     x = out.operands[0]
     lay = x.attrs.get("layout")
     block = out.parent
-    if type(lay) is not AccLayout or tuple(x.shape) != (lay.M, lay.N) or lay.N % 32:
+    # (a fragment split in column groups already gives each warp one slice: not taken)
+    if type(lay) is not AccLayout or tuple(x.shape) != (lay.M, lay.N) or lay.N % 32 \
+            or lay.C > 1:
         return None
     M, N = lay.M, lay.N
     r = _only_use(uses, out.result, "reshape", block)
