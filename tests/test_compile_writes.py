@@ -164,10 +164,7 @@ def compiled_once(fn, *args):
     graphs = []
     torch._dynamo.reset()
     counters.clear()
-    # compile_threads=1: no pool of compile processes inside each test worker (under xdist on
-    # a 16-core machine, 14 workers each starting one crowded the machine; one worker died)
-    with torch._inductor.config.patch(post_grad_custom_post_pass=graphs.append,
-                                      compile_threads=1):
+    with torch._inductor.config.patch(post_grad_custom_post_pass=graphs.append):
         got = torch.compile(fn, fullgraph=True, backend="inductor")(*args)
     assert graphs
     return got, graphs, sum(counters["graph_break"].values())
