@@ -209,3 +209,25 @@ def computation_type(a: dtype, a_weak: bool, b: dtype, b_weak: bool, div_or_mod:
         raise TypeError(f"cannot use /, // or % with {a} and {b}: they have different signedness; "
                         "cast them to the same signedness")
     return integer_promote(a, b)
+
+
+def float_to_int(value: float, dt: dtype) -> int:
+    """A Python float converted to the integer type `dt` as a runtime cast converts it (the
+    GPU's cvt.rzi, and the interpreter's `cast`): truncated toward zero, saturated to 32 or 64
+    bits, 8- and 16-bit results the low bits of the 32-bit one, NaN 0 (2^63's bits at 64 bits);
+    to bool `value != 0`. So a constant folded by the frontend (`nl.full(.., 3e9, nl.int32)`,
+    a load's `other`, a stored number) is what the same number computed at runtime gives."""
+    if dt.is_bool():
+        return int(value != 0)
+    width = max(dt.bits, 32)
+    if value != value:
+        v = 1 << 63 if width == 64 else 0
+    elif dt.kind == "uint":
+        v = 0 if value <= 0 else min(int(value) if value != float("inf") else 1 << width,
+                                     (1 << width) - 1)
+    else:
+        lo, hi = -(1 << width - 1), (1 << width - 1) - 1
+        v = lo if value == float("-inf") else hi if value == float("inf") else \
+            max(lo, min(hi, int(value)))
+    v &= (1 << dt.bits) - 1
+    return v - (1 << dt.bits) if dt.kind == "int" and v >> (dt.bits - 1) else v

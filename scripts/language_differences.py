@@ -85,6 +85,12 @@ TRITON_DIFFERENCES = """\
   (the amount read as unsigned and clamped to the width): `x << 40` of an int32 is 0 and
   `x >> 40` is 0 or -1 by the sign, on the GPU and in the interpreter; Triton leaves them
   undefined (LLVM poison) ([newt/codegen/header.py](../newt/codegen/header.py)).
+- **Float -> integer conversions outside the target's range are defined** (Triton's
+  `fptosi` / `fptoui` make them poison): truncated toward zero, saturated to 32 or 64 bits,
+  NaN 0 (2^63's bits at 64 bits), as the GPU's `cvt.rzi` gives; 8- and 16-bit results are the
+  low bits of the 32-bit one. A Python float that becomes an integer constant
+  (`nl.full(.., 3e9, nl.int32)`, a stored number, a load's `other`) converts by the same rule
+  (`float_to_int` in [newt/dtypes.py](../newt/dtypes.py)).
 - **A Python float argument beyond fp32's range is a `LaunchError`** naming the argument
   (Triton rounds it to inf); `float("inf")` passes.
 - **fp32 `/` and `nl.sqrt` round as Triton's do**, not as IEEE: `div.full.f32` (at most 2 ulp)

@@ -75,7 +75,7 @@ def constant(b, value, dt: D.dtype) -> Tensor:
         if isinstance(value, float):
             if value != value or value in (float("inf"), float("-inf")):
                 error(f"cannot convert {value} to {dt.name}")
-            value = int(value)
+            value = D.float_to_int(value, dt)   # as the same number cast at runtime
         value = _wrap_int(int(value), dt)
     return Tensor(b.constant(value, dt), b)
 
