@@ -366,6 +366,8 @@ def bind(low, config: Config, jitfn) -> Launch:
             args.append(what[1].tensor)
         elif what[0] == "extent":
             args.append(_end(what[1]))
+        elif what[0] == "seed":
+            args.append(what[1].seed)
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}

@@ -229,12 +229,15 @@ def spills(report) -> int:
 def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
     cargs, ckw = _clone(args), _clone(kwargs)
     rec = []
+    state = torch.get_rng_state()     # every candidate draws the oracle's seeds (rng.py)
     try:
         ret = kernel.run(cargs, ckw, cfg, record=rec, poison=True)
         if any(t.is_cuda for t in expected):
             torch.cuda.synchronize()
     except Exception as e:
         return Result("failed", detail=f"{type(e).__name__}: {e}")
+    finally:
+        torch.set_rng_state(state)
     bad = compare(outputs(ret, cargs, ckw), expected, tf32)
     if bad:
         return Result("rejected", detail=bad)
@@ -287,7 +290,12 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     def expected():
         if "out" not in oracle:
             ref_args, ref_kwargs = _clone(args), _clone(kwargs)
-            oracle["out"] = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args, ref_kwargs)
+            state = torch.get_rng_state()   # the call after tuning draws these seeds again
+            try:
+                oracle["out"] = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args,
+                                        ref_kwargs)
+            finally:
+                torch.set_rng_state(state)
         return oracle["out"]
 
     tf32 = space.fp32_dot and torch.get_float32_matmul_precision() != "highest"

@@ -1,0 +1,132 @@
+"""torch's random tensors in a tile loop, as Helion's dropout kernels write them:
+`torch.rand_like(v)`, `torch.randn_like(v)`, `torch.rand([tile_m, tile_n])` (deuteron/rng.py).
+The kernel and the oracle draw the same Philox numbers under the same `torch.manual_seed`, every
+call draws new ones, any tiling draws the same ones, and loops where every program would repeat
+one draw are refused. Inputs are fresh random data of odd sizes; outputs NaN-poisoned
+arguments where the kernel takes them; the results are compared with torch."""
+import pytest
+import torch
+
+import deuteron as dt
+import deuteron.language as hl
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DEUTERON_CACHE_DIR", str(tmp_path / "dt-cache"))
+
+
+@dt.kernel
+def dropout_into(p: float, x, out):
+    for t in hl.tile(x.numel()):
+        v = x[t]
+        keep = torch.rand_like(v) > p
+        out[t] = torch.where(keep, v / (1 - p), torch.zeros_like(v))
+    return out
+
+
+def _seeded(fn, seed, *args):
+    torch.manual_seed(seed)
+    return fn(*args)
+
+
+def test_dropout_with_rand_like_matches_torch_and_the_oracle(device):
+    p, x = 0.3, torch.randn(3001, device=device)
+    nan = lambda: torch.full_like(x, float("nan"))
+    got = _seeded(dropout_into, 11, p, x, nan())
+    kept = got != 0
+    assert not got.isnan().any()
+    torch.testing.assert_close(got[kept], x[kept] / (1 - p))       # torch's dropout scaling
+    assert abs(kept.float().mean().item() - (1 - p)) < 0.05
+    torch.testing.assert_close(_seeded(dropout_into.ref, 11, p, x, nan()), got, rtol=0, atol=0)
+    again = _seeded(dropout_into, 11, p, x, nan())        # the replayed launch: same seed
+    torch.testing.assert_close(again, got, rtol=0, atol=0)
+    other = dropout_into(p, x, nan())                     # the next draw: a new mask
+    assert (other != 0).ne(kept).any()
+
+
+@dt.kernel(config=dt.Config(block_sizes=[16, 8]))
+def noisy(x, out):
+    for tm, tn in hl.tile(x.shape):
+        v = x[tm, tn]
+        out[tm, tn] = v + torch.randn_like(v) * 0.5 + torch.rand([tm, tn], device=x.device)
+    return out
+
+
+def test_randn_like_and_rand_over_tiles_in_fp16(device):
+    x = torch.randn(37, 45, dtype=torch.float16, device=device)
+    out = torch.full_like(x, float("nan"))
+    got = _seeded(noisy, 5, x, out)
+    want = _seeded(noisy.ref, 5, x, torch.full_like(x, float("nan")))
+    torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3)
+    noise = (got - x).float()
+    assert abs(noise.mean().item() - 0.5) < 0.1            # N(0, 0.25) + U(0, 1)
+    assert 0.45 < noise.std().item() < 0.7                 # sqrt(0.25 + 1/12) = 0.577
+    # every element of the 16x8 tiles has its own number: no tile repeats another's
+    u = _seeded(noisy, 5, torch.zeros_like(x), torch.full_like(x, float("nan")))
+    assert not torch.equal(u[:16, :8], u[16:32, :8])
+    assert not torch.equal(u[:16, :8], u[:16, 8:16])
+
+
+@dt.kernel
+def uniform(x, out):
+    m, n = x.shape
+    for tm in hl.tile(m):
+        for tn in hl.tile(n):
+            out[tm, tn] = torch.rand_like(x[tm, tn].float())
+    return out
+
+
+def test_any_tiling_draws_the_same_numbers_and_the_oracle_agrees(device):
+    x = torch.randn(19, 70, device=device)
+    runs = [_seeded(uniform.run, 3, (x, torch.full_like(x, float("nan"))), {},
+                    dt.Config(block_sizes=list(b))) for b in ((4, 16), (32, 128), (1, 1))]
+    for r in runs[1:]:
+        torch.testing.assert_close(r, runs[0], rtol=0, atol=0)
+    torch.testing.assert_close(_seeded(uniform.ref, 3, x, torch.full_like(x, float("nan"))),
+                               runs[0], rtol=0, atol=0)
+    assert 0.0 <= runs[0].min() and runs[0].max() < 1.0
+    assert abs(runs[0].mean().item() - 0.5) < 0.05
+
+
+def test_the_seed_is_an_argument_so_every_call_reuses_one_kernel():
+    x = torch.randn(129)
+    src = dropout_into.to_newt_source(0.5, x, torch.empty_like(x))
+    assert "do_not_specialize=['seed']" in src and "nl.rand(seed, " in src
+    assert len(dropout_into.compile(0.5, x, torch.empty_like(x), arch="sm_90a")) == 1
+
+
+def test_tuning_leaves_the_draws_of_the_call_to_the_oracle():
+    @dt.kernel(configs=[dt.Config(block_sizes=[32]), dt.Config(block_sizes=[256])])
+    def tuned_dropout(x):
+        out = torch.empty_like(x)
+        for t in hl.tile(x.numel()):
+            v = x[t]
+            out[t] = torch.where(torch.rand_like(v) < 0.5, v * 2.0, 0.0)
+        return out
+
+    x = torch.randn(777)
+    got = _seeded(tuned_dropout, 9, x)             # tunes (both configs agree with the oracle)
+    assert tuned_dropout.last_summary and "0 rejected" in tuned_dropout.last_summary
+    torch.testing.assert_close(_seeded(tuned_dropout.ref, 9, x), got, rtol=0, atol=0)
+
+
+def test_loops_where_every_program_would_repeat_a_draw_are_refused():
+    @dt.kernel
+    def per_row(x, out):
+        for i in hl.grid(x.shape[0]):
+            for tn in hl.tile(x.shape[1]):
+                out[i, tn] = torch.rand_like(x[i, tn])
+        return out
+
+    @dt.kernel
+    def row_draw_in_a_2d_grid(x, out):
+        for tm, tn in hl.tile(x.shape):
+            out[tm, tn] = x[tm, tn] + torch.rand_like(x[tm, 0])[:, None]
+        return out
+
+    x = torch.randn(5, 33)
+    with pytest.raises(dt.TraceError, match="index"):
+        per_row(x, torch.empty_like(x))
+    with pytest.raises(dt.TraceError, match="lacks the dim"):
+        row_draw_in_a_2d_grid(x, torch.empty_like(x))
