@@ -368,6 +368,8 @@ def bind(low, config: Config, jitfn) -> Launch:
             args.append(_end(what[1]))
         elif what[0] == "seed":
             args.append(what[1].seed)
+        elif what[0] == "scalar":
+            args.append(what[1])
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}

@@ -84,9 +84,14 @@ class Lowering(ExprMixin, ScanMixin, BranchMixin):
             for axis in range(r.tensor.dim()):
                 params.append((f"stride_{r.name}{axis}", ("stride", r, axis)))
                 self.names.used.add(f"stride_{r.name}{axis}")
-        if self.p.rng:             # random ops: this call's seed (rng.py), never specialized
+        self.unspecialized = []    # seeds: any value, one compile
+        if self.p.rng:             # torch.rand_like & co: this call's seed (rng.py)
             self.seed = self.names.fresh("seed")
             params.append((self.seed, ("seed", self.p)))
+            self.unspecialized.append(self.seed)
+        self.host_seeds = [self.names.fresh("rand_seed") for _ in self.p.host_seeds]
+        params += [(n, ("scalar", s)) for n, s in zip(self.host_seeds, self.p.host_seeds)]
+        self.unspecialized += self.host_seeds
         for d in self.p.dims:
             constexprs.append((f"BLOCK_SIZE_{d.letter.upper()}", ("block", d)))
         if self._grouped():
@@ -376,7 +381,8 @@ class Lowering(ExprMixin, ScanMixin, BranchMixin):
         self.transposed = self._transposed_loads()
         name = self.names.fresh(self.p.name + "_kernel")
         sig = [p for p, _ in params] + [f"{c}: nl.constexpr" for c, _ in constexprs]
-        jit = f"@newt.jit(do_not_specialize=[{self.seed!r}])" if self.p.rng else "@newt.jit"
+        jit = (f"@newt.jit(do_not_specialize={self.unspecialized!r})" if self.unspecialized
+               else "@newt.jit")
         self.lines = [jit, f"def {name}("]
         line = "        "
         for i, s in enumerate(sig):

@@ -118,7 +118,9 @@ class ExprMixin:
                 mult = mult * size if isinstance(size, int) else (
                     size if mult == 1 else f"{mult} * {size}")
             seed = v.attrs["seed"]
-            if seed is None:        # torch.rand_like & co: the launch's seed argument (rng.py)
+            if "seed_arg" in v.attrs:          # hl.rand: its host seed, an argument
+                seed = self.host_seeds[v.attrs["seed_arg"]]
+            elif seed is None:        # torch.rand_like & co: the launch's seed argument (rng.py)
                 seed = f"{self.seed} + {v.attrs['stream']}" if v.attrs["stream"] else self.seed
             fn = "randn" if v.attrs.get("normal") else "rand"
             return f"nl.{fn}({seed}, {' + '.join(reversed(terms)) or '0'})", ATOM

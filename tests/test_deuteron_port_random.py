@@ -130,3 +130,26 @@ def test_loops_where_every_program_would_repeat_a_draw_are_refused():
         per_row(x, torch.empty_like(x))
     with pytest.raises(dt.TraceError, match="lacks the dim"):
         row_draw_in_a_2d_grid(x, torch.empty_like(x))
+
+
+@dt.kernel
+def seeded_dropout(x, seed: int):
+    out = torch.empty_like(x)
+    for t in hl.tile(x.numel()):
+        v = x[t]
+        out[t] = torch.where(hl.rand([t], seed=seed) > 0.4, v / 0.6, 0.0)
+    return out
+
+
+def test_hl_rand_seed_is_an_argument_not_part_of_the_source(device):
+    x = torch.randn(1234, device=device)
+    a, b = seeded_dropout(x, 17), seeded_dropout(x, 18)
+    assert seeded_dropout.to_newt_source(x, 17) == seeded_dropout.to_newt_source(x, 18)
+    assert len(seeded_dropout._jit) == 1              # one kernel serves both seeds
+    torch.testing.assert_close(seeded_dropout(x, 17), a, rtol=0, atol=0)
+    assert (a != 0).ne(b != 0).any()
+    for got, seed in ((a, 17), (b, 18)):
+        torch.testing.assert_close(seeded_dropout.ref(x, seed), got, rtol=0, atol=0)
+        kept = got != 0
+        torch.testing.assert_close(got[kept], x[kept] / 0.6)
+        assert abs(kept.float().mean().item() - 0.6) < 0.06
