@@ -166,15 +166,38 @@ class Progress:
             sys.stderr.flush()
 
 
+def programs_by_config(kernel, tracer, args, kwargs):
+    """The programs a run under each config launches: the trace's own (a list), unless the
+    kernel registers block sizes or tunables, whose values host code and tile shapes may read
+    (`hl.zeros([block_size_m, block_size_n])`): then config -> programs, each distinct choice
+    traced again (compiling the default's programs for it would compile another kernel)."""
+    slots = [d.index for d in tracer.tunable if getattr(d, "bs_range", None) is not None]
+    if not slots and not tracer.tunables:
+        return tracer.programs
+    seen = {}
+
+    def of(cfg):
+        key = (tuple(cfg.block_sizes[i:i + 1] for i in slots), cfg.tunables)
+        if key not in seen:
+            seen[key] = kernel.trace_under(cfg, args, kwargs).programs
+        return seen[key]
+    return of
+
+
 def compile_jobs(kernel, programs, cfgs, arch) -> tuple:
     """([(config, job)], {config: error}) for every (config, program) pair: one newt compile
-    job each (workers.job_of), or the error binding that config raised."""
+    job each (workers.job_of), or the error binding that config raised. `programs`: a list, or
+    config -> list (programs_by_config)."""
     from ..kernel import bind
     from ..split import bind_split, launches
-    lowered = [lower(p, kernel.static_shapes) for p in programs]
+    of = programs if callable(programs) else (lambda cfg: programs)
+    lowered = {}
     jobs, failed = [], {}
     for cfg in cfgs:
-        for p, low in zip(programs, lowered):
+        progs = of(cfg)
+        if id(progs) not in lowered:
+            lowered[id(progs)] = (progs, [lower(p, kernel.static_shapes) for p in progs])
+        for p, low in zip(*lowered[id(progs)]):
             try:
                 split = bind_split(kernel, p, cfg)          # its two kernels, or None
                 calls = launches(split[1]) if split else [bind(low, cfg, kernel.jit_function(low))]
@@ -275,6 +298,7 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     t0 = time.perf_counter()
     tracer = kernel.trace(*args, **kwargs)
     space = Space(tracer)
+    programs = programs_by_config(kernel, tracer, args, kwargs)
     name = kernel.__name__
     gpu = _gpu_of(args, kwargs)
     if effort == "none" and not kernel.configs:
@@ -307,7 +331,7 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
 
     def evaluate(cfgs):
         tc = time.perf_counter()
-        comp = (Compiles(kernel, tracer.programs, cfgs, arch, deadline,
+        comp = (Compiles(kernel, programs, cfgs, arch, deadline,
                          job_timeout=JOB_TIMEOUT.get(effort, 60.0)) if arch else None)
         stats["compile_s"] += time.perf_counter() - tc
         exp = expected()                   # the first batch compiles while the oracle runs
