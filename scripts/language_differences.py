@@ -263,7 +263,8 @@ HELION_DIFFERENCES = """\
   `BooleanFragment`).
 - **`hl.rand(shape, seed=)`** draws Philox numbers (Triton's stream) at each element's position
   in the untiled shape, so every tiling and the oracle draw the same numbers; the seed is a host
-  int. It is not torch's generator.
+  int, passed to the kernel as an argument (a new seed compiles nothing). It is not torch's
+  generator.
 - **`torch.rand_like` / `torch.randn_like` / `torch.rand` / `torch.randn` in a tile loop**
   draw the same Philox stream at each element's position in the value's untiled shape, keyed
   by a seed drawn from torch's default CPU generator once per call (Helion draws one seed per
