@@ -157,7 +157,7 @@ class _ReplayRun:
     def __init__(self, plan, kernel, args, kwargs):
         self.plan, self.kernel, self.args, self.kwargs = plan, kernel, args, kwargs
         self.i, self.offset, self.tracer = 0, 0, None
-        self.seeds = rng.Seeds()
+        self.seeds = None          # rng.Seeds of this call, made at its first seed slot
 
     def tile(self, begins, ends, block_size, multi, index_only=False):
         if self.tracer is None:
@@ -173,7 +173,9 @@ class _ReplayRun:
                                  on_program=self.kernel.launcher(self.plan.config))
             self.tracer.config = self.plan.config
             self.tracer.tunable_offset = self.offset
-            self.tracer.seeds, self.tracer.program_offset = self.seeds, self.i - 1
+            self.tracer.program_offset = self.i - 1
+            if self.seeds is not None:     # launches before this one drew the call's base
+                self.tracer.seeds = self.seeds
         return self.tracer.tile(begins, ends, block_size, multi, index_only)
 
     def __getattr__(self, name):
@@ -212,6 +214,7 @@ class _ReplayRun:
                 args[j] = self.args[where]
                 continue
             if kind == "seed":
+                self.seeds = self.seeds or rng.Seeds()
                 args[j] = self.seeds.of(where)
                 continue
             if kind == "kwarg":

@@ -153,3 +153,28 @@ def test_hl_rand_seed_is_an_argument_not_part_of_the_source(device):
         kept = got != 0
         torch.testing.assert_close(got[kept], x[kept] / 0.6)
         assert abs(kept.float().mean().item() - 0.6) < 0.06
+
+
+@dt.kernel
+def two_loops(x, y):
+    a, b = torch.empty_like(x), torch.empty_like(y)
+    for t in hl.tile(x.shape[0]):
+        a[t] = x[t] * torch.rand_like(x[t])
+    for tm, tn in hl.tile(y.shape):
+        v = y[tm, tn]
+        b[tm, tn] = v + torch.randn_like(v)
+    return a, b
+
+
+def test_each_tile_loop_draws_its_own_numbers_in_the_kernel_and_the_oracle(device):
+    x, y = torch.rand(301, device=device) + 1, torch.randn(7, 301, device=device)
+    for _ in range(2):                                   # traced, then replayed
+        got = _seeded(two_loops, 21, x, y)
+        want = _seeded(two_loops.ref, 21, x, y)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w, rtol=1e-6, atol=1e-6)
+    u = got[0] / x
+    assert 0 <= u.min() and u.max() <= 1 and abs(u.mean().item() - 0.5) < 0.06
+    assert abs((got[1] - y).std().item() - 1.0) < 0.1
+    # the second loop's first stream is not the first loop's uniforms
+    assert not torch.allclose(u[:7], (got[1] - y)[:, 0].to(u.dtype))
