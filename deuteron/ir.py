@@ -176,6 +176,10 @@ class Program:
     has_dot: bool = False
     fp32_dot: bool = False
     loc: object = None
+    rng: int = 0            # random ops (rng.py): the kernel then takes a `seed` argument
+    seed: int = 0           # that argument's value for the launch of this run
+    index: int = 0          # the program's place among the run's tile loops (its seed)
+    host_seeds: list = dataclasses.field(default_factory=list)   # hl.rand seeds: arguments
 
     def tensor_ref(self, t: torch.Tensor) -> TensorRef:
         for r in self.tensors:

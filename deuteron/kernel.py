@@ -165,6 +165,17 @@ class Kernel:
         self._run_with(tracer, args, kwargs)
         return tracer
 
+    def trace_under(self, config, args, kwargs=None):
+        """The tracer of a run under `config` that launches nothing: host code and tile shapes
+        see the config's registered block sizes and tunables. It draws no seed (rng.py)."""
+        tracer = Tracer(self.fn.__name__, self._loop_vars, on_program=lambda prog: None)
+        tracer.config, state = config, torch.get_rng_state()
+        try:
+            self._run_with(tracer, args, kwargs or {})
+        finally:
+            torch.set_rng_state(state)
+        return tracer
+
     def to_newt_source(self, *args, **kwargs) -> str:
         """The newt source generated for these arguments (one @newt.jit kernel per tile loop)."""
         return "\n\n".join(lower(p, self.static_shapes).source
@@ -242,10 +253,10 @@ class Kernel:
         [CompiledKernel] for these arguments under `config` (default: the heuristic one)."""
         import newt
         from newt.runtime import specialize
-        tracer = self.trace(*args, **kwargs)
         if config is None:
             from .autotune.space import Space
-            config = Space(tracer).default()
+            config = Space(self.trace(*args, **kwargs)).default()
+        tracer = self.trace_under(config, args, kwargs)     # the programs this config runs
         from .split import bind_program, launches
         out = []
         for call in (c for p in tracer.programs for c in launches(bind_program(self, p, config)[1])):
@@ -366,6 +377,10 @@ def bind(low, config: Config, jitfn) -> Launch:
             args.append(what[1].tensor)
         elif what[0] == "extent":
             args.append(_end(what[1]))
+        elif what[0] == "seed":
+            args.append(what[1].seed)
+        elif what[0] == "scalar":
+            args.append(what[1])
         else:
             args.append(what[1].tensor.stride(what[2]))
     kwargs = {}

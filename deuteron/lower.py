@@ -84,6 +84,14 @@ class Lowering(ExprMixin, ScanMixin, BranchMixin):
             for axis in range(r.tensor.dim()):
                 params.append((f"stride_{r.name}{axis}", ("stride", r, axis)))
                 self.names.used.add(f"stride_{r.name}{axis}")
+        self.unspecialized = []    # seeds: any value, one compile
+        if self.p.rng:             # torch.rand_like & co: this call's seed (rng.py)
+            self.seed = self.names.fresh("seed")
+            params.append((self.seed, ("seed", self.p)))
+            self.unspecialized.append(self.seed)
+        self.host_seeds = [self.names.fresh("rand_seed") for _ in self.p.host_seeds]
+        params += [(n, ("scalar", s)) for n, s in zip(self.host_seeds, self.p.host_seeds)]
+        self.unspecialized += self.host_seeds
         for d in self.p.dims:
             constexprs.append((f"BLOCK_SIZE_{d.letter.upper()}", ("block", d)))
         if self._grouped():
@@ -373,7 +381,9 @@ class Lowering(ExprMixin, ScanMixin, BranchMixin):
         self.transposed = self._transposed_loads()
         name = self.names.fresh(self.p.name + "_kernel")
         sig = [p for p, _ in params] + [f"{c}: nl.constexpr" for c, _ in constexprs]
-        self.lines = ["@newt.jit", f"def {name}("]
+        jit = (f"@newt.jit(do_not_specialize={self.unspecialized!r})" if self.unspecialized
+               else "@newt.jit")
+        self.lines = [jit, f"def {name}("]
         line = "        "
         for i, s in enumerate(sig):
             piece = s + (", " if i < len(sig) - 1 else "")

@@ -108,10 +108,22 @@ class ExprMixin:
             terms, mult = [], 1
             for j in reversed(range(v.rank)):
                 d = v.dims[j]
+                if d is ONE:
+                    continue
                 term = f"offs_{d.letter}{bc(j, v.rank)}"
                 terms.append(term if mult == 1 else f"{term} * {mult}")
-                mult *= d.lo + d.extent
-            return f"nl.rand({v.attrs['seed']}, {' + '.join(reversed(terms))})", ATOM
+                # torch.rand_like & co (dims from 0, rng.py): the extents are arguments, so
+                # the source serves every shape
+                size = d.letter.upper() if v.attrs["seed"] is None else d.lo + d.extent
+                mult = mult * size if isinstance(size, int) else (
+                    size if mult == 1 else f"{mult} * {size}")
+            seed = v.attrs["seed"]
+            if "seed_arg" in v.attrs:          # hl.rand: its host seed, an argument
+                seed = self.host_seeds[v.attrs["seed_arg"]]
+            elif seed is None:        # torch.rand_like & co: the launch's seed argument (rng.py)
+                seed = f"{self.seed} + {v.attrs['stream']}" if v.attrs["stream"] else self.seed
+            fn = "randn" if v.attrs.get("normal") else "rand"
+            return f"nl.{fn}({seed}, {' + '.join(reversed(terms)) or '0'})", ATOM
         if op == "full":
             shape = ", ".join("1" if d is ONE else f"BLOCK_SIZE_{d.letter.upper()}" for d in v.dims)
             shape = f"({shape},)" if v.rank == 1 else f"({shape})"

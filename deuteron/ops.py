@@ -363,7 +363,11 @@ def rand(tracer, shape, seed):
             dims.append(tracer.program.full_dim(s))
         else:
             raise TraceError(f"hl.rand shapes hold tiles and ints, got {s!r}")
-    return tracer.new("rand", [], tuple(dims), torch.float32, None, seed=seed)
+    # the seed is an argument of the kernel, not part of its source: a new seed compiles nothing
+    seeds = tracer.program.host_seeds
+    seeds.append(seed)
+    return tracer.new("rand", [], tuple(dims), torch.float32, None, seed=seed,
+                      seed_arg=len(seeds) - 1)
 
 
 def hl_dot(tracer, a, b, acc=None, out_dtype=None):

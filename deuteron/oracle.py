@@ -14,6 +14,7 @@ import itertools
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import rng
 from .ir import BlockSize
 
 
@@ -108,6 +109,9 @@ class RefRun:
         # a kernel with jagged tiles: the launch grid's tiles are one row each, so that each
         # jagged loop has one length (the kernel masks each row's lanes past its length instead)
         self.by_row, self.depth = by_row, 0
+        # torch.rand_like & co (rng.py): this run's seeds, the outer loop in progress, the next
+        # random op's stream in it, and how many open loops iterate (positions then unknown)
+        self.seeds, self.program_index, self.rng_stream, self.partial = rng.Seeds(), -1, 0, 0
 
     def tile(self, begins, ends, block_size, multi, index_only=False):
         blocks = list(block_size) if isinstance(block_size, (list, tuple)) else [block_size] * len(ends)
@@ -124,15 +128,20 @@ class RefRun:
             else:
                 axes.append([RefTile(b, e, self.device)] if e > b else [])
         it = itertools.product(*axes)
-        return self._nested(it if multi else (t[0] for t in it))
+        if self.depth == 0:
+            self.program_index, self.rng_stream = self.program_index + 1, 0
+        whole = all(len(a) == 1 and isinstance(a[0], RefTile) and a[0].begin == 0 for a in axes)
+        return self._nested(it if multi else (t[0] for t in it), not whole)
 
-    def _nested(self, it):
+    def _nested(self, it, partial=False):
         """Iterate `it` with the loop depth raised while its body runs."""
         self.depth += 1
+        self.partial += partial
         try:
             yield from it
         finally:
             self.depth -= 1
+            self.partial -= partial
 
     def jagged_tile(self, lengths, block_size=None):
         if isinstance(lengths, torch.Tensor) and lengths.numel() > 1:
@@ -305,6 +314,11 @@ class OracleMode(TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func in rng.FUNCTIONS:
+            from . import language
+            run = language._active[-1] if language._active else None
+            if isinstance(run, RefRun) and run.depth:      # in a tile loop: the kernel's numbers
+                return rng.eager(run, func, args, kwargs)
         if func in (torch.addmm, torch.baddbmm) and len(args) >= 3:
             acc, a, b = args[:3]
             beta, alpha = kwargs.get("beta", 1), kwargs.get("alpha", 1)

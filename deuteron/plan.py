@@ -22,7 +22,7 @@ import types
 
 import torch
 
-from . import language
+from . import language, rng
 from .errors import user_frame
 from .ir import BlockSize
 from .trace import Tracer
@@ -120,6 +120,10 @@ class PlanBuilder:
     def add(self, prog, low, launch):
         slots, metas = [], []
         for j, (_, what) in enumerate(low.params):
+            if what[0] == "seed":        # drawn again by each replay (rng.py)
+                slots.append((j, ("seed", prog.index)))
+                metas.append(None)
+                continue
             if what[0] != "ptr" or what[1].workspace:    # deuteron's own: the launch keeps it
                 continue
             t = what[1].tensor
@@ -153,6 +157,7 @@ class _ReplayRun:
     def __init__(self, plan, kernel, args, kwargs):
         self.plan, self.kernel, self.args, self.kwargs = plan, kernel, args, kwargs
         self.i, self.offset, self.tracer = 0, 0, None
+        self.seeds = None          # rng.Seeds of this call, made at its first seed slot
 
     def tile(self, begins, ends, block_size, multi, index_only=False):
         if self.tracer is None:
@@ -168,6 +173,9 @@ class _ReplayRun:
                                  on_program=self.kernel.launcher(self.plan.config))
             self.tracer.config = self.plan.config
             self.tracer.tunable_offset = self.offset
+            self.tracer.program_offset = self.i - 1
+            if self.seeds is not None:     # launches before this one drew the call's base
+                self.tracer.seeds = self.seeds
         return self.tracer.tile(begins, ends, block_size, multi, index_only)
 
     def __getattr__(self, name):
@@ -204,6 +212,10 @@ class _ReplayRun:
         for (j, (kind, where)), meta in zip(entry.slots, entry.metas):
             if kind == "arg":              # plan_key already matched the arguments' metadata
                 args[j] = self.args[where]
+                continue
+            if kind == "seed":
+                self.seeds = self.seeds or rng.Seeds()
+                args[j] = self.seeds.of(where)
                 continue
             if kind == "kwarg":
                 t = self.kwargs.get(where)

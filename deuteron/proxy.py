@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from . import ir, ops
+from . import ir, ops, rng
 from .errors import TraceError
 
 _NO_DATA = ("tile values have no data while tracing: Python control flow on tensor data is "
@@ -306,6 +306,8 @@ def _table():
     t[torch.zeros_like] = lambda tr, x, dtype=None, **kw: ops.full(tr, [], 0, dtype or x.dtype) \
         if x.rank == 0 else _like(tr, x, 0, dtype)
     t[torch.full_like] = lambda tr, x, v, dtype=None, **kw: _like(tr, x, v, dtype)
+    for f in rng.FUNCTIONS:     # torch.rand_like / randn_like / rand / randn: rng.py
+        t[f] = lambda tr, *a, _f=f, **kw: rng.traced(tr, _f, *a, **kw)
     # `w.new_zeros(n)` in a tile loop (w a host tensor): a tile of n values, as hl.zeros([n])
     for m, v in (("new_zeros", 0), ("new_ones", 1), ("new_empty", 0)):
         t[getattr(torch.Tensor, m)] = (lambda v: lambda tr, x, *size, dtype=None, **kw: ops.full(

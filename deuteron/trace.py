@@ -17,7 +17,7 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import ir, memory, ops, pads  # noqa: F401  (ops first: it completes proxy.py)
+from . import ir, memory, ops, pads, rng  # noqa: F401  (ops first: it completes proxy.py)
 from . import jagged as jagged_tiles
 from .errors import Loc, TraceError, user_frame, user_loc
 from .ir import BlockSize, default_block
@@ -164,6 +164,8 @@ class Tracer:
         self._mode = None
         self.config = None                # the config this run launches with (None: trace only)
         self.tunables: dict = {}          # hl.register_tunable: name -> fragment, first use wins
+        self.seeds = rng.Seeds()          # torch.rand_like & co in tile loops (rng.py)
+        self.program_offset = 0           # tile loops replayed before this tracer began
 
     def close(self):
         """Leave the body mode if a loop body raised (the generator was never resumed)."""
@@ -293,6 +295,9 @@ class Tracer:
                 if v is ref.tensor:
                     ref.name = ref.local = name
                     break
+        prog.index = self.program_offset + len(self.programs)
+        if prog.rng and self.config is not None:     # a run that launches: this call's seed
+            prog.seed = self.seeds.of(prog.index)
         self.programs.append(prog)
         self.program, self.current_block = None, None
         self.on_program(prog)

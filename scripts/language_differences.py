@@ -273,7 +273,17 @@ HELION_DIFFERENCES = """\
   `BooleanFragment`).
 - **`hl.rand(shape, seed=)`** draws Philox numbers (Triton's stream) at each element's position
   in the untiled shape, so every tiling and the oracle draw the same numbers; the seed is a host
-  int. It is not torch's generator.
+  int, passed to the kernel as an argument (a new seed compiles nothing). It is not torch's
+  generator.
+- **`torch.rand_like` / `torch.randn_like` / `torch.rand` / `torch.randn` in a tile loop**
+  draw the same Philox stream at each element's position in the value's untiled shape, keyed
+  by a seed drawn from torch's default CPU generator once per call (Helion draws one seed per
+  random op from the tensors' device generator): `torch.manual_seed(s)` repeats a call, every
+  call draws new numbers, and the oracle draws the kernel's numbers (eager torch's own stream
+  would differ, so the oracle could not check the kernel). Inside a loop whose programs or
+  iterations would all repeat one draw (an `hl.grid` index, a pinned block size smaller than
+  its dim, a value lacking an open loop's tile dim) they raise `TraceError` (Helion repeats
+  the draw); use `hl.rand` with a seed that differs per index there.
 - **Atomics** (`hl.atomic_add`, `_max`, `_min`, `_and`, `_or`, `_xor`, `_xchg`) are relaxed
   and return None (Helion returns the old values); `sem` is accepted and ignored.
 - **A reduction or matmul over a dim of the launch grid** (each program holds one tile of it)

@@ -166,15 +166,38 @@ class Progress:
             sys.stderr.flush()
 
 
+def programs_by_config(kernel, tracer, args, kwargs):
+    """The programs a run under each config launches: the trace's own (a list), unless the
+    kernel registers block sizes or tunables, whose values host code and tile shapes may read
+    (`hl.zeros([block_size_m, block_size_n])`): then config -> programs, each distinct choice
+    traced again (compiling the default's programs for it would compile another kernel)."""
+    slots = [d.index for d in tracer.tunable if getattr(d, "bs_range", None) is not None]
+    if not slots and not tracer.tunables:
+        return tracer.programs
+    seen = {}
+
+    def of(cfg):
+        key = (tuple(cfg.block_sizes[i:i + 1] for i in slots), cfg.tunables)
+        if key not in seen:
+            seen[key] = kernel.trace_under(cfg, args, kwargs).programs
+        return seen[key]
+    return of
+
+
 def compile_jobs(kernel, programs, cfgs, arch) -> tuple:
     """([(config, job)], {config: error}) for every (config, program) pair: one newt compile
-    job each (workers.job_of), or the error binding that config raised."""
+    job each (workers.job_of), or the error binding that config raised. `programs`: a list, or
+    config -> list (programs_by_config)."""
     from ..kernel import bind
     from ..split import bind_split, launches
-    lowered = [lower(p, kernel.static_shapes) for p in programs]
+    of = programs if callable(programs) else (lambda cfg: programs)
+    lowered = {}
     jobs, failed = [], {}
     for cfg in cfgs:
-        for p, low in zip(programs, lowered):
+        progs = of(cfg)
+        if id(progs) not in lowered:
+            lowered[id(progs)] = (progs, [lower(p, kernel.static_shapes) for p in progs])
+        for p, low in zip(*lowered[id(progs)]):
             try:
                 split = bind_split(kernel, p, cfg)          # its two kernels, or None
                 calls = launches(split[1]) if split else [bind(low, cfg, kernel.jit_function(low))]
@@ -229,12 +252,15 @@ def spills(report) -> int:
 def check_and_time(kernel, cfg, args, kwargs, expected, tf32, timer) -> Result:
     cargs, ckw = _clone(args), _clone(kwargs)
     rec = []
+    state = torch.get_rng_state()     # every candidate draws the oracle's seeds (rng.py)
     try:
         ret = kernel.run(cargs, ckw, cfg, record=rec, poison=True)
         if any(t.is_cuda for t in expected):
             torch.cuda.synchronize()
     except Exception as e:
         return Result("failed", detail=f"{type(e).__name__}: {e}")
+    finally:
+        torch.set_rng_state(state)
     bad = compare(outputs(ret, cargs, ckw), expected, tf32)
     if bad:
         return Result("rejected", detail=bad)
@@ -272,6 +298,7 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     t0 = time.perf_counter()
     tracer = kernel.trace(*args, **kwargs)
     space = Space(tracer)
+    programs = programs_by_config(kernel, tracer, args, kwargs)
     name = kernel.__name__
     gpu = _gpu_of(args, kwargs)
     if effort == "none" and not kernel.configs:
@@ -287,7 +314,12 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
     def expected():
         if "out" not in oracle:
             ref_args, ref_kwargs = _clone(args), _clone(kwargs)
-            oracle["out"] = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args, ref_kwargs)
+            state = torch.get_rng_state()   # the call after tuning draws these seeds again
+            try:
+                oracle["out"] = outputs(kernel.ref(*ref_args, **ref_kwargs), ref_args,
+                                        ref_kwargs)
+            finally:
+                torch.set_rng_state(state)
         return oracle["out"]
 
     tf32 = space.fp32_dot and torch.get_float32_matmul_precision() != "highest"
@@ -299,7 +331,7 @@ def tune(kernel, args, kwargs, effort, timer=None, progress=True, arch=None, qui
 
     def evaluate(cfgs):
         tc = time.perf_counter()
-        comp = (Compiles(kernel, tracer.programs, cfgs, arch, deadline,
+        comp = (Compiles(kernel, programs, cfgs, arch, deadline,
                          job_timeout=JOB_TIMEOUT.get(effort, 60.0)) if arch else None)
         stats["compile_s"] += time.perf_counter() - tc
         exp = expected()                   # the first batch compiles while the oracle runs
