@@ -24,29 +24,9 @@ from newt.ir.layouts import AccLayout
 sys.path.insert(0, os.path.dirname(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
 from conftest import HAS_CUDA  # noqa: E402
+from lab.matmul_col_groups import mm_bias  # noqa: E402  (the lab benchmark's kernel)
 
 needs_cxx = pytest.mark.skipif(shutil.which("g++") is None, reason="no host C++ compiler")
-
-
-@newt.jit
-def mm_bias(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-            BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr, BIAS: nl.constexpr):
-    """Masks on every axis, `acc += dot`, then (BIAS) a column bias added and the cast to C's
-    type: the epilogue users write."""
-    offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
-    offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
-    acc = nl.zeros((BM, BN), dtype=nl.float32)
-    for k in range(0, nl.cdiv(K, BK)):
-        offs_k = k * BK + nl.arange(0, BK)
-        a = nl.load(a_ptr + offs_m[:, None] * sam + offs_k[None, :] * sak,
-                    mask=(offs_m[:, None] < M) & (offs_k[None, :] < K), other=0.0)
-        b = nl.load(b_ptr + offs_k[:, None] * sbk + offs_n[None, :] * sbn,
-                    mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
-        acc += nl.dot(a, b)
-    if BIAS:
-        acc = acc + nl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(nl.float32)[None, :]
-    nl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn,
-             acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 @newt.jit

@@ -24,8 +24,10 @@ import newt.language as nl  # noqa: E402
 
 
 @newt.jit
-def mm_masked_bias(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
-                   BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr):
+def mm_bias(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, scm, scn,
+            BM: nl.constexpr, BN: nl.constexpr, BK: nl.constexpr, BIAS: nl.constexpr = True):
+    """Masks on every axis, `acc += dot`, then (BIAS) a column bias added and the cast to C's
+    type: the epilogue users write (tests/test_acc_col_groups.py runs it on the emulator)."""
     offs_m = nl.program_id(0) * BM + nl.arange(0, BM)
     offs_n = nl.program_id(1) * BN + nl.arange(0, BN)
     acc = nl.zeros((BM, BN), dtype=nl.float32)
@@ -36,7 +38,8 @@ def mm_masked_bias(a_ptr, b_ptr, bias_ptr, c_ptr, M, N, K, sam, sak, sbk, sbn, s
         b = nl.load(b_ptr + offs_k[:, None] * sbk + offs_n[None, :] * sbn,
                     mask=(offs_k[:, None] < K) & (offs_n[None, :] < N), other=0.0)
         acc += nl.dot(a, b)
-    acc = acc + nl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(nl.float32)[None, :]
+    if BIAS:
+        acc = acc + nl.load(bias_ptr + offs_n, mask=offs_n < N, other=0.0).to(nl.float32)[None, :]
     nl.store(c_ptr + offs_m[:, None] * scm + offs_n[None, :] * scn,
              acc.to(c_ptr.dtype.element_ty), mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
@@ -61,7 +64,7 @@ def plan_of(a, b, bias, c, cfg):
     sig = {p: "*" + {torch.float16: "fp16", torch.bfloat16: "bf16"}[a.dtype]
            for p in ("a_ptr", "b_ptr", "bias_ptr", "c_ptr")}
     sig.update({p: "i32" for p in ("M", "N", "K", "sam", "sak", "sbk", "sbn", "scm", "scn")})
-    ck = newt.compile(mm_masked_bias, sig, dict(BM=BM, BN=BN, BK=BK), arch="sm_90a",
+    ck = newt.compile(mm_bias, sig, dict(BM=BM, BN=BN, BK=BK), arch="sm_90a",
                       num_warps=W, num_stages=S)
     m = re.search(r"dot_plan=(\w+:\S+(?: swapped)?(?: wgmma)?(?: n-split=\d)?)", ck.ir)
     return (m.group(1) if m else "?"), ck.n_spills
@@ -79,28 +82,12 @@ def check(k, dt, cfg, M=1000, N=1500, K=777):
 
 
 def tflops(fn, M, N, K):
-    ms = _ms(fn)
-    return 2 * M * N * K / (ms * 1e-3) / 1e12
-
-
-def _ms(fn, reps=50):
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    best = float("inf")
-    for _ in range(3):
-        start.record()
-        for _ in range(reps):
-            fn()
-        end.record()
-        torch.cuda.synchronize()
-        best = min(best, start.elapsed_time(end) / reps)
-    return best
+    return 2 * M * N * K / (newt.testing.do_bench(fn, return_mode="median") * 1e-3) / 1e12
 
 
 def main():
     size = int(os.environ.get("SIZE", "4096"))
-    tw = common.triton_twin(mm_masked_bias) if common.have_triton() else None
+    tw = common.triton_twin(mm_bias) if common.have_triton() else None
     print(f"{'dtype':5s} {'config':18s} {'newt plan':34s} {'spills':>6s} {'newt':>7s} "
           f"{'triton':>7s} {'n/t':>5s} {'cuBLAS':>7s}  TFLOP/s at {size}^3")
     for name in os.environ.get("DTYPES", "fp16,bf16").split(","):
@@ -111,9 +98,9 @@ def main():
         c = torch.empty(M, N, device="cuda", dtype=dt)
         cub = tflops(lambda: torch.addmm(bias, a, b), M, N, K)
         for cfg in CONFIGS:
-            check(mm_masked_bias, dt, cfg)
+            check(mm_bias, dt, cfg)
             plan, spills = plan_of(a, b, bias, c, cfg)
-            tn = tflops(lambda: launch(mm_masked_bias, a, b, bias, c, cfg), M, N, K)
+            tn = tflops(lambda: launch(mm_bias, a, b, bias, c, cfg), M, N, K)
             tt = float("nan")
             if tw is not None:
                 check(tw, dt, cfg)
